@@ -1,0 +1,20 @@
+# hongbao: `make run` starts everything, `make test` tests everything.
+.PHONY: run up down test build deps bench
+
+run: ## start the dev cluster in the foreground; Ctrl-C stops it
+	@scripts/dev.sh run
+
+up: ## start the dev cluster in the background
+	@scripts/dev.sh up
+
+down: ## stop the dev cluster
+	@scripts/dev.sh down
+
+test: ## vet + unit and integration tests with -race against real MariaDB and memcached
+	@scripts/dev.sh test
+
+deps: ## install MariaDB and memcached if missing
+	@scripts/dev.sh deps
+
+build:
+	go build -o .run/bin/ ./cmd/...

@@ -1,0 +1,84 @@
+package api
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/http"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+type ctxKey struct{}
+
+// reqInfo travels in a request's context: its ID and the fields handlers
+// learn on the way (user, packet), logged once when the request ends.
+type reqInfo struct {
+	id     string
+	mu     sync.Mutex
+	fields []zap.Field
+}
+
+// RequestID returns the request ID of ctx, or "".
+func RequestID(ctx context.Context) string {
+	if ri, ok := ctx.Value(ctxKey{}).(*reqInfo); ok {
+		return ri.id
+	}
+	return ""
+}
+
+// AddField attaches a log field to the request of ctx.
+func AddField(ctx context.Context, f zap.Field) {
+	if ri, ok := ctx.Value(ctxKey{}).(*reqInfo); ok {
+		ri.mu.Lock()
+		ri.fields = append(ri.fields, f)
+		ri.mu.Unlock()
+	}
+}
+
+// RequestIDHeader carries the request ID across router and servers.
+const RequestIDHeader = "X-Request-Id"
+
+// Logged gives every request an ID (the caller's X-Request-Id when it is
+// sane, so one ID follows a request through router and server), echoes it,
+// and logs one line per request.
+func Logged(log *zap.Logger, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get(RequestIDHeader)
+		if id == "" || len(id) > 64 {
+			id = newID()
+		}
+		ri := &reqInfo{id: id}
+		w.Header().Set(RequestIDHeader, id)
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		start := time.Now()
+		next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), ctxKey{}, ri)))
+		ri.mu.Lock()
+		fields := append(ri.fields, zap.String("request_id", id), zap.String("method", r.Method),
+			zap.String("path", r.URL.Path), zap.Int("status", sw.status), zap.Duration("took", time.Since(start)))
+		ri.mu.Unlock()
+		if sw.status >= 500 && sw.status != http.StatusServiceUnavailable {
+			log.Error("request", fields...)
+			return
+		}
+		log.Info("request", fields...)
+	})
+}
+
+func newID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b) // never fails
+	return hex.EncodeToString(b)
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}

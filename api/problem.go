@@ -1,0 +1,94 @@
+// Package api is the HTTP wire format shared by the SET servers and the
+// router: JSON bodies, strict request decoding, and RFC 9457 problem
+// responses whose status is chosen from the domain code by one table.
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	hongbao "github.com/hongbao-dev/hongbao"
+)
+
+// statusOf maps domain codes to HTTP statuses: the one place that decides.
+// InvalidError codes not listed here are 400.
+var statusOf = map[string]int{
+	"not_found":              http.StatusNotFound,
+	"sold_out":               http.StatusConflict,
+	"expired":                http.StatusGone,
+	"busy":                   http.StatusServiceUnavailable,
+	"unavailable":            http.StatusServiceUnavailable,
+	"invalid_id":             http.StatusBadRequest,
+	"invalid_user":           http.StatusBadRequest,
+	"unauthorized":           http.StatusUnauthorized,
+	"token_expired":          http.StatusUnauthorized,
+	"forbidden":              http.StatusForbidden,
+	"insufficient_funds":     http.StatusPaymentRequired,
+	"idempotency_key_reused": http.StatusUnprocessableEntity,
+	"wrong_set":              http.StatusMisdirectedRequest,
+	"body_too_large":         http.StatusRequestEntityTooLarge,
+	"unsupported_media_type": http.StatusUnsupportedMediaType,
+	"timeout":                http.StatusGatewayTimeout,
+	"internal":               http.StatusInternalServerError,
+	"duplicate_id":           http.StatusInternalServerError,
+}
+
+// Status returns the HTTP status for err.
+func Status(err error) int {
+	if s, ok := statusOf[hongbao.Code(err)]; ok {
+		return s
+	}
+	var ie *hongbao.InvalidError
+	if errors.As(err, &ie) {
+		return http.StatusBadRequest
+	}
+	return http.StatusInternalServerError
+}
+
+// Problem is an RFC 9457 problem document with the domain code.
+type Problem struct {
+	Type      string `json:"type"`
+	Title     string `json:"title"`
+	Status    int    `json:"status"`
+	Code      string `json:"code"`
+	Detail    string `json:"detail,omitempty"`
+	Field     string `json:"field,omitempty"`
+	Instance  string `json:"instance,omitempty"`
+	RequestID string `json:"request_id,omitempty"`
+}
+
+// ProblemOf builds the problem document for err. Internal errors keep their
+// detail out of the response; the log has it.
+func ProblemOf(err error, requestID string) Problem {
+	code := hongbao.Code(err)
+	status := Status(err)
+	p := Problem{Type: "about:blank", Title: http.StatusText(status), Status: status, Code: code, RequestID: requestID}
+	var de *hongbao.Error
+	var ie *hongbao.InvalidError
+	switch {
+	case errors.As(err, &ie):
+		p.Detail, p.Field = ie.Field+" "+ie.Message, ie.Field
+	case errors.As(err, &de):
+		p.Detail = de.Message
+	}
+	return p
+}
+
+// WriteProblem answers err as problem JSON. Busy answers carry Retry-After.
+func WriteProblem(w http.ResponseWriter, err error, requestID string) {
+	p := ProblemOf(err, requestID)
+	if p.Status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(p.Status)
+	_ = json.NewEncoder(w).Encode(p) // the client went away; nothing to do
+}
+
+// WriteJSON answers v as JSON with status.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v) // the client went away; nothing to do
+}

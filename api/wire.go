@@ -1,0 +1,150 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	hongbao "github.com/hongbao-dev/hongbao"
+)
+
+// MaxBody bounds request bodies; larger ones are answered 413.
+const MaxBody = 64 << 10
+
+// Problems with the request itself.
+var (
+	ErrMalformedJSON = &hongbao.InvalidError{Code: "malformed_json", Field: "body", Message: "is not a JSON object"}
+	ErrBodyTooLarge  = &hongbao.Error{Code: "body_too_large", Message: fmt.Sprintf("the body exceeds %d bytes", MaxBody)}
+)
+
+var integer = regexp.MustCompile(`^-?[0-9]+$`)
+
+// DecodeSend reads a send body strictly: total and count must be JSON
+// integers (no fraction, exponent or string), type and greeting strings,
+// and no other field, so a client bug cannot move money by accident.
+func DecodeSend(body io.Reader) (hongbao.SendRequest, error) {
+	raw, err := io.ReadAll(body)
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return hongbao.SendRequest{}, ErrBodyTooLarge
+	}
+	if err != nil {
+		return hongbao.SendRequest{}, fmt.Errorf("read body: %w", err)
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
+		return hongbao.SendRequest{}, ErrMalformedJSON
+	}
+	var r hongbao.SendRequest
+	for k, v := range fields {
+		v = bytes.TrimSpace(v)
+		switch k {
+		case "total":
+			n, err := intField(v, "total", "invalid_total")
+			if err != nil {
+				return r, err
+			}
+			r.Total = n
+		case "count":
+			n, err := intField(v, "count", "invalid_count")
+			if err != nil {
+				return r, err
+			}
+			if n > 1<<31-1 {
+				n = 1<<31 - 1 // over any limit; Validate names it
+			}
+			r.Count = int(n)
+		case "type":
+			var s string
+			if json.Unmarshal(v, &s) != nil {
+				return r, &hongbao.InvalidError{Code: "invalid_type", Field: "type", Message: `must be "random" or "fixed"`}
+			}
+			r.Type = hongbao.Type(s)
+		case "greeting":
+			if json.Unmarshal(v, &r.Greeting) != nil || !utf8.ValidString(r.Greeting) {
+				return r, &hongbao.InvalidError{Code: "invalid_greeting", Field: "greeting", Message: "must be a UTF-8 string"}
+			}
+		default:
+			return r, &hongbao.InvalidError{Code: "unknown_field", Field: k, Message: "is not a field of a packet"}
+		}
+	}
+	if _, ok := fields["type"]; !ok {
+		r.Type = hongbao.Random
+	}
+	return r, nil
+}
+
+func intField(v json.RawMessage, field, code string) (int64, error) {
+	bad := &hongbao.InvalidError{Code: code, Field: field, Message: "must be a positive integer (fen for amounts)"}
+	if !integer.Match(v) {
+		return 0, bad
+	}
+	n, err := strconv.ParseInt(string(v), 10, 64)
+	if err != nil || n <= 0 {
+		return 0, bad
+	}
+	return n, nil
+}
+
+// TimeFormat is RFC 3339 with milliseconds.
+const TimeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+// PacketJSON is a packet as the API shows it.
+type PacketJSON struct {
+	ID              string       `json:"id"`
+	Sender          string       `json:"sender"`
+	Total           int64        `json:"total"`
+	Count           int          `json:"count"`
+	Type            string       `json:"type"`
+	Greeting        string       `json:"greeting"`
+	Status          string       `json:"status"`
+	RemainingCount  int          `json:"remaining_count"`
+	RemainingAmount int64        `json:"remaining_amount"`
+	CreatedAt       string       `json:"created_at"`
+	ExpiresAt       string       `json:"expires_at"`
+	Records         []RecordJSON `json:"records"`
+	Best            string       `json:"best,omitempty"`
+}
+
+// RecordJSON is one opener's share.
+type RecordJSON struct {
+	User   string `json:"user"`
+	Amount int64  `json:"amount"`
+	At     string `json:"at"`
+}
+
+// Packet renders p and its records as seen at now in loc.
+func Packet(p *hongbao.Packet, recs []hongbao.Record, now time.Time, loc *time.Location) PacketJSON {
+	j := PacketJSON{
+		ID: p.ID.String(), Sender: p.Sender.String(), Total: p.Total, Count: p.Count, Type: string(p.Type),
+		Greeting: p.Greeting, Status: string(p.StatusAt(now)), RemainingCount: p.RemainingCount,
+		RemainingAmount: p.RemainingAmount, CreatedAt: p.CreatedAt.In(loc).Format(TimeFormat),
+		ExpiresAt: p.ExpiresAt.In(loc).Format(TimeFormat), Records: make([]RecordJSON, 0, len(recs)),
+	}
+	for _, r := range recs {
+		j.Records = append(j.Records, RecordJSON{User: r.User.String(), Amount: r.Amount, At: r.At.In(loc).Format(TimeFormat)})
+	}
+	if best, ok := hongbao.Best(recs); ok && p.RemainingCount == 0 {
+		j.Best = best.User.String()
+	}
+	return j
+}
+
+// OpenJSON answers an open.
+type OpenJSON struct {
+	Status string `json:"status"`
+	Amount int64  `json:"amount"`
+}
+
+// GrabJSON answers a grab.
+type GrabJSON struct {
+	CanOpen bool   `json:"can_open"`
+	Reason  string `json:"reason,omitempty"`
+}

@@ -1,0 +1,91 @@
+// Command hbctl is the operator's tool: tokens, schema, topology, wallet,
+// verification and archival.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+)
+
+// command is one hbctl subcommand.
+type command struct {
+	name  string
+	usage string
+	run   func(ctx context.Context, env *env, args []string) error
+}
+
+// env is what every command gets: output streams and the process environment.
+type env struct {
+	stdout, stderr io.Writer
+	environ        []string
+}
+
+func commands() []command {
+	return []command{
+		{"token", "token --user ID [--ttl 24h]: print a user token", cmdToken},
+		{"schema", "schema ensure [--set NAME] [--days N]: create day tables", cmdSchema},
+	}
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, &env{stdout: os.Stdout, stderr: os.Stderr, environ: os.Environ()}, os.Args[1:])
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "hbctl:", err)
+		var u usageError
+		if errors.As(err, &u) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+// usageError is a mistake in the command line (exit status 2).
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func run(ctx context.Context, e *env, args []string) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprintln(e.stdout, "usage: hbctl COMMAND [flags]\n\ncommands:")
+		for _, c := range commands() {
+			fmt.Fprintln(e.stdout, "  hbctl "+c.usage)
+		}
+		return nil
+	}
+	for _, c := range commands() {
+		if c.name == args[0] {
+			return c.run(ctx, e, args[1:])
+		}
+	}
+	return usageError{fmt.Sprintf("unknown command %q (try hbctl help)", args[0])}
+}
+
+// flags returns a flag set whose errors name the bad flag and do not exit.
+func flags(name string, e *env) *flag.FlagSet {
+	fs := flag.NewFlagSet("hbctl "+name, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	return fs
+}
+
+// parse parses args and turns flag errors into usage errors.
+func parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return usageError{"help requested"}
+		}
+		return usageError{err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Sprintf("unexpected argument %q", strings.Join(fs.Args(), " "))}
+	}
+	return nil
+}

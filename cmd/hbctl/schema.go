@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/configs"
+	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/store"
+)
+
+func cmdSchema(ctx context.Context, e *env, args []string) error {
+	if len(args) == 0 || args[0] != "ensure" {
+		return usageError{"usage: hbctl schema ensure [--set NAME] [--days N]"}
+	}
+	fs := flags("schema ensure", e)
+	cfgPath := fs.String("config", "configs/dev.yaml", "configuration file")
+	setName := fs.String("set", "", "only this SET (default: every SET)")
+	days := fs.Int("days", 1, "also create the tables of the next N days")
+	if err := parse(fs, args[1:]); err != nil {
+		return err
+	}
+	if *days < 0 || *days > 30 {
+		return usageError{"flag --days: must be between 0 and 30"}
+	}
+	cfg, err := configs.Load(*cfgPath, e.environ)
+	if err != nil {
+		return err
+	}
+	sets := cfg.Sets
+	if *setName != "" {
+		sc, err := cfg.Set(*setName)
+		if err != nil {
+			return usageError{"flag --set: " + err.Error()}
+		}
+		sets = []configs.Set{sc}
+	}
+	for _, sc := range sets {
+		n, err := ensureSet(ctx, sc, cfg.Location(), *days)
+		if err != nil {
+			return fmt.Errorf("SET %s: %w", sc.Name, err)
+		}
+		fmt.Fprintf(e.stdout, "SET %s: %d day tables ensured\n", sc.Name, n)
+	}
+	return nil
+}
+
+// ensureSet creates the tables of every bucket for today and the next days.
+func ensureSet(ctx context.Context, sc configs.Set, loc *time.Location, days int) (int, error) {
+	db, err := store.OpenDB(sc.MySQLDSN, 4)
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	en := schema.NewEnsurer(db)
+	n := 0
+	now := time.Now().In(loc)
+	for d := 0; d <= days; d++ {
+		day := now.AddDate(0, 0, d).Day()
+		for b := range hongbao.Buckets {
+			if err := en.Ensure(ctx, hongbao.DayTable{Bucket: hongbao.Bucket(b), Day: day}); err != nil {
+				return n, err
+			}
+			n++
+		}
+	}
+	return n, nil
+}

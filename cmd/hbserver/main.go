@@ -1,0 +1,109 @@
+// Command hbserver is a SET server: the API of one SET over its MySQL and
+// memcached, with the per-packet queues.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/configs"
+	"github.com/hongbao-dev/hongbao/queue"
+	"github.com/hongbao-dev/hongbao/set"
+	"github.com/hongbao-dev/hongbao/store"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "hbserver:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("hbserver", flag.ContinueOnError)
+	cfgPath := fs.String("config", "configs/dev.yaml", "configuration file")
+	setName := fs.String("set", "", "name of the SET this server belongs to (required)")
+	listen := fs.String("listen", "", "address to serve on, e.g. 127.0.0.1:8081 (required)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *setName == "" {
+		return errors.New("flag -set: required")
+	}
+	if _, _, err := net.SplitHostPort(*listen); err != nil {
+		return fmt.Errorf("flag -listen: %q is not host:port", *listen)
+	}
+	cfg, err := configs.Load(*cfgPath, os.Environ())
+	if err != nil {
+		return err
+	}
+	sc, err := cfg.Set(*setName)
+	if err != nil {
+		return fmt.Errorf("flag -set: %w", err)
+	}
+	log, err := cfg.Logger("hbserver")
+	if err != nil {
+		return err
+	}
+	defer log.Sync() //nolint:errcheck
+	log = log.With(zap.String("set", sc.Name), zap.String("listen", *listen))
+
+	db, err := store.OpenDB(sc.MySQLDSN, cfg.DBConns)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	srv := set.NewServer(set.Deps{
+		Store:  store.New(db, cfg.Location(), time.Now, rand.Int64N),
+		Cache:  store.NewCache(sc.Memcached, cfg.Cache.Timeout.D(), cfg.Cache.Conns, log),
+		Signer: hongbao.NewSigner([]byte(cfg.Secret)),
+		Limits: cfg.DomainLimits(),
+		Queue: queue.Config{Size: cfg.Queue.Size, Batch: cfg.Queue.Batch, Idle: cfg.Queue.Idle.D(),
+			TxTimeout: cfg.Queue.TxTimeout.D(), SlotCap: cfg.Queue.SlotCap},
+		Loc: cfg.Location(), Now: time.Now, Log: log,
+	})
+	return serve(log, *listen, srv, cfg.ShutdownGrace.D())
+}
+
+// serve runs the HTTP server until SIGINT or SIGTERM, then stops taking
+// requests, finishes those in flight and drains every packet queue.
+func serve(log *zap.Logger, addr string, srv *set.Server, grace time.Duration) error {
+	hs := &http.Server{Addr: addr, Handler: srv.Handler(), ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	log.Info("serving")
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: draining requests and queues")
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	herr := hs.Shutdown(sctx)
+	qerr := srv.Close(sctx)
+	if err := errors.Join(herr, qerr); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}

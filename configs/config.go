@@ -1,0 +1,261 @@
+// Package configs loads the YAML configuration of every hongbao process
+// (dev.yaml beside it is the commented dev setup) and applies environment
+// overrides: HB_<SECTION>_<KEY>, e.g. HB_LIMITS_MAX_TOTAL=50000.
+package configs
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.yaml.in/yaml/v3"
+
+	hongbao "github.com/hongbao-dev/hongbao"
+)
+
+// Config is the whole configuration.
+type Config struct {
+	TimeZone       string   `yaml:"timezone"`
+	Secret         string   `yaml:"secret"`          // signs user tokens
+	InternalSecret string   `yaml:"internal_secret"` // router -> server requests
+	TokenTTL       Duration `yaml:"token_ttl"`
+	Limits         Limits   `yaml:"limits"`
+	Queue          Queue    `yaml:"queue"`
+	Cache          Cache    `yaml:"cache"`
+	Router         Router   `yaml:"router"`
+	Sets           []Set    `yaml:"sets"`
+	MetaDSN        string   `yaml:"meta_dsn"` // topology database
+	DBConns        int      `yaml:"db_conns"` // MySQL pool size per server
+	ShutdownGrace  Duration `yaml:"shutdown_grace"`
+	LogLevel       string   `yaml:"log_level"` // debug, info, warn, error
+}
+
+// Limits bound what a sender may create (fen, shares, time).
+type Limits struct {
+	MaxTotal    int64    `yaml:"max_total"`
+	MaxCount    int      `yaml:"max_count"`
+	MaxShare    int64    `yaml:"max_share"`
+	Expiry      Duration `yaml:"expiry"`
+	MaxGreeting int      `yaml:"max_greeting"`
+}
+
+// Queue tunes the per-packet queues.
+type Queue struct {
+	Size      int      `yaml:"size"`
+	Batch     int      `yaml:"batch"`
+	Idle      Duration `yaml:"idle"`
+	TxTimeout Duration `yaml:"tx_timeout"`
+	SlotCap   int      `yaml:"slot_cap"`
+}
+
+// Cache tunes the memcached clients.
+type Cache struct {
+	Timeout Duration `yaml:"timeout"`
+	Conns   int      `yaml:"conns"`
+}
+
+// Router configures the public entry point.
+type Router struct {
+	Listen string `yaml:"listen"`
+}
+
+// Set is one SET: its servers, its MySQL and its memcached.
+type Set struct {
+	Name      string   `yaml:"name"`
+	Servers   []string `yaml:"servers"`
+	MySQLDSN  string   `yaml:"mysql_dsn"`
+	Memcached []string `yaml:"memcached"`
+}
+
+// Duration is a time.Duration written as "24h" in YAML and environment.
+type Duration time.Duration
+
+// UnmarshalYAML parses a Go duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// D returns the time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// Load reads path, applies environment overrides from env (os.Environ form)
+// and checks the result.
+func Load(path string, env []string) (*Config, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	c := Defaults()
+	dec := yaml.NewDecoder(strings.NewReader(string(raw)))
+	dec.KnownFields(true)
+	if err := dec.Decode(c); err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	if err := override(reflect.ValueOf(c).Elem(), "HB", lookup(env)); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if err := c.Check(); err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Defaults is the configuration before the file is read.
+func Defaults() *Config {
+	l := hongbao.DefaultLimits()
+	return &Config{
+		TimeZone: "Asia/Shanghai",
+		TokenTTL: Duration(24 * time.Hour),
+		Limits: Limits{MaxTotal: l.MaxTotal, MaxCount: l.MaxCount, MaxShare: l.MaxShare,
+			Expiry: Duration(l.Expiry), MaxGreeting: l.MaxGreeting},
+		Queue:         Queue{Size: 1024, Batch: 32, Idle: Duration(5 * time.Second), TxTimeout: Duration(5 * time.Second), SlotCap: 2},
+		Cache:         Cache{Timeout: Duration(200 * time.Millisecond), Conns: 64},
+		Router:        Router{Listen: "127.0.0.1:8080"},
+		DBConns:       32,
+		ShutdownGrace: Duration(20 * time.Second),
+		LogLevel:      "info",
+	}
+}
+
+// Check validates the configuration.
+func (c *Config) Check() error {
+	var errs []error
+	if _, err := time.LoadLocation(c.TimeZone); err != nil {
+		errs = append(errs, fmt.Errorf("timezone: %w", err))
+	}
+	if len(c.Secret) < 16 {
+		errs = append(errs, errors.New("secret: must be at least 16 bytes"))
+	}
+	if c.Limits.MaxTotal <= 0 || c.Limits.MaxCount <= 0 || c.Limits.Expiry <= 0 {
+		errs = append(errs, errors.New("limits: max_total, max_count and expiry must be positive"))
+	}
+	if _, err := zapcore.ParseLevel(c.LogLevel); err != nil {
+		errs = append(errs, fmt.Errorf("log_level: %w", err))
+	}
+	seen := map[string]bool{}
+	for i, s := range c.Sets {
+		if s.Name == "" || seen[s.Name] {
+			errs = append(errs, fmt.Errorf("sets[%d]: name missing or repeated", i))
+		}
+		seen[s.Name] = true
+		if s.MySQLDSN == "" {
+			errs = append(errs, fmt.Errorf("sets[%d] (%s): mysql_dsn missing", i, s.Name))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Location is the cluster's time zone.
+func (c *Config) Location() *time.Location {
+	loc, err := time.LoadLocation(c.TimeZone)
+	if err != nil { // Check refused it already
+		return time.UTC
+	}
+	return loc
+}
+
+// DomainLimits converts to the domain's limits.
+func (c *Config) DomainLimits() hongbao.Limits {
+	l := c.Limits
+	return hongbao.Limits{MaxTotal: l.MaxTotal, MaxCount: l.MaxCount, MaxShare: l.MaxShare,
+		Expiry: l.Expiry.D(), MaxGreeting: l.MaxGreeting}
+}
+
+// Set returns the SET called name.
+func (c *Config) Set(name string) (Set, error) {
+	for _, s := range c.Sets {
+		if s.Name == name {
+			return s, nil
+		}
+	}
+	return Set{}, fmt.Errorf("config: no SET named %q", name)
+}
+
+func lookup(env []string) map[string]string {
+	m := make(map[string]string, len(env))
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// override walks the struct and sets every scalar field whose variable
+// (prefix + "_" + upper-cased yaml key) is in env. Lists of SETs are left
+// to the file.
+func override(v reflect.Value, prefix string, env map[string]string) error {
+	t := v.Type()
+	for i := range t.NumField() {
+		tag, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+		if tag == "" || tag == "-" {
+			continue
+		}
+		name := prefix + "_" + strings.ToUpper(tag)
+		f := v.Field(i)
+		if f.Kind() == reflect.Struct {
+			if err := override(f, name, env); err != nil {
+				return err
+			}
+			continue
+		}
+		s, ok := env[name]
+		if !ok {
+			continue
+		}
+		if err := setScalar(f, s); err != nil {
+			return fmt.Errorf("%s=%q: %w", name, s, err)
+		}
+	}
+	return nil
+}
+
+func setScalar(f reflect.Value, s string) error {
+	switch {
+	case f.Type() == reflect.TypeOf(Duration(0)):
+		d, err := time.ParseDuration(s)
+		f.SetInt(int64(d))
+		return err
+	case f.Kind() == reflect.String:
+		f.SetString(s)
+	case f.Kind() == reflect.Int || f.Kind() == reflect.Int64:
+		n, err := strconv.ParseInt(s, 10, 64)
+		f.SetInt(n)
+		return err
+	case f.Kind() == reflect.Slice && f.Type().Elem().Kind() == reflect.String:
+		f.Set(reflect.ValueOf(strings.Split(s, ",")))
+	default:
+		return fmt.Errorf("cannot be set from the environment")
+	}
+	return nil
+}
+
+// Logger builds the JSON logger of a process. Sampling is off: the lines
+// about money must never be dropped as repetitive.
+func (c *Config) Logger(process string) (*zap.Logger, error) {
+	zc := zap.NewProductionConfig()
+	zc.Sampling = nil
+	lvl, err := zapcore.ParseLevel(c.LogLevel)
+	if err != nil {
+		return nil, fmt.Errorf("config: log_level: %w", err)
+	}
+	zc.Level = zap.NewAtomicLevelAt(lvl)
+	zc.EncoderConfig.TimeKey = "ts"
+	zc.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
+	log, err := zc.Build()
+	if err != nil {
+		return nil, fmt.Errorf("config: logger: %w", err)
+	}
+	return log.With(zap.String("process", process)), nil
+}

@@ -1,0 +1,202 @@
+// Package queue serialises the opens of each packet: every open of one
+// packet on a server enters that packet's bounded FIFO, and one worker per
+// packet applies them to MySQL one transaction at a time, in arrival order,
+// optionally several queued opens per transaction. A hot packet therefore
+// never becomes a lock fight inside the database.
+package queue
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	hongbao "github.com/hongbao-dev/hongbao"
+)
+
+// Apply applies the opens of users to packet id in one transaction and
+// returns one outcome per user, in order. A non-nil error means none of the
+// opens is known to have committed.
+type Apply func(ctx context.Context, id hongbao.PacketID, users []hongbao.UserID) ([]hongbao.Outcome, error)
+
+// Slots is the cross-server cap on transactions per packet (memcached CAS).
+// AcquireSlot returns ok=false when the cap is reached, and an error when
+// the cap cannot be consulted, in which case the queue relies on its own
+// serialisation: one transaction per packet per server.
+type Slots interface {
+	AcquireSlot(id hongbao.PacketID, limit int, hold time.Duration) (token string, ok bool, err error)
+	ReleaseSlot(id hongbao.PacketID, token string, hold time.Duration)
+}
+
+// Config tunes the queues.
+type Config struct {
+	Size      int           // queued opens per packet before answering busy
+	Batch     int           // opens applied per transaction (1: one at a time)
+	Idle      time.Duration // a packet's worker exits after this long without opens
+	TxTimeout time.Duration // bound on one transaction, and on a held slot
+	SlotCap   int           // transactions of one packet in the DB at once, SET-wide
+}
+
+// Manager owns the per-packet queues and their workers.
+type Manager struct {
+	cfg    Config
+	apply  Apply
+	slots  Slots // nil: no cross-server cap
+	log    *zap.Logger
+	shards [64]shard
+	wg     sync.WaitGroup
+	closed atomic.Bool
+	depth  atomic.Int64 // opens queued or in flight, all packets
+	live   atomic.Int64 // packets with a worker
+}
+
+type shard struct {
+	mu     sync.Mutex
+	queues map[hongbao.PacketID]chan *request
+}
+
+type request struct {
+	ctx  context.Context
+	user hongbao.UserID
+	done chan hongbao.Outcome // buffered: the worker never blocks on a gone client
+}
+
+// New returns a Manager applying opens with apply. slots may be nil.
+func New(cfg Config, apply Apply, slots Slots, log *zap.Logger) *Manager {
+	cfg.Size = max(cfg.Size, 1)
+	cfg.Batch = max(cfg.Batch, 1)
+	cfg.SlotCap = max(cfg.SlotCap, 1)
+	if cfg.Idle <= 0 {
+		cfg.Idle = 5 * time.Second
+	}
+	if cfg.TxTimeout <= 0 {
+		cfg.TxTimeout = 5 * time.Second
+	}
+	m := &Manager{cfg: cfg, apply: apply, slots: slots, log: log}
+	for i := range m.shards {
+		m.shards[i].queues = make(map[hongbao.PacketID]chan *request)
+	}
+	return m
+}
+
+// Stats is a snapshot for health and benchmarks.
+type Stats struct {
+	Queued  int64 // opens waiting or being applied
+	Packets int64 // packets with a live worker
+}
+
+// Stats returns current queue sizes.
+func (m *Manager) Stats() Stats { return Stats{Queued: m.depth.Load(), Packets: m.live.Load()} }
+
+// Submit queues an open of id by user and waits for its outcome. A full
+// queue answers hongbao.ErrBusy at once. If ctx ends first, Submit returns
+// ctx.Err(); the open may still be applied (it is idempotent, so the client
+// can ask again and get its share).
+func (m *Manager) Submit(ctx context.Context, id hongbao.PacketID, user hongbao.UserID) (hongbao.OpenResult, error) {
+	req := &request{ctx: ctx, user: user, done: make(chan hongbao.Outcome, 1)}
+	if err := m.enqueue(id, req); err != nil {
+		return hongbao.OpenResult{}, err
+	}
+	select {
+	case out := <-req.done:
+		return out.Result, out.Err
+	case <-ctx.Done():
+		return hongbao.OpenResult{}, ctx.Err()
+	}
+}
+
+func (m *Manager) enqueue(id hongbao.PacketID, req *request) error {
+	sh := &m.shards[uint64(id)%uint64(len(m.shards))]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if m.closed.Load() {
+		return hongbao.ErrUnavailable
+	}
+	q, ok := sh.queues[id]
+	if !ok {
+		q = make(chan *request, m.cfg.Size)
+		sh.queues[id] = q
+		m.wg.Add(1)
+		m.live.Add(1)
+		go m.work(sh, id, q)
+	}
+	select {
+	case q <- req:
+		m.depth.Add(1)
+		return nil
+	default:
+		return fmt.Errorf("queue of %s full: %w", id, hongbao.ErrBusy)
+	}
+}
+
+// Close stops taking opens, lets every worker apply what is queued, and
+// waits for them or for ctx.
+func (m *Manager) Close(ctx context.Context) error {
+	m.closed.Store(true)
+	for i := range m.shards {
+		sh := &m.shards[i]
+		sh.mu.Lock()
+		for id, q := range sh.queues {
+			close(q)
+			delete(sh.queues, id)
+		}
+		sh.mu.Unlock()
+	}
+	done := make(chan struct{})
+	go func() { m.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("queue: drain: %w", ctx.Err())
+	}
+}
+
+// work is the worker of one packet: it takes up to Batch queued opens at a
+// time and applies them, until the queue is closed or idle.
+func (m *Manager) work(sh *shard, id hongbao.PacketID, q chan *request) {
+	defer m.wg.Done()
+	defer m.live.Add(-1)
+	idle := time.NewTimer(m.cfg.Idle)
+	defer idle.Stop()
+	batch := make([]*request, 0, m.cfg.Batch)
+	for {
+		select {
+		case req, ok := <-q:
+			if !ok {
+				return
+			}
+			batch = append(batch[:0], req)
+			for len(batch) < m.cfg.Batch && len(q) > 0 {
+				if r, ok := <-q; ok {
+					batch = append(batch, r)
+				}
+			}
+			m.run(id, batch)
+			m.depth.Add(-int64(len(batch)))
+			idle.Reset(m.cfg.Idle)
+		case <-idle.C:
+			if m.retire(sh, id, q) {
+				return
+			}
+			idle.Reset(m.cfg.Idle)
+		}
+	}
+}
+
+// retire frees an idle queue. It holds the shard lock, under which every
+// send happens, so no open can slip into a queue nobody reads.
+func (m *Manager) retire(sh *shard, id hongbao.PacketID, q chan *request) bool {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if len(q) > 0 {
+		return false
+	}
+	if sh.queues[id] == q {
+		delete(sh.queues, id)
+	}
+	return true
+}

@@ -1,0 +1,94 @@
+// Package schema owns the DDL of the double-dimension tables (db_xx.t_y_dd
+// and db_xx.t_y_dd_detail, plus each db_xx's idempotency table) and creates
+// them on demand and ahead of time.
+package schema
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sync"
+
+	hongbao "github.com/hongbao-dev/hongbao"
+)
+
+// packetsDDL: one row per packet. remaining_* are only ever decremented in
+// the open transaction; the CHECK makes an over-draw impossible even if code
+// were wrong.
+const packetsDDL = `CREATE TABLE IF NOT EXISTS %s (
+  id               BIGINT       NOT NULL PRIMARY KEY,
+  sender           BIGINT       NOT NULL,
+  type             VARCHAR(8)   NOT NULL,
+  total            BIGINT       NOT NULL,
+  count            INT          NOT NULL,
+  greeting         VARCHAR(255) NOT NULL DEFAULT '',
+  remaining_amount BIGINT       NOT NULL,
+  remaining_count  INT          NOT NULL,
+  created_at       DATETIME(3)  NOT NULL,
+  expires_at       DATETIME(3)  NOT NULL,
+  closed           TINYINT      NOT NULL DEFAULT 0,
+  KEY by_sender (sender, id),
+  CONSTRAINT money_left CHECK (remaining_amount >= remaining_count AND remaining_count >= 0
+    AND remaining_amount <= total AND remaining_count <= count)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`
+
+// detailsDDL: one row per opener; the primary key makes a second share for
+// the same user impossible.
+const detailsDDL = `CREATE TABLE IF NOT EXISTS %s (
+  packet_id  BIGINT      NOT NULL,
+  user_id    BIGINT      NOT NULL,
+  amount     BIGINT      NOT NULL,
+  seq        INT         NOT NULL,
+  opened_at  DATETIME(3) NOT NULL,
+  PRIMARY KEY (packet_id, user_id),
+  UNIQUE KEY by_seq (packet_id, seq),
+  KEY by_user (user_id, packet_id),
+  CONSTRAINT positive_share CHECK (amount >= 1)
+) ENGINE=InnoDB`
+
+// idemDDL: per database, so a retried send (same bucket by construction)
+// finds its first attempt whatever day it is retried on.
+const idemDDL = `CREATE TABLE IF NOT EXISTS %s.t_idem (
+  sender     BIGINT        NOT NULL,
+  idem_key   VARBINARY(255) NOT NULL,
+  packet_id  BIGINT        NOT NULL,
+  req_hash   BINARY(32)    NOT NULL,
+  created_at DATETIME(3)   NOT NULL,
+  PRIMARY KEY (sender, idem_key)
+) ENGINE=InnoDB`
+
+// Statements returns the DDL that creates the database and tables of t.
+func Statements(t hongbao.DayTable) []string {
+	return []string{
+		"CREATE DATABASE IF NOT EXISTS " + t.DB(),
+		fmt.Sprintf(idemDDL, t.DB()),
+		fmt.Sprintf(packetsDDL, t.Packets()),
+		fmt.Sprintf(detailsDDL, t.Details()),
+	}
+}
+
+// Ensurer creates day tables once per process. It is safe for concurrent use.
+type Ensurer struct {
+	db   *sql.DB
+	done sync.Map // hongbao.DayTable -> struct{}
+}
+
+// NewEnsurer returns an Ensurer creating tables in db.
+func NewEnsurer(db *sql.DB) *Ensurer { return &Ensurer{db: db} }
+
+// Ensure creates the tables of t unless this process already did.
+func (e *Ensurer) Ensure(ctx context.Context, t hongbao.DayTable) error {
+	if _, ok := e.done.Load(t); ok {
+		return nil
+	}
+	for _, stmt := range Statements(t) {
+		if _, err := e.db.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("schema: ensure %s: %w", t.Packets(), err)
+		}
+	}
+	e.done.Store(t, struct{}{})
+	return nil
+}
+
+// Forget drops the memo of t, for when its tables were dropped under us.
+func (e *Ensurer) Forget(t hongbao.DayTable) { e.done.Delete(t) }

@@ -1,0 +1,85 @@
+package set
+
+import (
+	"errors"
+	"net/http"
+
+	"go.uber.org/zap"
+
+	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/api"
+	"github.com/hongbao-dev/hongbao/store"
+)
+
+// maxIdemKey bounds the Idempotency-Key header.
+const maxIdemKey = 200
+
+func (s *Server) handleSend(r *http.Request, sender hongbao.UserID) (int, any, error) {
+	req, err := api.DecodeSend(http.MaxBytesReader(nil, r.Body, api.MaxBody))
+	if err != nil {
+		return 0, nil, err
+	}
+	if err := s.limits.Validate(req); err != nil {
+		return 0, nil, err
+	}
+	key := r.Header.Get("Idempotency-Key")
+	if len(key) > maxIdemKey {
+		return 0, nil, &hongbao.InvalidError{Code: "invalid_idempotency_key", Field: "Idempotency-Key", Message: "must be at most 200 bytes"}
+	}
+	bucketKey := []byte(key)
+	if key == "" {
+		bucketKey = randomKey()
+	}
+	bucket := hongbao.BucketFor(sender, bucketKey)
+	p, created, err := s.create(r, store.NewPacket{Sender: sender, Req: req, Expiry: s.limits.Expiry, IdempotencyKey: key}, bucket)
+	if err != nil {
+		return 0, nil, err
+	}
+	s.cache.SetState(p.ID, store.StateOf(p))
+	if created {
+		s.log.Info("packet sent", zap.String("request_id", requestID(r.Context())), zap.Stringer("packet_id", p.ID),
+			zap.Stringer("sender", sender), zap.Int64("total", p.Total), zap.Int("count", p.Count), zap.String("type", string(p.Type)))
+	}
+	return http.StatusCreated, api.Packet(p, nil, s.now(), s.loc), nil
+}
+
+// create mints an ID and inserts the packet, minting again in the rare case
+// another minter produced the same ID.
+func (s *Server) create(r *http.Request, n store.NewPacket, bucket hongbao.Bucket) (*hongbao.Packet, bool, error) {
+	for attempt := 0; ; attempt++ {
+		id, err := s.minter.Next(bucket)
+		if err != nil {
+			return nil, false, err
+		}
+		n.ID = id
+		p, created, err := s.store.Create(r.Context(), n)
+		if errors.Is(err, hongbao.ErrDuplicateID) && attempt < 3 {
+			continue
+		}
+		return p, created, err
+	}
+}
+
+func (s *Server) handleGrab(r *http.Request, user hongbao.UserID, id hongbao.PacketID) (int, any, error) {
+	ok, reason, err := s.grab(r.Context(), id, user)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, api.GrabJSON{CanOpen: ok, Reason: reason}, nil
+}
+
+func (s *Server) handleOpen(r *http.Request, user hongbao.UserID, id hongbao.PacketID) (int, any, error) {
+	res, err := s.open(r.Context(), id, user)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, api.OpenJSON{Status: res.Status, Amount: res.Amount}, nil
+}
+
+func (s *Server) handleDetail(r *http.Request, _ hongbao.UserID, id hongbao.PacketID) (int, any, error) {
+	p, recs, err := s.store.Packet(r.Context(), id)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, api.Packet(p, recs, s.now(), s.loc), nil
+}

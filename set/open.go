@@ -1,0 +1,97 @@
+package set
+
+import (
+	"context"
+	"fmt"
+
+	"go.uber.org/zap"
+
+	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/store"
+)
+
+// grab tells whether user may still open id, from the cache when it can.
+// It never writes to MySQL; on a cache miss it reads the packet row once
+// and caches it.
+func (s *Server) grab(ctx context.Context, id hongbao.PacketID, user hongbao.UserID) (bool, string, error) {
+	if _, ok := s.cache.Opened(id, user); ok {
+		return false, hongbao.AlreadyOpened, nil
+	}
+	st, ok := s.cache.State(id)
+	if !ok {
+		p, err := s.store.Head(ctx, id)
+		if err != nil {
+			return false, "", err
+		}
+		st = store.StateOf(p)
+		s.cache.SetState(id, st)
+	}
+	status := st.Status(s.now())
+	if status == hongbao.Active {
+		return true, "", nil
+	}
+	if _, opened, err := s.store.Opened(ctx, id, user); err != nil {
+		return false, "", err
+	} else if opened {
+		return false, hongbao.AlreadyOpened, nil
+	}
+	return false, string(status), nil
+}
+
+// open answers an open. A user the cache knows as an opener, or a packet the
+// cache knows to be over, is answered without a transaction (a point read
+// settles whether a user of an over packet had a share); everything else
+// goes through the packet's queue to its one transaction at a time.
+func (s *Server) open(ctx context.Context, id hongbao.PacketID, user hongbao.UserID) (hongbao.OpenResult, error) {
+	if amount, ok := s.cache.Opened(id, user); ok {
+		return hongbao.OpenResult{User: user, Amount: amount, Status: hongbao.AlreadyOpened}, nil
+	}
+	if st, ok := s.cache.State(id); ok {
+		switch st.Status(s.now()) {
+		case hongbao.SoldOut:
+			return s.over(ctx, id, user, hongbao.ErrSoldOut)
+		case hongbao.Expired:
+			return s.over(ctx, id, user, hongbao.ErrExpired)
+		}
+	}
+	res, err := s.queue.Submit(ctx, id, user)
+	if err != nil {
+		return res, fmt.Errorf("open %s by %s: %w", id, user, err)
+	}
+	return res, nil
+}
+
+// over answers an open of a packet that takes no more opens: the user's
+// earlier share if there is one, else outcome.
+func (s *Server) over(ctx context.Context, id hongbao.PacketID, user hongbao.UserID, outcome error) (hongbao.OpenResult, error) {
+	amount, ok, err := s.store.Opened(ctx, id, user)
+	switch {
+	case err != nil:
+		return hongbao.OpenResult{}, err
+	case ok:
+		s.cache.SetOpened(id, user, amount, s.now().Add(s.limits.Expiry))
+		return hongbao.OpenResult{User: user, Amount: amount, Status: hongbao.AlreadyOpened}, nil
+	}
+	return hongbao.OpenResult{}, outcome
+}
+
+// apply is the queue's transaction: one batch of opens through the store,
+// then the cache learns what committed. Every share is logged, unsampled.
+func (s *Server) apply(ctx context.Context, id hongbao.PacketID, users []hongbao.UserID) ([]hongbao.Outcome, error) {
+	b, err := s.store.OpenBatch(ctx, id, users)
+	if err != nil {
+		return nil, err
+	}
+	if b.Packet == nil {
+		return b.Outcomes, nil
+	}
+	for _, o := range b.Outcomes {
+		if o.Err == nil && o.Result.Status == hongbao.Opened {
+			s.cache.SetOpened(id, o.Result.User, o.Result.Amount, b.Packet.ExpiresAt)
+			s.log.Info("share opened", zap.Stringer("packet_id", id), zap.Stringer("user", o.Result.User),
+				zap.Int64("amount", o.Result.Amount))
+		}
+	}
+	s.cache.SetState(id, store.StateOf(b.Packet))
+	return b.Outcomes, nil
+}

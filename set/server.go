@@ -1,0 +1,148 @@
+// Package set is a SET server: the HTTP API of one SET (send, grab, open,
+// detail) over its MySQL, its memcached and the per-packet queues.
+package set
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/api"
+	"github.com/hongbao-dev/hongbao/queue"
+	"github.com/hongbao-dev/hongbao/store"
+)
+
+// Server serves one SET.
+type Server struct {
+	store  *store.Store
+	cache  *store.Cache
+	queue  *queue.Manager
+	signer *hongbao.Signer
+	minter *hongbao.Minter
+	limits hongbao.Limits
+	loc    *time.Location
+	now    func() time.Time
+	log    *zap.Logger
+	ready  atomic.Bool
+}
+
+// Deps are the Server's collaborators.
+type Deps struct {
+	Store  *store.Store
+	Cache  *store.Cache
+	Signer *hongbao.Signer
+	Limits hongbao.Limits
+	Queue  queue.Config
+	Loc    *time.Location
+	Now    func() time.Time
+	Log    *zap.Logger
+}
+
+// NewServer wires a Server. It owns the queue manager it creates; Close
+// drains it.
+func NewServer(d Deps) *Server {
+	s := &Server{store: d.Store, cache: d.Cache, signer: d.Signer, minter: hongbao.NewMinter(d.Now),
+		limits: d.Limits, loc: d.Loc, now: d.Now, log: d.Log}
+	s.queue = queue.New(d.Queue, s.apply, d.Cache, d.Log)
+	s.ready.Store(true)
+	return s
+}
+
+// Close stops taking requests and drains every packet queue.
+func (s *Server) Close(ctx context.Context) error {
+	s.ready.Store(false)
+	return s.queue.Close(ctx)
+}
+
+// Queue exposes the queue manager's statistics.
+func (s *Server) Queue() *queue.Manager { return s.queue }
+
+// Handler returns the HTTP API.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/packets", s.authed(s.handleSend))
+	mux.HandleFunc("POST /v1/packets/{id}/grab", s.authed(s.withPacket(s.handleGrab)))
+	mux.HandleFunc("POST /v1/packets/{id}/open", s.authed(s.withPacket(s.handleOpen)))
+	mux.HandleFunc("GET /v1/packets/{id}", s.authed(s.withPacket(s.handleDetail)))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /readyz", s.handleReady)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		api.WriteProblem(w, &hongbao.Error{Code: "not_found", Message: "no such endpoint"}, requestID(r.Context()))
+	})
+	return s.logged(mux)
+}
+
+// handler is an API handler: it returns the status and body, or an error
+// to be answered as a problem.
+type handler func(r *http.Request, user hongbao.UserID) (int, any, error)
+
+type packetHandler func(r *http.Request, user hongbao.UserID, id hongbao.PacketID) (int, any, error)
+
+func (s *Server) authed(h handler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		rid := requestID(r.Context())
+		user, err := s.user(r)
+		if err != nil {
+			api.WriteProblem(w, err, rid)
+			return
+		}
+		addField(r.Context(), zap.Stringer("user", user))
+		status, body, err := h(r, user)
+		if err != nil {
+			if api.Status(err) >= 500 {
+				s.log.Error("request failed", zap.String("request_id", rid), zap.Error(err))
+			}
+			api.WriteProblem(w, err, rid)
+			return
+		}
+		api.WriteJSON(w, status, body)
+	}
+}
+
+func (s *Server) withPacket(h packetHandler) handler {
+	return func(r *http.Request, user hongbao.UserID) (int, any, error) {
+		id, err := hongbao.ParsePacketID(r.PathValue("id"))
+		if err != nil {
+			return 0, nil, err
+		}
+		addField(r.Context(), zap.Stringer("packet_id", id))
+		return h(r, user, id)
+	}
+}
+
+// user authenticates the request's bearer token.
+func (s *Server) user(r *http.Request) (hongbao.UserID, error) {
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || tok == "" {
+		return 0, hongbao.ErrUnauthorized
+	}
+	return s.signer.Verify(tok, s.now())
+}
+
+func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+	defer cancel()
+	if !s.ready.Load() {
+		api.WriteProblem(w, hongbao.ErrUnavailable, requestID(r.Context()))
+		return
+	}
+	if err := s.store.DB().PingContext(ctx); err != nil {
+		api.WriteProblem(w, fmt.Errorf("mysql: %v: %w", err, hongbao.ErrUnavailable), requestID(r.Context()))
+		return
+	}
+	w.Write([]byte("ready\n"))
+}
+
+// randomKey is the bucket key of a send without an Idempotency-Key.
+func randomKey() []byte {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24+)
+	return b
+}

@@ -1,0 +1,239 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/bradfitz/gomemcache/memcache"
+	"go.uber.org/zap"
+
+	hongbao "github.com/hongbao-dev/hongbao"
+)
+
+// ErrCacheDown reports that memcached could not be reached. Callers fall
+// back to the database, which is always the truth.
+var ErrCacheDown = errors.New("memcached unavailable")
+
+// Cache is the memcached adapter of a SET. It keeps each packet's state and
+// who has opened it, so grab and a repeated or sold-out open are answered
+// without a transaction, and it holds the per-packet CAS slot counters.
+//
+// Everything in it is an optimisation: entries are written only after the
+// database committed, remaining counts only decrease, so a stale or lost
+// entry makes the server do more work, never answer differently.
+type Cache struct {
+	mc   *memcache.Client
+	log  *zap.Logger
+	down atomic.Int64 // unix nanos until which memcached is not tried
+	seq  atomic.Uint64
+}
+
+// NewCache returns a Cache on the given memcached servers. conns should be
+// at least the server's parallelism: gomemcache keeps only that many idle
+// connections per server and dials for every request beyond it.
+func NewCache(servers []string, timeout time.Duration, conns int, log *zap.Logger) *Cache {
+	mc := memcache.New(servers...)
+	mc.Timeout = timeout
+	mc.MaxIdleConns = conns
+	return &Cache{mc: mc, log: log}
+}
+
+// breakFor is how long memcached is left alone after a failure, so a dead
+// cache costs one timeout per interval instead of one per request.
+const breakFor = time.Second
+
+// do runs op unless memcached is known to be down, and turns connection
+// failures into ErrCacheDown (a miss or CAS conflict is passed through).
+func (c *Cache) do(op func() error) error {
+	if time.Now().UnixNano() < c.down.Load() {
+		return ErrCacheDown
+	}
+	err := op()
+	if err == nil || errors.Is(err, memcache.ErrCacheMiss) || errors.Is(err, memcache.ErrCASConflict) ||
+		errors.Is(err, memcache.ErrNotStored) {
+		return err
+	}
+	if c.down.Swap(time.Now().Add(breakFor).UnixNano()) < time.Now().UnixNano() {
+		c.log.Warn("memcached unavailable; serving from MySQL and the local cap", zap.Error(err))
+	}
+	return fmt.Errorf("%w: %v", ErrCacheDown, err)
+}
+
+// State is what the cache knows of a packet.
+type State struct {
+	RemainingCount int
+	ExpiresAt      time.Time
+	Closed         bool
+}
+
+// StateOf extracts the cached state of p.
+func StateOf(p *hongbao.Packet) State {
+	return State{RemainingCount: p.RemainingCount, ExpiresAt: p.ExpiresAt, Closed: p.Closed}
+}
+
+// Status is the packet's status at now as far as the cache knows.
+func (s State) Status(now time.Time) hongbao.Status {
+	p := hongbao.Packet{RemainingCount: s.RemainingCount, ExpiresAt: s.ExpiresAt, Closed: s.Closed}
+	return p.StatusAt(now)
+}
+
+func stateKey(id hongbao.PacketID) string { return "hb:s:" + id.String() }
+func userKey(id hongbao.PacketID, u hongbao.UserID) string {
+	return "hb:u:" + id.String() + ":" + u.String()
+}
+func slotKey(id hongbao.PacketID) string { return "hb:c:" + id.String() }
+
+// ttl keeps entries a day past expiry, in seconds as memcached counts them
+// (relative TTLs must stay under 30 days, or memcached reads them as a date).
+func ttl(expires time.Time) int32 {
+	d := time.Until(expires) + 24*time.Hour
+	const maxRelative = 30*24*time.Hour - time.Hour
+	d = max(min(d, maxRelative), time.Hour)
+	return int32(d / time.Second)
+}
+
+// State returns the cached state of id.
+func (c *Cache) State(id hongbao.PacketID) (State, bool) {
+	var it *memcache.Item
+	if c.do(func() (err error) { it, err = c.mc.Get(stateKey(id)); return err }) != nil {
+		return State{}, false
+	}
+	parts := strings.Split(string(it.Value), ",")
+	if len(parts) != 3 {
+		return State{}, false
+	}
+	n, err1 := strconv.Atoi(parts[0])
+	ms, err2 := strconv.ParseInt(parts[1], 10, 64)
+	if err1 != nil || err2 != nil {
+		return State{}, false
+	}
+	return State{RemainingCount: n, ExpiresAt: time.UnixMilli(ms), Closed: parts[2] == "1"}, true
+}
+
+// SetState records the state of a packet after a commit.
+func (c *Cache) SetState(id hongbao.PacketID, s State) {
+	closed := "0"
+	if s.Closed {
+		closed = "1"
+	}
+	v := strconv.Itoa(s.RemainingCount) + "," + strconv.FormatInt(s.ExpiresAt.UnixMilli(), 10) + "," + closed
+	_ = c.do(func() error { // best effort: a lost write only costs a later DB read
+		return c.mc.Set(&memcache.Item{Key: stateKey(id), Value: []byte(v), Expiration: ttl(s.ExpiresAt)})
+	})
+}
+
+// Opened returns the share user holds in id, if the cache knows it.
+func (c *Cache) Opened(id hongbao.PacketID, user hongbao.UserID) (int64, bool) {
+	var it *memcache.Item
+	if c.do(func() (err error) { it, err = c.mc.Get(userKey(id, user)); return err }) != nil {
+		return 0, false
+	}
+	amount, err := strconv.ParseInt(string(it.Value), 10, 64)
+	return amount, err == nil
+}
+
+// SetOpened records a committed share.
+func (c *Cache) SetOpened(id hongbao.PacketID, user hongbao.UserID, amount int64, expires time.Time) {
+	_ = c.do(func() error { // best effort, as SetState
+		return c.mc.Set(&memcache.Item{Key: userKey(id, user), Value: strconv.AppendInt(nil, amount, 10), Expiration: ttl(expires)})
+	})
+}
+
+// slotAttempts bounds the gets+cas loop; losing this many races in a row
+// means the packet is hot enough that answering busy is right.
+const slotAttempts = 8
+
+// AcquireSlot takes one of limit slots of packet id: the number of
+// transactions of one packet allowed inside the database at once, across
+// every server of the SET. The counter is a memcached item updated with
+// gets + cas. Each holder is listed with a deadline, so a slot held by a
+// process that died frees itself after hold instead of leaking.
+// It returns a token for ReleaseSlot, or ok=false when all slots are taken
+// (or the races for them were lost), or ErrCacheDown.
+func (c *Cache) AcquireSlot(id hongbao.PacketID, limit int, hold time.Duration) (token string, ok bool, err error) {
+	token = strconv.FormatInt(time.Now().UnixNano(), 36) + strconv.FormatInt(int64(c.seq.Add(1)), 36)
+	for range slotAttempts {
+		now := time.Now()
+		it, holders, err := c.slots(id)
+		if err != nil {
+			return "", false, err
+		}
+		holders = live(holders, now)
+		if len(holders) >= limit {
+			return "", false, nil
+		}
+		holders = append(holders, token+":"+strconv.FormatInt(now.Add(hold).UnixMilli(), 10))
+		err = c.putSlots(id, it, holders, hold)
+		switch {
+		case err == nil:
+			return token, true, nil
+		case errors.Is(err, ErrCacheDown):
+			return "", false, err
+		}
+	}
+	return "", false, nil
+}
+
+// ReleaseSlot gives back a slot taken by AcquireSlot. If it cannot (the
+// cache went away, or races were lost) the holder's deadline frees it.
+func (c *Cache) ReleaseSlot(id hongbao.PacketID, token string, hold time.Duration) {
+	for range slotAttempts {
+		it, holders, err := c.slots(id)
+		if err != nil || it == nil {
+			return
+		}
+		kept := holders[:0]
+		for _, h := range holders {
+			if !strings.HasPrefix(h, token+":") {
+				kept = append(kept, h)
+			}
+		}
+		if err := c.putSlots(id, it, live(kept, time.Now()), hold); err == nil || errors.Is(err, ErrCacheDown) {
+			return
+		}
+	}
+}
+
+// slots reads the holder list; it is nil (and the item nil) when absent.
+func (c *Cache) slots(id hongbao.PacketID) (*memcache.Item, []string, error) {
+	var it *memcache.Item
+	err := c.do(func() (err error) { it, err = c.mc.Get(slotKey(id)); return err })
+	switch {
+	case errors.Is(err, memcache.ErrCacheMiss):
+		return nil, nil, nil
+	case err != nil:
+		return nil, nil, err
+	case len(it.Value) == 0:
+		return it, nil, nil
+	}
+	return it, strings.Split(string(it.Value), ";"), nil
+}
+
+// putSlots writes holders back: cas over the item read, or add when there
+// was none, so that a concurrent writer makes this attempt fail.
+func (c *Cache) putSlots(id hongbao.PacketID, it *memcache.Item, holders []string, hold time.Duration) error {
+	exp := int32(max(hold*2/time.Second, 2)) // seconds
+	if it == nil {
+		it = &memcache.Item{Key: slotKey(id)}
+		it.Value, it.Expiration = []byte(strings.Join(holders, ";")), exp
+		return c.do(func() error { return c.mc.Add(it) })
+	}
+	it.Value, it.Expiration = []byte(strings.Join(holders, ";")), exp
+	return c.do(func() error { return c.mc.CompareAndSwap(it) })
+}
+
+// live drops holders whose deadline has passed.
+func live(holders []string, now time.Time) []string {
+	kept := holders[:0]
+	for _, h := range holders {
+		_, dl, _ := strings.Cut(h, ":")
+		if ms, err := strconv.ParseInt(dl, 10, 64); err == nil && ms > now.UnixMilli() {
+			kept = append(kept, h)
+		}
+	}
+	return kept
+}

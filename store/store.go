@@ -1,0 +1,190 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/schema"
+)
+
+// Store reads and writes the packets of one SET's MySQL.
+type Store struct {
+	db     *sql.DB
+	loc    *time.Location
+	now    func() time.Time
+	intn   func(n int64) int64
+	tables *schema.Ensurer
+}
+
+// New returns a Store on db. loc is the cluster's time zone (it picks the
+// day table), now the clock (read once per transaction) and intn the source
+// of the random draws: a uniform value in [0, n).
+func New(db *sql.DB, loc *time.Location, now func() time.Time, intn func(n int64) int64) *Store {
+	return &Store{db: db, loc: loc, now: now, intn: intn, tables: schema.NewEnsurer(db)}
+}
+
+// DB returns the pool, for health checks.
+func (s *Store) DB() *sql.DB { return s.db }
+
+// Table returns the day table of id in the store's time zone.
+func (s *Store) Table(id hongbao.PacketID) hongbao.DayTable { return id.Table(s.loc) }
+
+// NewPacket is a packet to create.
+type NewPacket struct {
+	ID             hongbao.PacketID
+	Sender         hongbao.UserID
+	Req            hongbao.SendRequest
+	Expiry         time.Duration
+	IdempotencyKey string // empty: none
+}
+
+// hash identifies the request behind an idempotency key, so a key reused
+// for a different packet is refused instead of answered with the first one.
+func (n NewPacket) hash() []byte {
+	h := sha256.Sum256(fmt.Appendf(nil, "%d|%d|%d|%s|%s", n.Sender, n.Req.Total, n.Req.Count, n.Req.Type, n.Req.Greeting))
+	return h[:]
+}
+
+// Create inserts a packet. With an idempotency key already used by the same
+// sender for the same request it returns the first packet and created=false.
+func (s *Store) Create(ctx context.Context, n NewPacket) (p *hongbao.Packet, created bool, err error) {
+	t := s.Table(n.ID)
+	if err := s.tables.Ensure(ctx, t); err != nil {
+		return nil, false, err
+	}
+	now := s.now().UTC().Truncate(time.Millisecond)
+	var existing hongbao.PacketID
+	err = inTx(ctx, s.db, func(tx *sql.Tx) error {
+		existing = 0
+		if n.IdempotencyKey != "" {
+			id, err := claimKey(ctx, tx, t, n, now)
+			if err != nil || id != 0 {
+				existing = id
+				return err
+			}
+		}
+		return insertPacket(ctx, tx, t, n, now)
+	})
+	switch {
+	case mysqlErr(err, errDupEntry):
+		return nil, false, fmt.Errorf("store: create %s: %w", n.ID, hongbao.ErrDuplicateID)
+	case err != nil:
+		return nil, false, fmt.Errorf("store: create %s: %w", n.ID, err)
+	case existing != 0:
+		p, _, err := s.Packet(ctx, existing)
+		return p, false, err
+	}
+	p, _, err = s.Packet(ctx, n.ID)
+	return p, true, err
+}
+
+// claimKey records the idempotency key for n, or returns the packet an
+// earlier request with the key created.
+func claimKey(ctx context.Context, tx *sql.Tx, t hongbao.DayTable, n NewPacket, now time.Time) (hongbao.PacketID, error) {
+	var id hongbao.PacketID
+	var h []byte
+	err := tx.QueryRowContext(ctx, "SELECT packet_id, req_hash FROM "+t.DB()+".t_idem WHERE sender = ? AND idem_key = ? FOR UPDATE",
+		n.Sender, n.IdempotencyKey).Scan(&id, &h)
+	switch {
+	case err == nil && !bytes.Equal(h, n.hash()):
+		return 0, hongbao.ErrIdempotencyReuse
+	case err == nil:
+		return id, nil
+	case !errors.Is(err, sql.ErrNoRows):
+		return 0, err
+	}
+	_, err = tx.ExecContext(ctx, "INSERT INTO "+t.DB()+".t_idem (sender, idem_key, packet_id, req_hash, created_at) VALUES (?, ?, ?, ?, ?)",
+		n.Sender, n.IdempotencyKey, n.ID, n.hash(), now)
+	if mysqlErr(err, errDupEntry) {
+		// A concurrent send with the same key won; a retry of the
+		// transaction will find its row.
+		return 0, &mysqlRetry{err}
+	}
+	return 0, err
+}
+
+func insertPacket(ctx context.Context, tx *sql.Tx, t hongbao.DayTable, n NewPacket, now time.Time) error {
+	_, err := tx.ExecContext(ctx, "INSERT INTO "+t.Packets()+
+		" (id, sender, type, total, count, greeting, remaining_amount, remaining_count, created_at, expires_at) VALUES (?,?,?,?,?,?,?,?,?,?)",
+		n.ID, n.Sender, string(n.Req.Type), n.Req.Total, n.Req.Count, n.Req.Greeting, n.Req.Total, n.Req.Count,
+		n.ID.Time().UTC(), n.ID.Time().Add(n.Expiry).UTC())
+	return err
+}
+
+// Packet reads a packet and its records in opening order.
+func (s *Store) Packet(ctx context.Context, id hongbao.PacketID) (*hongbao.Packet, []hongbao.Record, error) {
+	t := s.Table(id)
+	p, err := scanPacket(s.db.QueryRowContext(ctx, selectPacket+t.Packets()+" WHERE id = ?", id))
+	if err != nil {
+		return nil, nil, fmt.Errorf("store: packet %s: %w", id, err)
+	}
+	rows, err := s.db.QueryContext(ctx, "SELECT user_id, amount, opened_at, seq FROM "+t.Details()+" WHERE packet_id = ? ORDER BY seq", id)
+	if err != nil {
+		return nil, nil, fmt.Errorf("store: records of %s: %w", id, err)
+	}
+	defer rows.Close()
+	var recs []hongbao.Record
+	for rows.Next() {
+		var r hongbao.Record
+		if err := rows.Scan(&r.User, &r.Amount, &r.At, &r.Seq); err != nil {
+			return nil, nil, fmt.Errorf("store: records of %s: %w", id, err)
+		}
+		recs = append(recs, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("store: records of %s: %w", id, err)
+	}
+	return p, recs, nil
+}
+
+// Opened returns the share user took of id, if any: a point read on the
+// detail's primary key, for when the cache cannot tell.
+func (s *Store) Opened(ctx context.Context, id hongbao.PacketID, user hongbao.UserID) (int64, bool, error) {
+	var amount int64
+	err := s.db.QueryRowContext(ctx, "SELECT amount FROM "+s.Table(id).Details()+" WHERE packet_id = ? AND user_id = ?", id, user).Scan(&amount)
+	switch {
+	case errors.Is(err, sql.ErrNoRows), missingTable(err):
+		return 0, false, nil
+	case err != nil:
+		return 0, false, fmt.Errorf("store: opened %s by %s: %w", id, user, err)
+	}
+	return amount, true, nil
+}
+
+const selectPacket = "SELECT id, sender, type, total, count, greeting, remaining_amount, remaining_count, created_at, expires_at, closed FROM "
+
+func scanPacket(row *sql.Row) (*hongbao.Packet, error) {
+	var p hongbao.Packet
+	var typ string
+	err := row.Scan(&p.ID, &p.Sender, &typ, &p.Total, &p.Count, &p.Greeting, &p.RemainingAmount, &p.RemainingCount,
+		&p.CreatedAt, &p.ExpiresAt, &p.Closed)
+	switch {
+	case errors.Is(err, sql.ErrNoRows), missingTable(err):
+		return nil, hongbao.ErrNotFound
+	case err != nil:
+		return nil, err
+	}
+	p.Type = hongbao.Type(typ)
+	return &p, nil
+}
+
+// mysqlRetry marks an error after which the whole transaction is retried.
+type mysqlRetry struct{ err error }
+
+func (e *mysqlRetry) Error() string { return "retry: " + e.err.Error() }
+func (e *mysqlRetry) Unwrap() error { return e.err }
+
+// Head reads a packet without its records.
+func (s *Store) Head(ctx context.Context, id hongbao.PacketID) (*hongbao.Packet, error) {
+	p, err := scanPacket(s.db.QueryRowContext(ctx, selectPacket+s.Table(id).Packets()+" WHERE id = ?", id))
+	if err != nil {
+		return nil, fmt.Errorf("store: packet %s: %w", id, err)
+	}
+	return p, nil
+}

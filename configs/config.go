@@ -246,6 +246,7 @@ func setScalar(f reflect.Value, s string) error {
 func (c *Config) Logger(process string) (*zap.Logger, error) {
 	zc := zap.NewProductionConfig()
 	zc.Sampling = nil
+	zc.DisableStacktrace = true
 	lvl, err := zapcore.ParseLevel(c.LogLevel)
 	if err != nil {
 		return nil, fmt.Errorf("config: log_level: %w", err)

@@ -35,7 +35,6 @@ func OpenDB(dsn string, maxConns int) (*sql.DB, error) {
 		cfg.Params = map[string]string{}
 	}
 	cfg.Params["time_zone"] = "'+00:00'"
-	cfg.Params["transaction_isolation"] = "'REPEATABLE-READ'"
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 3 * time.Second
 	}

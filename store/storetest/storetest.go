@@ -1,0 +1,113 @@
+// Package storetest gives tests the real MariaDB and memcached that
+// `make test` starts (scripts/dev.sh test), and can start private memcached
+// processes for tests that stop one on purpose.
+package storetest
+
+import (
+	"database/sql"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hongbao-dev/hongbao/store"
+)
+
+// env returns a required variable; without it the test fails, never skips,
+// and says how to run it.
+func env(t testing.TB, name string) string {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		t.Fatalf("%s is not set: run the tests with `make test`, which starts MariaDB and memcached "+
+			"(or `eval $(scripts/dev.sh test-env | sed 's/^/export /')` then go test)", name)
+	}
+	return v
+}
+
+// DSN returns the DSN of test SET a ("a") or b ("b").
+func DSN(t testing.TB, set string) string {
+	t.Helper()
+	return env(t, "HB_TEST_MYSQL_"+strings.ToUpper(set))
+}
+
+// DB opens a pool on test SET set's MariaDB, closed when the test ends.
+func DB(t testing.TB, set string, conns int) *sql.DB {
+	t.Helper()
+	db, err := store.OpenDB(DSN(t, set), conns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if err := db.Ping(); err != nil {
+		t.Fatalf("MariaDB of test SET %s: %v", set, err)
+	}
+	return db
+}
+
+// Memcached returns the address of test SET set's memcached.
+func Memcached(t testing.TB, set string) string {
+	t.Helper()
+	return env(t, "HB_TEST_MEMCACHED_"+strings.ToUpper(set))
+}
+
+// Process is a private memcached started for one test.
+type Process struct {
+	Addr string
+	cmd  *exec.Cmd
+}
+
+// StartMemcached starts a private memcached on a free port; it is killed
+// when the test ends.
+func StartMemcached(t testing.TB) *Process {
+	t.Helper()
+	port := FreePort(t)
+	args := []string{"-l", "127.0.0.1", "-p", fmt.Sprint(port), "-m", "32", "-c", "4096"}
+	if os.Geteuid() == 0 {
+		args = append(args, "-u", "root")
+	}
+	cmd := exec.Command("memcached", args...)
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start memcached: %v", err)
+	}
+	p := &Process{Addr: fmt.Sprintf("127.0.0.1:%d", port), cmd: cmd}
+	t.Cleanup(p.Stop)
+	WaitTCP(t, p.Addr)
+	return p
+}
+
+// Stop kills the memcached (a crash, as far as clients can tell).
+func (p *Process) Stop() {
+	if p.cmd.Process != nil && p.cmd.ProcessState == nil {
+		_ = p.cmd.Process.Kill()
+		_ = p.cmd.Wait()
+	}
+}
+
+// FreePort returns a TCP port free on 127.0.0.1 at the time of the call.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// WaitTCP waits until addr accepts connections.
+func WaitTCP(t testing.TB, addr string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
+			c.Close()
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s did not accept connections", addr)
+}

@@ -137,6 +137,9 @@ func (c *Config) Check() error {
 	if len(c.Secret) < 16 {
 		errs = append(errs, errors.New("secret: must be at least 16 bytes"))
 	}
+	if len(c.InternalSecret) < 16 {
+		errs = append(errs, errors.New("internal_secret: must be at least 16 bytes"))
+	}
 	if c.Limits.MaxTotal <= 0 || c.Limits.MaxCount <= 0 || c.Limits.Expiry <= 0 {
 		errs = append(errs, errors.New("limits: max_total, max_count and expiry must be positive"))
 	}

@@ -107,8 +107,14 @@ up() {
   mariadb_start b 3326
   memcached_start a 11221
   memcached_start b 11231
-  proc server a1 "$RUN/bin/hbserver" -config "$CONFIG" -set a -listen 127.0.0.1:8080
-  wait_http http://127.0.0.1:8080/readyz
+  "$RUN/bin/hbctl" topology init -config "$CONFIG" >"$RUN/topology.log"
+  "$RUN/bin/hbctl" schema ensure -config "$CONFIG" --days 1 >>"$RUN/topology.log"
+  proc server a1 "$RUN/bin/hbserver" -config "$CONFIG" -set a -listen 127.0.0.1:8081
+  proc server a2 "$RUN/bin/hbserver" -config "$CONFIG" -set a -listen 127.0.0.1:8082
+  proc server b1 "$RUN/bin/hbserver" -config "$CONFIG" -set b -listen 127.0.0.1:8083
+  proc server b2 "$RUN/bin/hbserver" -config "$CONFIG" -set b -listen 127.0.0.1:8084
+  proc router r1 "$RUN/bin/hbrouter" -config "$CONFIG" -listen 127.0.0.1:8080
+  local p; for p in 8081 8082 8083 8084 8080; do wait_http "http://127.0.0.1:$p/readyz"; done
 }
 
 down() {

@@ -26,12 +26,8 @@ func (s *Server) handleSend(r *http.Request, sender hongbao.UserID) (int, any, e
 	if len(key) > maxIdemKey {
 		return 0, nil, &hongbao.InvalidError{Code: "invalid_idempotency_key", Field: "Idempotency-Key", Message: "must be at most 200 bytes"}
 	}
-	bucketKey := []byte(key)
-	if key == "" {
-		bucketKey = randomKey()
-	}
-	bucket := hongbao.BucketFor(sender, bucketKey)
-	p, created, err := s.create(r, store.NewPacket{Sender: sender, Req: req, Expiry: s.limits.Expiry, IdempotencyKey: key}, bucket)
+	n := store.NewPacket{Sender: sender, Req: req, Expiry: s.limits.Expiry, IdempotencyKey: key}
+	p, created, err := s.create(r, n)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -43,9 +39,29 @@ func (s *Server) handleSend(r *http.Request, sender hongbao.UserID) (int, any, e
 	return http.StatusCreated, api.Packet(p, nil, s.now(), s.loc), nil
 }
 
-// create mints an ID and inserts the packet, minting again in the rare case
-// another minter produced the same ID.
-func (s *Server) create(r *http.Request, n store.NewPacket, bucket hongbao.Bucket) (*hongbao.Packet, bool, error) {
+// create inserts the packet under the ID the router minted. Without one
+// (a server used on its own) it mints, picking the bucket as a router would,
+// and mints again in the rare case another minter produced the same ID.
+func (s *Server) create(r *http.Request, n store.NewPacket) (*hongbao.Packet, bool, error) {
+	if h := r.Header.Get(api.HeaderPacketID); h != "" {
+		id, err := hongbao.ParsePacketID(h)
+		if err != nil {
+			return nil, false, err
+		}
+		if err := s.own(id.Bucket()); err != nil {
+			return nil, false, err
+		}
+		n.ID = id
+		return s.store.Create(r.Context(), n)
+	}
+	key := []byte(n.IdempotencyKey)
+	if len(key) == 0 {
+		key = randomKey()
+	}
+	bucket := hongbao.BucketFor(n.Sender, key)
+	if err := s.own(bucket); err != nil {
+		return nil, false, err
+	}
 	for attempt := 0; ; attempt++ {
 		id, err := s.minter.Next(bucket)
 		if err != nil {

@@ -7,7 +7,6 @@ import (
 	"crypto/rand"
 	"fmt"
 	"net/http"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -24,7 +23,8 @@ type Server struct {
 	store  *store.Store
 	cache  *store.Cache
 	queue  *queue.Manager
-	signer *hongbao.Signer
+	auth   *api.Internal
+	owns   func(hongbao.Bucket) bool
 	minter *hongbao.Minter
 	limits hongbao.Limits
 	loc    *time.Location
@@ -35,9 +35,12 @@ type Server struct {
 
 // Deps are the Server's collaborators.
 type Deps struct {
-	Store  *store.Store
-	Cache  *store.Cache
-	Signer *hongbao.Signer
+	Store *store.Store
+	Cache *store.Cache
+	Auth  *api.Internal // verifies that requests come from a router
+	// Owns reports whether this server's SET owns a bucket at the current
+	// topology version; nil leaves the decision to the MySQL fence alone.
+	Owns   func(hongbao.Bucket) bool
 	Limits hongbao.Limits
 	Queue  queue.Config
 	Loc    *time.Location
@@ -48,7 +51,7 @@ type Deps struct {
 // NewServer wires a Server. It owns the queue manager it creates; Close
 // drains it.
 func NewServer(d Deps) *Server {
-	s := &Server{store: d.Store, cache: d.Cache, signer: d.Signer, minter: hongbao.NewMinter(d.Now),
+	s := &Server{store: d.Store, cache: d.Cache, auth: d.Auth, owns: d.Owns, minter: hongbao.NewMinter(d.Now),
 		limits: d.Limits, loc: d.Loc, now: d.Now, log: d.Log}
 	s.queue = queue.New(d.Queue, s.apply, d.Cache, d.Log)
 	s.ready.Store(true)
@@ -113,17 +116,24 @@ func (s *Server) withPacket(h packetHandler) handler {
 			return 0, nil, err
 		}
 		addField(r.Context(), zap.Stringer("packet_id", id))
+		if err := s.own(id.Bucket()); err != nil {
+			return 0, nil, err
+		}
 		return h(r, user, id)
 	}
 }
 
-// user authenticates the request's bearer token.
-func (s *Server) user(r *http.Request) (hongbao.UserID, error) {
-	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok || tok == "" {
-		return 0, hongbao.ErrUnauthorized
+// user is the user a router vouches for; requests no router signed are
+// refused, so nobody can reach a server directly with a made-up user.
+func (s *Server) user(r *http.Request) (hongbao.UserID, error) { return s.auth.Verify(r) }
+
+// own refuses a bucket the SET does not own at the current topology
+// version; the router then refreshes its topology and retries.
+func (s *Server) own(b hongbao.Bucket) error {
+	if s.owns != nil && !s.owns(b) {
+		return fmt.Errorf("bucket %d: %w", b, hongbao.ErrWrongSet)
 	}
-	return s.signer.Verify(tok, s.now())
+	return nil
 }
 
 func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {

@@ -33,6 +33,9 @@ func (s *Store) OpenBatch(ctx context.Context, id hongbao.PacketID, users []hong
 	var b Batch
 	err := inTx(ctx, s.db, func(tx *sql.Tx) error {
 		now := s.now() // fixed for the whole transaction
+		if err := fence(ctx, tx, s.set, id.Bucket()); err != nil {
+			return err
+		}
 		var err error
 		b, err = openTx(ctx, tx, t, id, users, now, s.intn)
 		return err

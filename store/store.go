@@ -16,17 +16,31 @@ import (
 // Store reads and writes the packets of one SET's MySQL.
 type Store struct {
 	db     *sql.DB
+	set    string
 	loc    *time.Location
 	now    func() time.Time
 	intn   func(n int64) int64
 	tables *schema.Ensurer
 }
 
-// New returns a Store on db. loc is the cluster's time zone (it picks the
-// day table), now the clock (read once per transaction) and intn the source
-// of the random draws: a uniform value in [0, n).
-func New(db *sql.DB, loc *time.Location, now func() time.Time, intn func(n int64) int64) *Store {
-	return &Store{db: db, loc: loc, now: now, intn: intn, tables: schema.NewEnsurer(db)}
+// New returns the Store of SET set on db. loc is the cluster's time zone
+// (it picks the day table), now the clock (read once per transaction) and
+// intn the source of the random draws: a uniform value in [0, n).
+// Writes commit only for buckets the SET owns in db's fence (schema.Own).
+func New(db *sql.DB, set string, loc *time.Location, now func() time.Time, intn func(n int64) int64) *Store {
+	return &Store{db: db, set: set, loc: loc, now: now, intn: intn, tables: schema.NewEnsurer(db)}
+}
+
+// fence takes a shared lock on the SET's claim to bucket b for the rest of
+// the transaction, or fails with ErrWrongSet when the SET does not own it.
+func fence(ctx context.Context, tx *sql.Tx, set string, b hongbao.Bucket) error {
+	var one int
+	err := tx.QueryRowContext(ctx, "SELECT 1 FROM hb_fence.owned WHERE set_name = ? AND bucket = ? LOCK IN SHARE MODE",
+		set, int(b)).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) || missingTable(err) {
+		return fmt.Errorf("bucket %d not owned by SET %s: %w", b, set, hongbao.ErrWrongSet)
+	}
+	return err
 }
 
 // DB returns the pool, for health checks.
@@ -62,6 +76,9 @@ func (s *Store) Create(ctx context.Context, n NewPacket) (p *hongbao.Packet, cre
 	var existing hongbao.PacketID
 	err = inTx(ctx, s.db, func(tx *sql.Tx) error {
 		existing = 0
+		if err := fence(ctx, tx, s.set, n.ID.Bucket()); err != nil {
+			return err
+		}
 		if n.IdempotencyKey != "" {
 			id, err := claimKey(ctx, tx, t, n, now)
 			if err != nil || id != 0 {
@@ -73,7 +90,7 @@ func (s *Store) Create(ctx context.Context, n NewPacket) (p *hongbao.Packet, cre
 	})
 	switch {
 	case mysqlErr(err, errDupEntry):
-		return nil, false, fmt.Errorf("store: create %s: %w", n.ID, hongbao.ErrDuplicateID)
+		return s.replay(ctx, n)
 	case err != nil:
 		return nil, false, fmt.Errorf("store: create %s: %w", n.ID, err)
 	case existing != 0:
@@ -82,6 +99,21 @@ func (s *Store) Create(ctx context.Context, n NewPacket) (p *hongbao.Packet, cre
 	}
 	p, _, err = s.Packet(ctx, n.ID)
 	return p, true, err
+}
+
+// replay answers a create whose ID is taken. When the packet under that ID
+// is this very request (a router retrying a send whose answer it lost), the
+// send is answered again; otherwise another minter produced the same ID and
+// the caller mints anew.
+func (s *Store) replay(ctx context.Context, n NewPacket) (*hongbao.Packet, bool, error) {
+	p, err := s.Head(ctx, n.ID)
+	if err != nil {
+		return nil, false, err
+	}
+	if p.Sender != n.Sender || p.Total != n.Req.Total || p.Count != n.Req.Count || p.Type != n.Req.Type || p.Greeting != n.Req.Greeting {
+		return nil, false, fmt.Errorf("store: create %s: %w", n.ID, hongbao.ErrDuplicateID)
+	}
+	return p, false, nil
 }
 
 // claimKey records the idempotency key for n, or returns the packet an

@@ -31,6 +31,7 @@ func commands() []command {
 	return []command{
 		{"token", "token --user ID [--ttl 24h]: print a user token", cmdToken},
 		{"schema", "schema ensure [--set NAME] [--days N]: create day tables", cmdSchema},
+		{"topology", "topology init | show [--json] | move --bucket B --to SET: the bucket -> SET map", cmdTopology},
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/api"
 	"github.com/hongbao-dev/hongbao/configs"
 	"github.com/hongbao-dev/hongbao/queue"
 	"github.com/hongbao-dev/hongbao/set"
@@ -65,16 +66,43 @@ func run(args []string) error {
 		return err
 	}
 	defer db.Close()
+	bg, cancelBG := context.WithCancel(context.Background())
+	defer cancelBG()
+	owns, err := follow(bg, cfg, sc.Name, log)
+	if err != nil {
+		return err
+	}
 	srv := set.NewServer(set.Deps{
-		Store:  store.New(db, cfg.Location(), time.Now, rand.Int64N),
+		Owns:   owns,
+		Store:  store.New(db, sc.Name, cfg.Location(), time.Now, rand.Int64N),
 		Cache:  store.NewCache(sc.Memcached, cfg.Cache.Timeout.D(), cfg.Cache.Conns, log),
-		Signer: hongbao.NewSigner([]byte(cfg.Secret)),
+		Auth:   api.NewInternal([]byte(cfg.InternalSecret), time.Now),
 		Limits: cfg.DomainLimits(),
 		Queue: queue.Config{Size: cfg.Queue.Size, Batch: cfg.Queue.Batch, Idle: cfg.Queue.Idle.D(),
 			TxTimeout: cfg.Queue.TxTimeout.D(), SlotCap: cfg.Queue.SlotCap},
 		Loc: cfg.Location(), Now: time.Now, Log: log,
 	})
 	return serve(log, *listen, srv, cfg.ShutdownGrace.D())
+}
+
+// follow watches the topology, when the config names a meta database, and
+// returns whether this SET owns a bucket at the current version. Without a
+// meta database the MySQL fence alone decides.
+func follow(ctx context.Context, cfg *configs.Config, name string, log *zap.Logger) (func(hongbao.Bucket) bool, error) {
+	if cfg.MetaDSN == "" {
+		return nil, nil
+	}
+	meta, err := set.OpenMeta(ctx, cfg.MetaDSN, false)
+	if err != nil {
+		return nil, err
+	}
+	w, err := set.NewWatcher(ctx, meta, time.Second, log)
+	if err != nil {
+		meta.Close()
+		return nil, err
+	}
+	go func() { w.Run(ctx); meta.Close() }()
+	return func(b hongbao.Bucket) bool { return w.Current().Owner(b).Name == name }, nil
 }
 
 // serve runs the HTTP server until SIGINT or SIGTERM, then stops taking

@@ -1,0 +1,199 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/configs"
+	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/set"
+	"github.com/hongbao-dev/hongbao/store"
+)
+
+const topologyUsage = "usage: hbctl topology init|show [--json]|move --bucket B --to SET"
+
+func cmdTopology(ctx context.Context, e *env, args []string) error {
+	if len(args) == 0 {
+		return usageError{topologyUsage}
+	}
+	fs := flags("topology "+args[0], e)
+	cfgPath := fs.String("config", "configs/dev.yaml", "configuration file")
+	asJSON := fs.Bool("json", false, "show: print JSON")
+	bucket := fs.Int("bucket", -1, "move: the bucket to move (0..999)")
+	to := fs.String("to", "", "move: the SET to move it to")
+	if err := parse(fs, args[1:]); err != nil {
+		return err
+	}
+	cfg, err := configs.Load(*cfgPath, e.environ)
+	if err != nil {
+		return err
+	}
+	meta, err := set.OpenMeta(ctx, cfg.MetaDSN, args[0] == "init")
+	if err != nil {
+		return err
+	}
+	defer meta.Close()
+	switch args[0] {
+	case "init":
+		return topologyInit(ctx, e, cfg, meta)
+	case "show":
+		t, err := set.LoadTopology(ctx, meta)
+		if err != nil {
+			return err
+		}
+		return topologyShow(e, t, *asJSON)
+	case "move":
+		if *bucket < 0 || *bucket >= hongbao.Buckets {
+			return usageError{"flag --bucket: must be between 0 and 999"}
+		}
+		if *to == "" {
+			return usageError{"flag --to: required (a SET name)"}
+		}
+		return topologyMove(ctx, e, meta, hongbao.Bucket(*bucket), *to)
+	}
+	return usageError{topologyUsage}
+}
+
+// topologyInit seeds the meta database from the config and records in each
+// SET's MySQL the buckets it owns (the fence).
+func topologyInit(ctx context.Context, e *env, cfg *configs.Config, meta *sql.DB) error {
+	infos := make([]set.Info, len(cfg.Sets))
+	for i, s := range cfg.Sets {
+		infos[i] = set.Info{Name: s.Name, Servers: s.Servers, MySQLDSN: s.MySQLDSN, Memcached: s.Memcached}
+	}
+	t, err := set.InitTopology(ctx, meta, infos)
+	if err != nil {
+		return err
+	}
+	for _, s := range t.Sets {
+		if err := withDB(s.MySQLDSN, func(db *sql.DB) error {
+			return schema.Own(ctx, db, s.Name, t.Version, t.Buckets(s.Name))
+		}); err != nil {
+			return fmt.Errorf("SET %s: %w", s.Name, err)
+		}
+	}
+	fmt.Fprintf(e.stdout, "topology version %d\n", t.Version)
+	return topologyShow(e, t, false)
+}
+
+type setJSON struct {
+	Name        string   `json:"name"`
+	Servers     []string `json:"servers"`
+	Memcached   []string `json:"memcached"`
+	BucketCount int      `json:"bucket_count"`
+	Buckets     string   `json:"buckets"` // ranges, e.g. "0-499"
+}
+
+func topologyShow(e *env, t *set.Topology, asJSON bool) error {
+	out := struct {
+		Version int64     `json:"version"`
+		Sets    []setJSON `json:"sets"`
+	}{Version: t.Version}
+	for _, s := range t.Sets {
+		bs := t.Buckets(s.Name)
+		out.Sets = append(out.Sets, setJSON{Name: s.Name, Servers: s.Servers, Memcached: s.Memcached,
+			BucketCount: len(bs), Buckets: ranges(bs)})
+	}
+	if asJSON {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	fmt.Fprintf(e.stdout, "version %d\n", t.Version)
+	for _, s := range out.Sets {
+		fmt.Fprintf(e.stdout, "SET %-8s buckets %4d [%s]  servers %s  memcached %s\n", s.Name, s.BucketCount, s.Buckets,
+			strings.Join(s.Servers, ","), strings.Join(s.Memcached, ","))
+	}
+	return nil
+}
+
+// ranges writes sorted buckets as "0-4,7,9-12".
+func ranges(bs []hongbao.Bucket) string {
+	var parts []string
+	for i := 0; i < len(bs); {
+		j := i
+		for j+1 < len(bs) && bs[j+1] == bs[j]+1 {
+			j++
+		}
+		if i == j {
+			parts = append(parts, strconv.Itoa(int(bs[i])))
+		} else {
+			parts = append(parts, fmt.Sprintf("%d-%d", bs[i], bs[j]))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ",")
+}
+
+// topologyMove migrates bucket b to SET to, live: fence the bucket on the
+// old SET (in-flight transactions finish, no new write commits there), copy
+// its rows, claim it on the new SET, publish the new topology, and only
+// then delete the old copy. Requests for b during the move are answered
+// 421/503 and retried by clients; no write is lost or doubled. Re-running
+// after a failure finishes the job.
+func topologyMove(ctx context.Context, e *env, meta *sql.DB, b hongbao.Bucket, to string) error {
+	t, err := set.LoadTopology(ctx, meta)
+	if err != nil {
+		return err
+	}
+	dst, ok := t.Set(to)
+	if !ok {
+		return usageError{fmt.Sprintf("flag --to: no SET named %q", to)}
+	}
+	src := t.Owner(b)
+	if src.Name == dst.Name {
+		fmt.Fprintf(e.stdout, "bucket %d already on SET %s\n", b, to)
+		return nil
+	}
+	return withDB(src.MySQLDSN, func(from *sql.DB) error {
+		return withDB(dst.MySQLDSN, func(into *sql.DB) error {
+			return migrate(ctx, e, meta, t, from, into, b, src.Name, dst.Name)
+		})
+	})
+}
+
+func migrate(ctx context.Context, e *env, meta *sql.DB, t *set.Topology, from, into *sql.DB, b hongbao.Bucket, src, dst string) error {
+	tx, err := from.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	if err := schema.Disown(ctx, tx, src, []hongbao.Bucket{b}); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("fence bucket %d on %s: %w", b, src, err)
+	}
+	fmt.Fprintf(e.stdout, "bucket %d fenced on SET %s\n", b, src)
+	n, err := store.CopyBucket(ctx, from, into, b)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "copied %d packets to SET %s\n", n, dst)
+	if err := schema.Own(ctx, into, dst, t.Version+1, []hongbao.Bucket{b}); err != nil {
+		return err
+	}
+	v, err := set.MoveBucket(ctx, meta, b, dst)
+	if err != nil {
+		return err
+	}
+	if err := store.DropBucket(ctx, from, b); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "bucket %d now on SET %s (topology version %d)\n", b, dst, v)
+	return nil
+}
+
+func withDB(dsn string, fn func(*sql.DB) error) error {
+	db, err := store.OpenDB(dsn, 4)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return fn(db)
+}

@@ -1,0 +1,107 @@
+// Command hbrouter is the stateless public entry point: it verifies tokens,
+// mints packet IDs and routes each packet to its SET and server.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/api"
+	"github.com/hongbao-dev/hongbao/configs"
+	"github.com/hongbao-dev/hongbao/router"
+	"github.com/hongbao-dev/hongbao/set"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "hbrouter:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("hbrouter", flag.ContinueOnError)
+	cfgPath := fs.String("config", "configs/dev.yaml", "configuration file")
+	listen := fs.String("listen", "", "address to serve on (default: router.listen of the config)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := configs.Load(*cfgPath, os.Environ())
+	if err != nil {
+		return err
+	}
+	addr := cfg.Router.Listen
+	if *listen != "" {
+		addr = *listen
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return fmt.Errorf("flag -listen: %q is not host:port", addr)
+	}
+	log, err := cfg.Logger("hbrouter")
+	if err != nil {
+		return err
+	}
+	defer log.Sync() //nolint:errcheck
+	log = log.With(zap.String("listen", addr))
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	meta, err := set.OpenMeta(ctx, cfg.MetaDSN, false)
+	if err != nil {
+		return err
+	}
+	defer meta.Close()
+	topo, err := set.NewWatcher(ctx, meta, time.Second, log)
+	if err != nil {
+		return err
+	}
+	client := router.NewClient(256)
+	health := router.NewHealth(&http.Client{Timeout: time.Second}, time.Second, log)
+	rt := router.New(router.Deps{Topology: topo, Health: health, Signer: hongbao.NewSigner([]byte(cfg.Secret)),
+		Internal: api.NewInternal([]byte(cfg.InternalSecret), time.Now), Client: client, Now: time.Now, Log: log})
+
+	bg, cancelBG := context.WithCancel(context.Background())
+	defer cancelBG()
+	go topo.Run(bg)
+	go health.Run(bg, func() []string { return allServers(topo.Current()) })
+
+	hs := &http.Server{Addr: addr, Handler: rt.Handler(), ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout: 10 * time.Second, WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	log.Info("routing", zap.Int64("topology_version", topo.Current().Version))
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace.D())
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}
+
+func allServers(t *set.Topology) []string {
+	var all []string
+	for _, s := range t.Sets {
+		all = append(all, s.Servers...)
+	}
+	return all
+}

@@ -1,0 +1,202 @@
+package router
+
+import (
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/api"
+	"github.com/hongbao-dev/hongbao/set"
+)
+
+// Router is the public API. It holds no state of its own beyond caches of
+// the topology and of server health: any number of routers can run.
+type Router struct {
+	topo     *set.Watcher
+	health   *Health
+	signer   *hongbao.Signer
+	internal *api.Internal
+	minter   *hongbao.Minter
+	client   *http.Client
+	now      func() time.Time
+	log      *zap.Logger
+	timeout  time.Duration
+}
+
+// Deps are the Router's collaborators.
+type Deps struct {
+	Topology *set.Watcher
+	Health   *Health
+	Signer   *hongbao.Signer // user tokens
+	Internal *api.Internal   // router -> server signatures
+	Client   *http.Client    // keep-alive pool to the servers
+	Now      func() time.Time
+	Log      *zap.Logger
+	Timeout  time.Duration // bound on one attempt at a server
+}
+
+// New returns a Router.
+func New(d Deps) *Router {
+	if d.Timeout <= 0 {
+		d.Timeout = 15 * time.Second
+	}
+	return &Router{topo: d.Topology, health: d.Health, signer: d.Signer, internal: d.Internal,
+		minter: hongbao.NewMinter(d.Now), client: d.Client, now: d.Now, log: d.Log, timeout: d.Timeout}
+}
+
+// NewClient returns the keep-alive client a router uses towards servers.
+func NewClient(conns int) *http.Client {
+	tr := &http.Transport{
+		DialContext:           (&net.Dialer{Timeout: time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:          conns * 8,
+		MaxIdleConnsPerHost:   conns,
+		IdleConnTimeout:       90 * time.Second,
+		ResponseHeaderTimeout: 20 * time.Second,
+	}
+	return &http.Client{Transport: tr}
+}
+
+// Handler returns the public API.
+func (rt *Router) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/packets", rt.authed(rt.handleSend))
+	mux.HandleFunc("POST /v1/packets/{id}/grab", rt.authed(rt.handlePacket))
+	mux.HandleFunc("POST /v1/packets/{id}/open", rt.authed(rt.handlePacket))
+	mux.HandleFunc("GET /v1/packets/{id}", rt.authed(rt.handlePacket))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ready\n")) })
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		api.WriteProblem(w, &hongbao.Error{Code: "not_found", Message: "no such endpoint"}, api.RequestID(r.Context()))
+	})
+	return api.Logged(rt.log, mux)
+}
+
+type handler func(w http.ResponseWriter, r *http.Request, user hongbao.UserID) error
+
+func (rt *Router) authed(h handler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		user, err := rt.user(r)
+		if err == nil {
+			api.AddField(r.Context(), zap.Stringer("user", user))
+			err = h(w, r, user)
+		}
+		if err != nil {
+			if api.Status(err) >= 500 {
+				rt.log.Error("request failed", zap.String("request_id", api.RequestID(r.Context())), zap.Error(err))
+			}
+			api.WriteProblem(w, err, api.RequestID(r.Context()))
+		}
+	}
+}
+
+func (rt *Router) user(r *http.Request) (hongbao.UserID, error) {
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || tok == "" {
+		return 0, hongbao.ErrUnauthorized
+	}
+	return rt.signer.Verify(tok, rt.now())
+}
+
+// handleSend mints the packet's ID, so the bucket (and so the SET) is known
+// before any server sees the send. With an Idempotency-Key the bucket comes
+// from it, so a retried send meets its first attempt in one database.
+func (rt *Router) handleSend(w http.ResponseWriter, r *http.Request, user hongbao.UserID) error {
+	body, err := readBody(w, r)
+	if err != nil {
+		return err
+	}
+	key := []byte(r.Header.Get("Idempotency-Key"))
+	if len(key) == 0 {
+		key = make([]byte, 16)
+		_, _ = rand.Read(key) // never fails
+	}
+	bucket := hongbao.BucketFor(user, key)
+	for attempt := 0; ; attempt++ {
+		id, err := rt.minter.Next(bucket)
+		if err != nil {
+			return err
+		}
+		api.AddField(r.Context(), zap.Stringer("packet_id", id))
+		resp, err := rt.forward(r, user, id, body, map[string]string{api.HeaderPacketID: id.String()})
+		if err != nil {
+			return err
+		}
+		if resp.code == "duplicate_id" && attempt < 3 {
+			continue // another router minted the same ID: mint again
+		}
+		resp.write(w)
+		return nil
+	}
+}
+
+// handlePacket forwards grab, open and detail to the packet's server.
+func (rt *Router) handlePacket(w http.ResponseWriter, r *http.Request, user hongbao.UserID) error {
+	id, err := hongbao.ParsePacketID(r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	api.AddField(r.Context(), zap.Stringer("packet_id", id))
+	resp, err := rt.forward(r, user, id, nil, nil)
+	if err != nil {
+		return err
+	}
+	resp.write(w)
+	return nil
+}
+
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, api.MaxBody))
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return nil, api.ErrBodyTooLarge
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read body: %w", err)
+	}
+	return body, nil
+}
+
+// response is a server's answer, read whole so it can be inspected and
+// relayed.
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+	code   string // the problem code, if any
+}
+
+func (p *response) write(w http.ResponseWriter) {
+	for _, h := range []string{"Content-Type", "Retry-After", "Idempotent-Replayed"} {
+		if v := p.header.Get(h); v != "" {
+			w.Header().Set(h, v)
+		}
+	}
+	w.WriteHeader(p.status)
+	_, _ = w.Write(p.body) // the client went away; nothing to do
+}
+
+func readResponse(resp *http.Response) (*response, error) {
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	p := &response{status: resp.StatusCode, header: resp.Header, body: body}
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") {
+		var prob api.Problem
+		if json.Unmarshal(body, &prob) == nil {
+			p.code = prob.Code
+		}
+	}
+	return p, nil
+}
+

@@ -1,0 +1,74 @@
+package schema
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+
+	hongbao "github.com/hongbao-dev/hongbao"
+)
+
+// The fence lives in each SET's own MySQL: the buckets that SET owns. Every
+// write transaction of a packet takes a shared lock on its bucket's row and
+// fails without it, and moving a bucket away deletes the row (waiting for
+// those locks), so once a move has begun no write for the bucket can commit
+// on the old SET. The set name is part of the key so several SETs may share
+// one MySQL server in tests.
+const fenceDDL = `CREATE TABLE IF NOT EXISTS hb_fence.owned (
+  set_name VARCHAR(64) NOT NULL,
+  bucket   INT         NOT NULL,
+  version  BIGINT      NOT NULL,
+  PRIMARY KEY (set_name, bucket)
+) ENGINE=InnoDB`
+
+// EnsureFence creates the fence table.
+func EnsureFence(ctx context.Context, db *sql.DB) error {
+	for _, stmt := range []string{"CREATE DATABASE IF NOT EXISTS hb_fence", fenceDDL} {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("schema: fence: %w", err)
+		}
+	}
+	return nil
+}
+
+// Own records that set owns buckets (at topology version), in set's MySQL.
+func Own(ctx context.Context, db *sql.DB, set string, version int64, buckets []hongbao.Bucket) error {
+	if err := EnsureFence(ctx, db); err != nil {
+		return err
+	}
+	for len(buckets) > 0 {
+		n := min(len(buckets), 500)
+		args := make([]any, 0, 3*n)
+		for _, b := range buckets[:n] {
+			args = append(args, set, int(b), version)
+		}
+		q := "INSERT INTO hb_fence.owned (set_name, bucket, version) VALUES (?,?,?)" + strings.Repeat(",(?,?,?)", n-1) +
+			" ON DUPLICATE KEY UPDATE version = VALUES(version)"
+		if _, err := db.ExecContext(ctx, q, args...); err != nil {
+			return fmt.Errorf("schema: own buckets for %s: %w", set, err)
+		}
+		buckets = buckets[n:]
+	}
+	return nil
+}
+
+// Disown removes set's claim on buckets. It waits for every transaction
+// holding the fence of those buckets; after it, none can commit.
+func Disown(ctx context.Context, tx *sql.Tx, set string, buckets []hongbao.Bucket) error {
+	for _, b := range buckets {
+		if _, err := tx.ExecContext(ctx, "DELETE FROM hb_fence.owned WHERE set_name = ? AND bucket = ?", set, int(b)); err != nil {
+			return fmt.Errorf("schema: disown bucket %d of %s: %w", b, set, err)
+		}
+	}
+	return nil
+}
+
+// AllBuckets lists every bucket.
+func AllBuckets() []hongbao.Bucket {
+	bs := make([]hongbao.Bucket, hongbao.Buckets)
+	for i := range bs {
+		bs[i] = hongbao.Bucket(i)
+	}
+	return bs
+}

@@ -1,0 +1,296 @@
+package set
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"go.uber.org/zap"
+
+	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/store"
+)
+
+// Info describes one SET.
+type Info struct {
+	Name      string
+	Servers   []string
+	MySQLDSN  string
+	Memcached []string
+}
+
+// Topology is one version of the bucket -> SET map. It is immutable.
+type Topology struct {
+	Version int64
+	Sets    []Info // sorted by name
+	owner   [hongbao.Buckets]int
+}
+
+// Owner returns the SET owning bucket b.
+func (t *Topology) Owner(b hongbao.Bucket) *Info { return &t.Sets[t.owner[b]] }
+
+// Set returns the SET called name.
+func (t *Topology) Set(name string) (*Info, bool) {
+	for i := range t.Sets {
+		if t.Sets[i].Name == name {
+			return &t.Sets[i], true
+		}
+	}
+	return nil, false
+}
+
+// Buckets returns the buckets owned by the SET called name.
+func (t *Topology) Buckets(name string) []hongbao.Bucket {
+	var bs []hongbao.Bucket
+	for b, i := range t.owner {
+		if t.Sets[i].Name == name {
+			bs = append(bs, hongbao.Bucket(b))
+		}
+	}
+	return bs
+}
+
+// LoadTopology reads the current topology from the meta database.
+func LoadTopology(ctx context.Context, meta *sql.DB) (*Topology, error) {
+	t := &Topology{}
+	if err := meta.QueryRowContext(ctx, "SELECT version FROM version WHERE id = 1").Scan(&t.Version); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, errors.New("topology: not initialised (run hbctl topology init)")
+		}
+		return nil, fmt.Errorf("topology: version: %w", err)
+	}
+	rows, err := meta.QueryContext(ctx, "SELECT name, servers, mysql_dsn, memcached FROM sets ORDER BY name")
+	if err != nil {
+		return nil, fmt.Errorf("topology: sets: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var in Info
+		var servers, mcs string
+		if err := rows.Scan(&in.Name, &servers, &in.MySQLDSN, &mcs); err != nil {
+			return nil, fmt.Errorf("topology: sets: %w", err)
+		}
+		in.Servers, in.Memcached = split(servers), split(mcs)
+		t.Sets = append(t.Sets, in)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("topology: sets: %w", err)
+	}
+	return t, loadBuckets(ctx, meta, t)
+}
+
+func loadBuckets(ctx context.Context, meta *sql.DB, t *Topology) error {
+	rows, err := meta.QueryContext(ctx, "SELECT bucket, set_name FROM buckets")
+	if err != nil {
+		return fmt.Errorf("topology: buckets: %w", err)
+	}
+	defer rows.Close()
+	seen := 0
+	for rows.Next() {
+		var b int
+		var name string
+		if err := rows.Scan(&b, &name); err != nil {
+			return fmt.Errorf("topology: buckets: %w", err)
+		}
+		i := slices.IndexFunc(t.Sets, func(in Info) bool { return in.Name == name })
+		if b < 0 || b >= hongbao.Buckets || i < 0 {
+			return fmt.Errorf("topology: bucket %d maps to unknown SET %q", b, name)
+		}
+		t.owner[b] = i
+		seen++
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("topology: buckets: %w", err)
+	}
+	if seen != hongbao.Buckets {
+		return fmt.Errorf("topology: %d of %d buckets mapped", seen, hongbao.Buckets)
+	}
+	return nil
+}
+
+func split(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
+}
+
+// InitTopology records sets in the meta database. The first time it also
+// spreads the buckets over the SETs in contiguous ranges; afterwards it
+// only updates SET addresses and never moves a bucket (that is a migration).
+// The version goes up whenever something changed.
+func InitTopology(ctx context.Context, meta *sql.DB, sets []Info) (*Topology, error) {
+	if len(sets) == 0 {
+		return nil, errors.New("topology: no SETs configured")
+	}
+	if err := schema.EnsureMeta(ctx, meta); err != nil {
+		return nil, err
+	}
+	tx, err := meta.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("topology: init: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	var version int64
+	err = tx.QueryRowContext(ctx, "SELECT version FROM version WHERE id = 1 FOR UPDATE").Scan(&version)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("topology: init: %w", err)
+	}
+	for _, s := range sets {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO sets (name, servers, mysql_dsn, memcached) VALUES (?,?,?,?)
+			ON DUPLICATE KEY UPDATE servers = VALUES(servers), mysql_dsn = VALUES(mysql_dsn), memcached = VALUES(memcached)`,
+			s.Name, strings.Join(s.Servers, ","), s.MySQLDSN, strings.Join(s.Memcached, ",")); err != nil {
+			return nil, fmt.Errorf("topology: init set %s: %w", s.Name, err)
+		}
+	}
+	if version == 0 {
+		if err := spread(ctx, tx, sets); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := tx.ExecContext(ctx, "INSERT INTO version (id, version) VALUES (1, ?) ON DUPLICATE KEY UPDATE version = ?",
+		version+1, version+1); err != nil {
+		return nil, fmt.Errorf("topology: init version: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("topology: init: %w", err)
+	}
+	return LoadTopology(ctx, meta)
+}
+
+// spread maps bucket b to SET b*len(sets)/Buckets.
+func spread(ctx context.Context, tx *sql.Tx, sets []Info) error {
+	var q strings.Builder
+	q.WriteString("INSERT INTO buckets (bucket, set_name) VALUES ")
+	args := make([]any, 0, 2*hongbao.Buckets)
+	for b := range hongbao.Buckets {
+		if b > 0 {
+			q.WriteString(",")
+		}
+		q.WriteString("(?,?)")
+		args = append(args, b, sets[b*len(sets)/hongbao.Buckets].Name)
+	}
+	if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
+		return fmt.Errorf("topology: spread buckets: %w", err)
+	}
+	return nil
+}
+
+// MoveBucket points bucket b at SET to in the meta database and bumps the
+// version. It moves no data and no fence: see hbctl topology move.
+func MoveBucket(ctx context.Context, meta *sql.DB, b hongbao.Bucket, to string) (int64, error) {
+	tx, err := meta.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("topology: move: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	var version int64
+	if err := tx.QueryRowContext(ctx, "SELECT version FROM version WHERE id = 1 FOR UPDATE").Scan(&version); err != nil {
+		return 0, fmt.Errorf("topology: move: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, "UPDATE buckets SET set_name = ? WHERE bucket = ?", to, int(b)); err != nil {
+		return 0, fmt.Errorf("topology: move bucket %d: %w", b, err)
+	}
+	if _, err := tx.ExecContext(ctx, "UPDATE version SET version = ? WHERE id = 1", version+1); err != nil {
+		return 0, fmt.Errorf("topology: move: %w", err)
+	}
+	return version + 1, tx.Commit()
+}
+
+// Watcher follows the topology in the meta database: it polls the version
+// and reloads the map when it changes, so routers and servers follow a
+// move without a restart.
+type Watcher struct {
+	meta     *sql.DB
+	interval time.Duration
+	log      *zap.Logger
+	cur      atomic.Pointer[Topology]
+}
+
+// NewWatcher loads the current topology. Call Run to follow changes.
+func NewWatcher(ctx context.Context, meta *sql.DB, interval time.Duration, log *zap.Logger) (*Watcher, error) {
+	w := &Watcher{meta: meta, interval: interval, log: log}
+	if err := w.Refresh(ctx); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// Current returns the latest topology seen.
+func (w *Watcher) Current() *Topology { return w.cur.Load() }
+
+// Refresh reloads the topology if its version changed.
+func (w *Watcher) Refresh(ctx context.Context) error {
+	var version int64
+	if err := w.meta.QueryRowContext(ctx, "SELECT version FROM version WHERE id = 1").Scan(&version); err != nil {
+		return fmt.Errorf("topology: poll: %w", err)
+	}
+	if cur := w.cur.Load(); cur != nil && cur.Version == version {
+		return nil
+	}
+	t, err := LoadTopology(ctx, w.meta)
+	if err != nil {
+		return err
+	}
+	for { // never step back to an older version loaded concurrently
+		old := w.cur.Load()
+		if old != nil && old.Version >= t.Version {
+			return nil
+		}
+		if w.cur.CompareAndSwap(old, t) {
+			if old != nil {
+				w.log.Info("topology changed", zap.Int64("from", old.Version), zap.Int64("to", t.Version))
+			}
+			return nil
+		}
+	}
+}
+
+// OpenMeta opens the meta database of dsn, creating the database first
+// when create is set.
+func OpenMeta(ctx context.Context, dsn string, create bool) (*sql.DB, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("meta dsn: %w", err)
+	}
+	if cfg.DBName == "" {
+		return nil, errors.New("meta dsn: names no database")
+	}
+	if create {
+		name := cfg.DBName
+		cfg.DBName = ""
+		db, err := store.OpenDB(cfg.FormatDSN(), 1)
+		if err != nil {
+			return nil, err
+		}
+		_, err = db.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS `"+strings.ReplaceAll(name, "`", "")+"`")
+		db.Close()
+		if err != nil {
+			return nil, fmt.Errorf("meta: create database %s: %w", name, err)
+		}
+	}
+	return store.OpenDB(dsn, 4)
+}
+
+// Run polls until ctx ends.
+func (w *Watcher) Run(ctx context.Context) {
+	tick := time.NewTicker(w.interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if err := w.Refresh(ctx); err != nil && ctx.Err() == nil {
+				w.log.Warn("topology refresh failed; keeping the last one", zap.Error(err))
+			}
+		}
+	}
+}

@@ -30,8 +30,7 @@ const (
 func (rt *Router) forward(r *http.Request, user hongbao.UserID, id hongbao.PacketID, body []byte, extra map[string]string) (*response, error) {
 	var lastErr error
 	for range rounds {
-		owner := rt.topo.Current().Owner(id.Bucket())
-		servers := Rank(owner.Servers, id, rt.health.Healthy)
+		_, servers := Route(rt.topo.Current(), id, rt.health.Healthy)
 		moved := false
 		for _, srv := range servers[:min(len(servers), serversPerRound)] {
 			resp, err := rt.try(r, srv, user, body, extra)

@@ -12,7 +12,15 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/set"
 )
+
+// Route returns the SET owning packet id in t and its servers in the order
+// to try them.
+func Route(t *set.Topology, id hongbao.PacketID, healthy func(string) bool) (*set.Info, []string) {
+	owner := t.Owner(id.Bucket())
+	return owner, Rank(owner.Servers, id, healthy)
+}
 
 // score is the rendezvous weight of server for packet id.
 func score(server string, id hongbao.PacketID) uint64 {

@@ -199,4 +199,3 @@ func readResponse(resp *http.Response) (*response, error) {
 	}
 	return p, nil
 }
-

@@ -165,7 +165,19 @@ func InitTopology(ctx context.Context, meta *sql.DB, sets []Info) (*Topology, er
 	return LoadTopology(ctx, meta)
 }
 
-// spread maps bucket b to SET b*len(sets)/Buckets.
+// Spread returns the initial map InitTopology writes: bucket b belongs to
+// SET b*len(sets)/Buckets, contiguous ranges in the order given.
+func Spread(version int64, sets []Info) *Topology {
+	t := &Topology{Version: version, Sets: slices.Clone(sets)}
+	slices.SortFunc(t.Sets, func(a, b Info) int { return strings.Compare(a.Name, b.Name) })
+	for b := range hongbao.Buckets {
+		name := sets[b*len(sets)/hongbao.Buckets].Name
+		t.owner[b] = slices.IndexFunc(t.Sets, func(in Info) bool { return in.Name == name })
+	}
+	return t
+}
+
+// spread writes the map of Spread.
 func spread(ctx context.Context, tx *sql.Tx, sets []Info) error {
 	var q strings.Builder
 	q.WriteString("INSERT INTO buckets (bucket, set_name) VALUES ")

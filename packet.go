@@ -25,7 +25,19 @@ type Packet struct {
 	CreatedAt       time.Time
 	ExpiresAt       time.Time
 	Closed          bool // closed at expiry; no open may take a share after
+	Funding         Funding
 }
+
+// Funding says whether a packet's total has been debited from its sender.
+// Only a funded packet can be opened.
+type Funding int
+
+// Funding states, as stored.
+const (
+	Pending   Funding = 0 // created, debit not yet settled
+	Funded    Funding = 1 // the sender paid: openable
+	Cancelled Funding = 2 // the debit failed or was voided: never openable
+)
 
 // StatusAt is the packet's status seen at now.
 func (p *Packet) StatusAt(now time.Time) Status {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strconv"
 	"time"
@@ -147,4 +148,43 @@ type OpenJSON struct {
 type GrabJSON struct {
 	CanOpen bool   `json:"can_open"`
 	Reason  string `json:"reason,omitempty"`
+}
+
+// WalletJSON answers GET /v1/me/wallet.
+type WalletJSON struct {
+	User    string `json:"user"`
+	Balance int64  `json:"balance"`
+}
+
+// HistoryJSON is one page of a user's received or sent packets.
+type HistoryJSON struct {
+	Items      []HistoryItem `json:"items"`
+	NextCursor string        `json:"next_cursor,omitempty"`
+}
+
+// HistoryItem is one packet in a user's history.
+type HistoryItem struct {
+	Packet string `json:"packet"`
+	Amount int64  `json:"amount"`
+	At     string `json:"at"`
+}
+
+// Page reads ?cursor=&limit= (limit 1..100, default 20).
+func Page(q url.Values) (cursor int64, limit int, err error) {
+	limit = 20
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 100 {
+			return 0, 0, &hongbao.InvalidError{Code: "invalid_limit", Field: "limit", Message: "must be an integer from 1 to 100"}
+		}
+		limit = n
+	}
+	if v := q.Get("cursor"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			return 0, 0, &hongbao.InvalidError{Code: "invalid_cursor", Field: "cursor", Message: "is not a cursor from a previous page"}
+		}
+		cursor = n
+	}
+	return cursor, limit, nil
 }

@@ -30,8 +30,9 @@ type Config struct {
 	Cache          Cache    `yaml:"cache"`
 	Router         Router   `yaml:"router"`
 	Sets           []Set    `yaml:"sets"`
-	MetaDSN        string   `yaml:"meta_dsn"` // topology database
-	DBConns        int      `yaml:"db_conns"` // MySQL pool size per server
+	MetaDSN        string   `yaml:"meta_dsn"`   // topology database
+	WalletDSN      string   `yaml:"wallet_dsn"` // accounts and ledger
+	DBConns        int      `yaml:"db_conns"`   // MySQL pool size per server
 	ShutdownGrace  Duration `yaml:"shutdown_grace"`
 	LogLevel       string   `yaml:"log_level"` // debug, info, warn, error
 }
@@ -136,6 +137,9 @@ func (c *Config) Check() error {
 	}
 	if len(c.Secret) < 16 {
 		errs = append(errs, errors.New("secret: must be at least 16 bytes"))
+	}
+	if c.WalletDSN == "" {
+		errs = append(errs, errors.New("wallet_dsn: required (money moves through the wallet)"))
 	}
 	if len(c.InternalSecret) < 16 {
 		errs = append(errs, errors.New("internal_secret: must be at least 16 bytes"))

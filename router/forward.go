@@ -28,9 +28,17 @@ const (
 // unknown is retried on the next server without turning one open into two.
 // A 421 means the topology moved: refresh it and route again.
 func (rt *Router) forward(r *http.Request, user hongbao.UserID, id hongbao.PacketID, body []byte, extra map[string]string) (*response, error) {
+	return rt.forwardTo(r, user, body, extra, func() []string {
+		_, servers := Route(rt.topo.Current(), id, rt.health.Healthy)
+		return servers
+	})
+}
+
+// forwardTo tries the servers pick lists, in order, re-picking after a 421.
+func (rt *Router) forwardTo(r *http.Request, user hongbao.UserID, body []byte, extra map[string]string, pick func() []string) (*response, error) {
 	var lastErr error
 	for range rounds {
-		_, servers := Route(rt.topo.Current(), id, rt.health.Healthy)
+		servers := pick()
 		moved := false
 		for _, srv := range servers[:min(len(servers), serversPerRound)] {
 			resp, err := rt.try(r, srv, user, body, extra)
@@ -43,7 +51,7 @@ func (rt *Router) forward(r *http.Request, user hongbao.UserID, id hongbao.Packe
 					rt.health.MarkDown(srv)
 				}
 				rt.log.Warn("server attempt failed; trying the next", zap.String("server", srv),
-					zap.Stringer("packet_id", id), zap.Error(err))
+					zap.String("request_id", api.RequestID(r.Context())), zap.Error(err))
 				continue
 			}
 			if resp.status == http.StatusMisdirectedRequest {
@@ -59,14 +67,14 @@ func (rt *Router) forward(r *http.Request, user hongbao.UserID, id hongbao.Packe
 			break
 		}
 	}
-	return nil, fmt.Errorf("packet %s: no server answered (%v): %w", id, lastErr, hongbao.ErrUnavailable)
+	return nil, fmt.Errorf("no server answered (%v): %w", lastErr, hongbao.ErrUnavailable)
 }
 
 // try makes one attempt at server srv.
 func (rt *Router) try(r *http.Request, srv string, user hongbao.UserID, body []byte, extra map[string]string) (*response, error) {
 	ctx, cancel := context.WithTimeout(r.Context(), rt.timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, r.Method, "http://"+srv+r.URL.Path, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, r.Method, "http://"+srv+r.URL.RequestURI(), bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}

@@ -19,24 +19,24 @@ import (
 // to try them.
 func Route(t *set.Topology, id hongbao.PacketID, healthy func(string) bool) (*set.Info, []string) {
 	owner := t.Owner(id.Bucket())
-	return owner, Rank(owner.Servers, id, healthy)
+	return owner, Rank(owner.Servers, uint64(id), healthy)
 }
 
-// score is the rendezvous weight of server for packet id.
-func score(server string, id hongbao.PacketID) uint64 {
+// score is the rendezvous weight of server for key.
+func score(server string, key uint64) uint64 {
 	var d xxhash.Digest
 	d.Reset()
 	_, _ = d.WriteString(server) // xxhash writes never fail
 	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], uint64(id))
+	binary.BigEndian.PutUint64(b[:], key)
 	_, _ = d.Write(b[:])
 	return d.Sum64()
 }
 
-// Rank orders servers for packet id: the healthy ones by descending
+// Rank orders servers for key (a packet ID): the healthy ones by descending
 // rendezvous score, then the unhealthy ones the same way (a last resort).
-// Removing a server only moves the packets it ranked first.
-func Rank(servers []string, id hongbao.PacketID, healthy func(string) bool) []string {
+// Removing a server only moves the keys it ranked first.
+func Rank(servers []string, key uint64, healthy func(string) bool) []string {
 	type ranked struct {
 		addr  string
 		up    bool
@@ -44,7 +44,7 @@ func Rank(servers []string, id hongbao.PacketID, healthy func(string) bool) []st
 	}
 	rs := make([]ranked, len(servers))
 	for i, s := range servers {
-		rs[i] = ranked{s, healthy == nil || healthy(s), score(s, id)}
+		rs[i] = ranked{s, healthy == nil || healthy(s), score(s, key)}
 	}
 	slices.SortFunc(rs, func(a, b ranked) int {
 		if a.up != b.up {

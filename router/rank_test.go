@@ -58,8 +58,8 @@ func TestRankRemovalMovesOnlyItsPackets(t *testing.T) {
 	held, moved := 0, map[string]int{}
 	for range n {
 		id := hongbao.PacketID(r.Int64N(1 << 62))
-		before := Rank(servers, id, nil)[0]
-		after := Rank(servers, id, healthy)[0]
+		before := Rank(servers, uint64(id), nil)[0]
+		after := Rank(servers, uint64(id), healthy)[0]
 		switch {
 		case before == gone:
 			held++
@@ -86,7 +86,7 @@ func TestRankRemovalMovesOnlyItsPackets(t *testing.T) {
 func TestRankUnhealthyLast(t *testing.T) {
 	servers := []string{"x:1", "y:1"}
 	for id := hongbao.PacketID(1); id < 200; id++ {
-		got := Rank(servers, id, func(s string) bool { return s != "x:1" })
+		got := Rank(servers, uint64(id), func(s string) bool { return s != "x:1" })
 		if got[0] != "y:1" || got[1] != "x:1" {
 			t.Fatalf("Rank(%d) = %v, want the healthy server first", id, got)
 		}

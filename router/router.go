@@ -72,6 +72,9 @@ func (rt *Router) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/packets/{id}/grab", rt.authed(rt.handlePacket))
 	mux.HandleFunc("POST /v1/packets/{id}/open", rt.authed(rt.handlePacket))
 	mux.HandleFunc("GET /v1/packets/{id}", rt.authed(rt.handlePacket))
+	mux.HandleFunc("GET /v1/me/wallet", rt.authed(rt.handleMe))
+	mux.HandleFunc("GET /v1/me/received", rt.authed(rt.handleMe))
+	mux.HandleFunc("GET /v1/me/sent", rt.authed(rt.handleMe))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ready\n")) })
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -146,6 +149,23 @@ func (rt *Router) handlePacket(w http.ResponseWriter, r *http.Request, user hong
 	}
 	api.AddField(r.Context(), zap.Stringer("packet_id", id))
 	resp, err := rt.forward(r, user, id, nil, nil)
+	if err != nil {
+		return err
+	}
+	resp.write(w)
+	return nil
+}
+
+// handleMe forwards a user's wallet and history reads, which the wallet
+// answers from any server; the user ID spreads them over all servers.
+func (rt *Router) handleMe(w http.ResponseWriter, r *http.Request, user hongbao.UserID) error {
+	resp, err := rt.forwardTo(r, user, nil, nil, func() []string {
+		var all []string
+		for _, s := range rt.topo.Current().Sets {
+			all = append(all, s.Servers...)
+		}
+		return Rank(all, uint64(user), rt.health.Healthy)
+	})
 	if err != nil {
 		return err
 	}

@@ -27,6 +27,7 @@ const packetsDDL = `CREATE TABLE IF NOT EXISTS %s (
   created_at       DATETIME(3)  NOT NULL,
   expires_at       DATETIME(3)  NOT NULL,
   closed           TINYINT      NOT NULL DEFAULT 0,
+  funding          TINYINT      NOT NULL DEFAULT 0,
   KEY by_sender (sender, id),
   CONSTRAINT money_left CHECK (remaining_amount >= remaining_count AND remaining_count >= 0
     AND remaining_amount <= total AND remaining_count <= count)
@@ -70,7 +71,7 @@ func Statements(t hongbao.DayTable) []string {
 // Ensurer creates day tables once per process. It is safe for concurrent use.
 type Ensurer struct {
 	db   *sql.DB
-	done sync.Map // hongbao.DayTable -> struct{}
+	done sync.Map // hongbao.DayTable or "hb_set" -> struct{}
 }
 
 // NewEnsurer returns an Ensurer creating tables in db.
@@ -87,6 +88,18 @@ func (e *Ensurer) Ensure(ctx context.Context, t hongbao.DayTable) error {
 		}
 	}
 	e.done.Store(t, struct{}{})
+	return nil
+}
+
+// EnsureSet creates the SET's bookkeeping tables (EnsureSet) once.
+func (e *Ensurer) EnsureSet(ctx context.Context) error {
+	if _, ok := e.done.Load("hb_set"); ok {
+		return nil
+	}
+	if err := EnsureSet(ctx, e.db); err != nil {
+		return err
+	}
+	e.done.Store("hb_set", struct{}{})
 	return nil
 }
 

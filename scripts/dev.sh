@@ -113,13 +113,15 @@ up() {
   proc server a2 "$RUN/bin/hbserver" -config "$CONFIG" -set a -listen 127.0.0.1:8082
   proc server b1 "$RUN/bin/hbserver" -config "$CONFIG" -set b -listen 127.0.0.1:8083
   proc server b2 "$RUN/bin/hbserver" -config "$CONFIG" -set b -listen 127.0.0.1:8084
+  proc settler a "$RUN/bin/hbsettler" -config "$CONFIG" -set a
+  proc settler b "$RUN/bin/hbsettler" -config "$CONFIG" -set b
   proc router r1 "$RUN/bin/hbrouter" -config "$CONFIG" -listen 127.0.0.1:8080
   local p; for p in 8081 8082 8083 8084 8080; do wait_http "http://127.0.0.1:$p/readyz"; done
 }
 
 down() {
   local f
-  for f in "$RUN"/router-*.pid "$RUN"/server-*.pid; do [ -e "$f" ] && stop "$f"; done
+  for f in "$RUN"/router-*.pid "$RUN"/server-*.pid "$RUN"/settler-*.pid; do [ -e "$f" ] && stop "$f"; done
   for f in "$RUN"/memcached-*.pid "$RUN"/mariadb-*.pid; do [ -e "$f" ] && stop "$f"; done
   return 0
 }

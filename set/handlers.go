@@ -1,7 +1,9 @@
 package set
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"net/http"
 
 	"go.uber.org/zap"
@@ -26,10 +28,24 @@ func (s *Server) handleSend(r *http.Request, sender hongbao.UserID) (int, any, e
 	if len(key) > maxIdemKey {
 		return 0, nil, &hongbao.InvalidError{Code: "invalid_idempotency_key", Field: "Idempotency-Key", Message: "must be at most 200 bytes"}
 	}
-	n := store.NewPacket{Sender: sender, Req: req, Expiry: s.limits.Expiry, IdempotencyKey: key}
+	n := store.NewPacket{Sender: sender, Req: req, Expiry: s.limits.Expiry, IdempotencyKey: key, Funding: hongbao.Funded}
+	if s.wallet != nil {
+		n.Funding = hongbao.Pending
+		if err := s.covers(r.Context(), sender, req.Total, key); err != nil {
+			return 0, nil, err
+		}
+	}
 	p, created, err := s.create(r, n)
 	if err != nil {
 		return 0, nil, err
+	}
+	if p.Funding == hongbao.Pending {
+		if p, err = s.fund(r.Context(), p); err != nil {
+			return 0, nil, err
+		}
+	}
+	if p.Funding == hongbao.Cancelled {
+		return 0, nil, fmt.Errorf("packet %s: %w", p.ID, hongbao.ErrInsufficientFunds)
 	}
 	s.cache.SetState(p.ID, store.StateOf(p))
 	if created {
@@ -37,6 +53,50 @@ func (s *Server) handleSend(r *http.Request, sender hongbao.UserID) (int, any, e
 			zap.Stringer("sender", sender), zap.Int64("total", p.Total), zap.Int("count", p.Count), zap.String("type", string(p.Type)))
 	}
 	return http.StatusCreated, api.Packet(p, nil, s.now(), s.loc), nil
+}
+
+// covers refuses a send the balance cannot pay, before anything is
+// written. A retry under an Idempotency-Key skips it: its first attempt may
+// have spent the balance on this very packet. The debit itself is the real
+// check; this only spares the common refusal a pending row.
+func (s *Server) covers(ctx context.Context, sender hongbao.UserID, total int64, key string) error {
+	if key != "" {
+		return nil
+	}
+	bal, err := s.wallet.Balance(ctx, sender)
+	if err != nil {
+		return err
+	}
+	if bal < total {
+		return fmt.Errorf("balance %d < total %d: %w", bal, total, hongbao.ErrInsufficientFunds)
+	}
+	return nil
+}
+
+// fund debits the sender under the ledger key of the packet, then makes the
+// packet openable, or cancels it when the balance does not cover it. If the
+// debit cannot be made now the packet stays pending, the client gets an
+// error, and a retry or the settler's sweeper decides it.
+func (s *Server) fund(ctx context.Context, p *hongbao.Packet) (*hongbao.Packet, error) {
+	e, _, err := s.wallet.Apply(ctx, store.Entry{Key: store.SendKey(p.ID), User: p.Sender, Amount: -p.Total,
+		Kind: store.KindSend, Packet: p.ID})
+	to := hongbao.Funded
+	switch {
+	case errors.Is(err, hongbao.ErrInsufficientFunds):
+		to = hongbao.Cancelled
+	case err != nil:
+		return nil, fmt.Errorf("debit for %s: %w", p.ID, err)
+	case e.Kind == store.KindVoid:
+		to = hongbao.Cancelled // the sweeper gave up on it first
+	}
+	p, err = s.store.Fund(ctx, p.ID, to)
+	if err != nil {
+		return nil, err
+	}
+	if to == hongbao.Funded {
+		s.log.Info("sender debited", zap.Stringer("packet_id", p.ID), zap.Stringer("sender", p.Sender), zap.Int64("amount", p.Total))
+	}
+	return p, nil
 }
 
 // create inserts the packet under the ID the router minted. Without one

@@ -535,3 +535,24 @@ func classify(r reply) (string, error) {
 	}
 	return "", fmt.Errorf("%w: %v", errNotFinal, r)
 }
+
+// firstErrors collects failures of many clients and reports how many there
+// were with the first few, instead of one line per client.
+type firstErrors struct {
+	n     int
+	first []string
+}
+
+func (e *firstErrors) add(format string, args ...any) {
+	e.n++
+	if len(e.first) < 5 {
+		e.first = append(e.first, fmt.Sprintf(format, args...))
+	}
+}
+
+func (e *firstErrors) report(t testing.TB, what string) {
+	t.Helper()
+	if e.n > 0 {
+		t.Errorf("%d %s; first:\n\t%s", e.n, what, strings.Join(e.first, "\n\t"))
+	}
+}

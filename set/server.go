@@ -22,6 +22,7 @@ import (
 type Server struct {
 	store  *store.Store
 	cache  *store.Cache
+	wallet *store.Wallet // nil: packets are funded without a debit (tests, benchmarks)
 	queue  *queue.Manager
 	auth   *api.Internal
 	owns   func(hongbao.Bucket) bool
@@ -37,7 +38,9 @@ type Server struct {
 type Deps struct {
 	Store *store.Store
 	Cache *store.Cache
-	Auth  *api.Internal // verifies that requests come from a router
+	// Wallet is debited at send; nil moves no money (tests and benchmarks).
+	Wallet *store.Wallet
+	Auth   *api.Internal // verifies that requests come from a router
 	// Owns reports whether this server's SET owns a bucket at the current
 	// topology version; nil leaves the decision to the MySQL fence alone.
 	Owns   func(hongbao.Bucket) bool
@@ -51,7 +54,7 @@ type Deps struct {
 // NewServer wires a Server. It owns the queue manager it creates; Close
 // drains it.
 func NewServer(d Deps) *Server {
-	s := &Server{store: d.Store, cache: d.Cache, auth: d.Auth, owns: d.Owns, minter: hongbao.NewMinter(d.Now),
+	s := &Server{store: d.Store, cache: d.Cache, wallet: d.Wallet, auth: d.Auth, owns: d.Owns, minter: hongbao.NewMinter(d.Now),
 		limits: d.Limits, loc: d.Loc, now: d.Now, log: d.Log}
 	s.queue = queue.New(d.Queue, s.apply, d.Cache, d.Log)
 	s.ready.Store(true)
@@ -74,6 +77,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/packets/{id}/grab", s.authed(s.withPacket(s.handleGrab)))
 	mux.HandleFunc("POST /v1/packets/{id}/open", s.authed(s.withPacket(s.handleOpen)))
 	mux.HandleFunc("GET /v1/packets/{id}", s.authed(s.withPacket(s.handleDetail)))
+	mux.HandleFunc("GET /v1/me/wallet", s.authed(s.handleWallet))
+	mux.HandleFunc("GET /v1/me/received", s.authed(s.handleHistory(store.KindOpen)))
+	mux.HandleFunc("GET /v1/me/sent", s.authed(s.handleHistory(store.KindSend)))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", s.handleReady)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

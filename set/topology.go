@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"go.uber.org/zap"
 
 	hongbao "github.com/hongbao-dev/hongbao"
@@ -268,25 +267,8 @@ func (w *Watcher) Refresh(ctx context.Context) error {
 // OpenMeta opens the meta database of dsn, creating the database first
 // when create is set.
 func OpenMeta(ctx context.Context, dsn string, create bool) (*sql.DB, error) {
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("meta dsn: %w", err)
-	}
-	if cfg.DBName == "" {
-		return nil, errors.New("meta dsn: names no database")
-	}
 	if create {
-		name := cfg.DBName
-		cfg.DBName = ""
-		db, err := store.OpenDB(cfg.FormatDSN(), 1)
-		if err != nil {
-			return nil, err
-		}
-		_, err = db.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS `"+strings.ReplaceAll(name, "`", "")+"`")
-		db.Close()
-		if err != nil {
-			return nil, fmt.Errorf("meta: create database %s: %w", name, err)
-		}
+		return store.OpenDatabase(ctx, dsn, 4)
 	}
 	return store.OpenDB(dsn, 4)
 }

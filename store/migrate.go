@@ -17,6 +17,9 @@ import (
 // under the copy. It returns the number of packets copied.
 func CopyBucket(ctx context.Context, from, to *sql.DB, b hongbao.Bucket) (int, error) {
 	dst := schema.NewEnsurer(to)
+	if err := dst.EnsureSet(ctx); err != nil {
+		return 0, err
+	}
 	total := 0
 	for day := 1; day <= 31; day++ {
 		t := hongbao.DayTable{Bucket: b, Day: day}
@@ -32,6 +35,12 @@ func CopyBucket(ctx context.Context, from, to *sql.DB, b hongbao.Bucket) (int, e
 		".t_idem WHERE (packet_id >> 12) & 1023 = ?", []any{int(b)}, b.DB()+".t_idem", 5)
 	if err != nil && !missingTable(err) {
 		return total, fmt.Errorf("store: copy idempotency keys of bucket %d: %w", b, err)
+	}
+	for _, table := range []string{"hb_set.expiry", "hb_set.pending"} {
+		err := copyRows(ctx, from, to, "SELECT * FROM "+table+" WHERE (packet_id >> 12) & 1023 = ?", []any{int(b)}, table, 2)
+		if err != nil && !missingTable(err) {
+			return total, fmt.Errorf("store: copy %s of bucket %d: %w", table, b, err)
+		}
 	}
 	return total, nil
 }
@@ -106,9 +115,11 @@ func DropBucket(ctx context.Context, db *sql.DB, b hongbao.Bucket) error {
 			}
 		}
 	}
-	_, err := db.ExecContext(ctx, "DELETE FROM "+b.DB()+".t_idem WHERE (packet_id >> 12) & 1023 = ?", int(b))
-	if err != nil && !missingTable(err) {
-		return fmt.Errorf("store: drop idempotency keys of bucket %d: %w", b, err)
+	for _, table := range []string{b.DB() + ".t_idem", "hb_set.expiry", "hb_set.pending"} {
+		_, err := db.ExecContext(ctx, "DELETE FROM "+table+" WHERE (packet_id >> 12) & 1023 = ?", int(b))
+		if err != nil && !missingTable(err) {
+			return fmt.Errorf("store: drop %s of bucket %d: %w", table, b, err)
+		}
 	}
 	return nil
 }

@@ -56,7 +56,7 @@ type Batch struct {
 func openTx(ctx context.Context, tx *sql.Tx, t hongbao.DayTable, id hongbao.PacketID, users []hongbao.UserID,
 	now time.Time, intn func(int64) int64) (Batch, error) {
 	p, err := scanPacket(tx.QueryRowContext(ctx, selectPacket+t.Packets()+" WHERE id = ? FOR UPDATE", id))
-	if errors.Is(err, hongbao.ErrNotFound) {
+	if errors.Is(err, hongbao.ErrNotFound) || (err == nil && p.Funding != hongbao.Funded) {
 		return Batch{Outcomes: fill(len(users), hongbao.ErrNotFound)}, nil
 	}
 	if err != nil {
@@ -93,6 +93,9 @@ func openTx(ctx context.Context, tx *sql.Tx, t hongbao.DayTable, id hongbao.Pack
 		return b, nil
 	}
 	if err := insertRecords(ctx, tx, t, id, fresh); err != nil {
+		return Batch{}, err
+	}
+	if err := insertCredits(ctx, tx, id, fresh, now); err != nil {
 		return Batch{}, err
 	}
 	_, err = tx.ExecContext(ctx, "UPDATE "+t.Packets()+" SET remaining_amount = ?, remaining_count = ? WHERE id = ?",
@@ -132,6 +135,18 @@ func insertRecords(ctx context.Context, tx *sql.Tx, t hongbao.DayTable, id hongb
 	}
 	_, err := tx.ExecContext(ctx, "INSERT INTO "+t.Details()+" (packet_id, user_id, amount, seq, opened_at) VALUES (?,?,?,?,?)"+
 		strings.Repeat(",(?,?,?,?,?)", len(recs)-1), args...)
+	return err
+}
+
+// insertCredits writes the wallet credit of each new share to the outbox,
+// in the open's own transaction: a committed share always has its credit.
+func insertCredits(ctx context.Context, tx *sql.Tx, id hongbao.PacketID, recs []hongbao.Record, now time.Time) error {
+	args := make([]any, 0, 6*len(recs))
+	for _, r := range recs {
+		args = append(args, OpenKey(id, r.User), r.User, r.Amount, KindOpen, id, now.UTC())
+	}
+	_, err := tx.ExecContext(ctx, "INSERT INTO hb_set.outbox (entry_key, user_id, amount, kind, packet_id, created_at) VALUES (?,?,?,?,?,?)"+
+		strings.Repeat(",(?,?,?,?,?,?)", len(recs)-1), args...)
 	return err
 }
 

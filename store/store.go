@@ -56,6 +56,9 @@ type NewPacket struct {
 	Req            hongbao.SendRequest
 	Expiry         time.Duration
 	IdempotencyKey string // empty: none
+	// Funding is Pending when the sender's debit is still to be made
+	// (then Fund settles it), Funded when no wallet is involved.
+	Funding hongbao.Funding
 }
 
 // hash identifies the request behind an idempotency key, so a key reused
@@ -70,6 +73,9 @@ func (n NewPacket) hash() []byte {
 func (s *Store) Create(ctx context.Context, n NewPacket) (p *hongbao.Packet, created bool, err error) {
 	t := s.Table(n.ID)
 	if err := s.tables.Ensure(ctx, t); err != nil {
+		return nil, false, err
+	}
+	if err := s.tables.EnsureSet(ctx); err != nil {
 		return nil, false, err
 	}
 	now := s.now().UTC().Truncate(time.Millisecond)
@@ -141,11 +147,23 @@ func claimKey(ctx context.Context, tx *sql.Tx, t hongbao.DayTable, n NewPacket, 
 	return 0, err
 }
 
+// insertPacket writes the packet, its expiry (for the settler's close) and,
+// unless already funded, its pending mark (for the sweeper).
 func insertPacket(ctx context.Context, tx *sql.Tx, t hongbao.DayTable, n NewPacket, now time.Time) error {
+	expires := n.ID.Time().Add(n.Expiry).UTC()
 	_, err := tx.ExecContext(ctx, "INSERT INTO "+t.Packets()+
-		" (id, sender, type, total, count, greeting, remaining_amount, remaining_count, created_at, expires_at) VALUES (?,?,?,?,?,?,?,?,?,?)",
+		" (id, sender, type, total, count, greeting, remaining_amount, remaining_count, created_at, expires_at, funding) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
 		n.ID, n.Sender, string(n.Req.Type), n.Req.Total, n.Req.Count, n.Req.Greeting, n.Req.Total, n.Req.Count,
-		n.ID.Time().UTC(), n.ID.Time().Add(n.Expiry).UTC())
+		n.ID.Time().UTC(), expires, n.Funding)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, "INSERT INTO hb_set.expiry (packet_id, expires_at) VALUES (?,?)", n.ID, expires); err != nil {
+		return err
+	}
+	if n.Funding == hongbao.Pending {
+		_, err = tx.ExecContext(ctx, "INSERT INTO hb_set.pending (packet_id, created_at) VALUES (?,?)", n.ID, now)
+	}
 	return err
 }
 
@@ -189,13 +207,13 @@ func (s *Store) Opened(ctx context.Context, id hongbao.PacketID, user hongbao.Us
 	return amount, true, nil
 }
 
-const selectPacket = "SELECT id, sender, type, total, count, greeting, remaining_amount, remaining_count, created_at, expires_at, closed FROM "
+const selectPacket = "SELECT id, sender, type, total, count, greeting, remaining_amount, remaining_count, created_at, expires_at, closed, funding FROM "
 
 func scanPacket(row *sql.Row) (*hongbao.Packet, error) {
 	var p hongbao.Packet
 	var typ string
 	err := row.Scan(&p.ID, &p.Sender, &typ, &p.Total, &p.Count, &p.Greeting, &p.RemainingAmount, &p.RemainingCount,
-		&p.CreatedAt, &p.ExpiresAt, &p.Closed)
+		&p.CreatedAt, &p.ExpiresAt, &p.Closed, &p.Funding)
 	switch {
 	case errors.Is(err, sql.ErrNoRows), missingTable(err):
 		return nil, hongbao.ErrNotFound

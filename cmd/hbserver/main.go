@@ -21,6 +21,7 @@ import (
 	"github.com/hongbao-dev/hongbao/api"
 	"github.com/hongbao-dev/hongbao/configs"
 	"github.com/hongbao-dev/hongbao/queue"
+	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/set"
 	"github.com/hongbao-dev/hongbao/store"
 )
@@ -72,8 +73,17 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := schema.EnsureSet(bg, db); err != nil {
+		return err
+	}
+	wallet, err := store.OpenWallet(bg, cfg.WalletDSN, cfg.DBConns, time.Now)
+	if err != nil {
+		return err
+	}
+	defer wallet.Close()
 	srv := set.NewServer(set.Deps{
 		Owns:   owns,
+		Wallet: wallet,
 		Store:  store.New(db, sc.Name, cfg.Location(), time.Now, rand.Int64N),
 		Cache:  store.NewCache(sc.Memcached, cfg.Cache.Timeout.D(), cfg.Cache.Conns, log),
 		Auth:   api.NewInternal([]byte(cfg.InternalSecret), time.Now),

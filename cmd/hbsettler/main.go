@@ -1,0 +1,82 @@
+// Command hbsettler settles one SET's money: it delivers the outbox (credits
+// to openers, refunds) to the wallet, closes expired packets and decides
+// sends a crash left pending. Safe to kill at any point and to run twice.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/hongbao-dev/hongbao/configs"
+	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/set"
+	"github.com/hongbao-dev/hongbao/store"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "hbsettler:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("hbsettler", flag.ContinueOnError)
+	cfgPath := fs.String("config", "configs/dev.yaml", "configuration file")
+	setName := fs.String("set", "", "name of the SET to settle (required)")
+	sweepAfter := fs.Duration("sweep-after", 30*time.Second, "age at which a pending send is decided by the sweeper")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *setName == "" {
+		return errors.New("flag -set: required")
+	}
+	if *sweepAfter <= 0 {
+		return errors.New("flag -sweep-after: must be positive")
+	}
+	cfg, err := configs.Load(*cfgPath, os.Environ())
+	if err != nil {
+		return err
+	}
+	sc, err := cfg.Set(*setName)
+	if err != nil {
+		return fmt.Errorf("flag -set: %w", err)
+	}
+	log, err := cfg.Logger("hbsettler")
+	if err != nil {
+		return err
+	}
+	defer log.Sync() //nolint:errcheck
+	log = log.With(zap.String("set", sc.Name))
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	db, err := store.OpenDB(sc.MySQLDSN, 8)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := schema.EnsureSet(ctx, db); err != nil {
+		return err
+	}
+	wallet, err := store.OpenWallet(ctx, cfg.WalletDSN, 8, time.Now)
+	if err != nil {
+		return err
+	}
+	defer wallet.Close()
+	st := set.NewSettler(store.New(db, sc.Name, cfg.Location(), time.Now, rand.Int64N), wallet, time.Now, log)
+	st.SweepAfter = *sweepAfter
+	log.Info("settling")
+	st.Run(ctx)
+	log.Info("stopped")
+	return nil
+}

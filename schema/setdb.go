@@ -1,0 +1,49 @@
+package schema
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// SetStatements is the DDL of a SET's own bookkeeping (database hb_set in
+// the SET's MySQL, so it shares local transactions with the day tables):
+//   - outbox: wallet entries (credits to openers, refunds) written in the
+//     same transaction as the open or the close, delivered by the settler;
+//   - expiry: every packet until it is closed, so the settler finds expired
+//     packets without scanning day tables;
+//   - pending: packets whose debit is not settled yet, for the sweeper.
+var SetStatements = []string{
+	"CREATE DATABASE IF NOT EXISTS hb_set",
+	`CREATE TABLE IF NOT EXISTS hb_set.outbox (
+  id         BIGINT      NOT NULL AUTO_INCREMENT PRIMARY KEY,
+  entry_key  VARCHAR(96) NOT NULL,
+  user_id    BIGINT      NOT NULL,
+  amount     BIGINT      NOT NULL,
+  kind       VARCHAR(16) NOT NULL,
+  packet_id  BIGINT      NOT NULL,
+  created_at DATETIME(3) NOT NULL,
+  UNIQUE KEY by_key (entry_key),
+  KEY by_packet (packet_id)
+) ENGINE=InnoDB`,
+	`CREATE TABLE IF NOT EXISTS hb_set.expiry (
+  packet_id  BIGINT      NOT NULL PRIMARY KEY,
+  expires_at DATETIME(3) NOT NULL,
+  KEY by_time (expires_at)
+) ENGINE=InnoDB`,
+	`CREATE TABLE IF NOT EXISTS hb_set.pending (
+  packet_id  BIGINT      NOT NULL PRIMARY KEY,
+  created_at DATETIME(3) NOT NULL,
+  KEY by_time (created_at)
+) ENGINE=InnoDB`,
+}
+
+// EnsureSet creates the SET's bookkeeping tables and its fence.
+func EnsureSet(ctx context.Context, db *sql.DB) error {
+	for _, stmt := range SetStatements {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("schema: hb_set: %w", err)
+		}
+	}
+	return EnsureFence(ctx, db)
+}

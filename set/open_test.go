@@ -1,0 +1,840 @@
+package set_test
+
+import (
+	"fmt"
+	mrand "math/rand/v2"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/api"
+	"github.com/hongbao-dev/hongbao/store/storetest"
+)
+
+// distinctUsers returns n distinct user IDs from a random base.
+func distinctUsers(n int) []hongbao.UserID {
+	base := mrand.Int64N(1<<61) + 1
+	us := make([]hongbao.UserID, n)
+	for i := range us {
+		us[i] = hongbao.UserID(base + int64(i))
+	}
+	return us
+}
+
+// TestOpenRace: 1000 distinct users race for one 100-share packet. Exactly
+// 100 win, their amounts add up to the total, everyone else is told
+// sold_out, and the database holds exactly the answered shares.
+func TestOpenRace(t *testing.T) {
+	for _, tc := range []struct {
+		typ   string
+		total int64
+	}{{"random", 20000}, {"fixed", 10000}} {
+		t.Run(tc.typ, func(t *testing.T) {
+			h := newHarness(t, harnessOpts{})
+			const count, clients = 100, 1000
+			id := h.mustSend(t, freshUser(), tc.total, count, tc.typ)
+			users := distinctUsers(clients)
+			start := make(chan struct{})
+			var got answers
+			var wg sync.WaitGroup
+			for _, u := range users {
+				wg.Go(func() {
+					<-start
+					r, retries := h.openFinal(u, id.String())
+					got.add(answer{User: u, Packet: id, R: r, Retries: retries})
+				})
+			}
+			close(start)
+			wg.Wait()
+
+			opened := map[hongbao.UserID]int64{}
+			var sum int64
+			soldOut, retries := 0, 0
+			var bad firstErrors
+			for _, a := range got.list {
+				retries += a.Retries
+				kind, err := classify(a.R)
+				switch {
+				case err != nil:
+					bad.add("user %d: %v", a.User, err)
+				case kind == hongbao.Opened:
+					if _, dup := opened[a.User]; dup {
+						t.Errorf("user %d answered opened twice", a.User)
+					}
+					opened[a.User] = a.R.amount()
+					sum += a.R.amount()
+					if tc.typ == "fixed" && a.R.amount() != tc.total/count {
+						t.Errorf("fixed packet: user %d got %d fen, want %d", a.User, a.R.amount(), tc.total/count)
+					}
+				case kind == "sold_out":
+					soldOut++
+				default:
+					bad.add("user %d opened once and was answered %v", a.User, a.R)
+				}
+			}
+			bad.report(t, "bad answers")
+			t.Logf("%d opened, %d sold out, %d busy/transport retries", len(opened), soldOut, retries)
+			if len(opened) != count || soldOut != clients-count {
+				t.Errorf("%d opened and %d sold_out, want %d and %d", len(opened), soldOut, count, clients-count)
+			}
+			if sum != tc.total {
+				t.Errorf("opened amounts sum to %d, want %d", sum, tc.total)
+			}
+			p, shares := checkInvariants(t, h.db, id)
+			if p.RemainingCount != 0 || p.RemainingAmount != 0 {
+				t.Errorf("after the race: %d shares and %d fen left", p.RemainingCount, p.RemainingAmount)
+			}
+			assertSameShares(t, id, opened, sharesByUser(shares))
+		})
+	}
+}
+
+// assertSameShares compares the shares the clients were told with the rows.
+func assertSameShares(t *testing.T, id hongbao.PacketID, told, db map[hongbao.UserID]int64) {
+	t.Helper()
+	for u, amount := range told {
+		if got, ok := db[u]; !ok {
+			t.Errorf("packet %d: user %d was told %d fen but has no row", id, u, amount)
+		} else if got != amount {
+			t.Errorf("packet %d: user %d was told %d fen, the row says %d", id, u, amount, got)
+		}
+	}
+	for u, amount := range db {
+		if _, ok := told[u]; !ok {
+			t.Errorf("packet %d: user %d has a row of %d fen nobody was told about", id, u, amount)
+		}
+	}
+}
+
+// TestOneUserConcurrentOpens: one user opening one packet 50 times at once
+// gets one share; every answer names it.
+func TestOneUserConcurrentOpens(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	id := h.mustSend(t, freshUser(), 1000, 10, "random")
+	user := freshUser()
+	start := make(chan struct{})
+	var got answers
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Go(func() {
+			<-start
+			r, retries := h.openFinal(user, id.String())
+			got.add(answer{User: user, Packet: id, R: r, Retries: retries})
+		})
+	}
+	close(start)
+	wg.Wait()
+	kinds := map[string]int{}
+	amounts := map[int64]int{}
+	for _, a := range got.list {
+		kind, err := classify(a.R)
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		kinds[kind]++
+		amounts[a.R.amount()]++
+	}
+	if kinds[hongbao.Opened] != 1 || kinds[hongbao.AlreadyOpened] != 49 {
+		t.Errorf("answers %v, want 1 opened and 49 already_opened", kinds)
+	}
+	if len(amounts) != 1 {
+		t.Errorf("answers name several amounts: %v", amounts)
+	}
+	p, shares := checkInvariants(t, h.db, id)
+	if len(shares) != 1 || shares[0].User != user || p.RemainingCount != 9 {
+		t.Fatalf("rows %+v, remaining_count %d: want one share of user %d", shares, p.RemainingCount, user)
+	}
+	if amounts[shares[0].Amount] != 50 {
+		t.Errorf("the row says %d fen, the answers %v", shares[0].Amount, amounts)
+	}
+}
+
+// TestManyPacketsOverlappingUsers: 200 packets opened at once by 300 users,
+// each opening a random subset of 40 of them.
+func TestManyPacketsOverlappingUsers(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	const packets, users, perUser = 200, 300, 40
+	ids := make([]hongbao.PacketID, packets)
+	var wg sync.WaitGroup
+	next := atomic.Int64{}
+	for range 16 {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= packets {
+					return
+				}
+				count := 5 + mrand.IntN(16)
+				typ, total := "random", int64(count)+mrand.Int64N(int64(20000-count))
+				if i%3 == 0 {
+					typ, total = "fixed", int64(count)*(1+mrand.Int64N(20000/int64(count)))
+				}
+				r := h.send(freshUser(), map[string]any{"total": total, "count": count, "type": typ}, "")
+				id, err := hongbao.ParsePacketID(r.str("id"))
+				if r.Status != http.StatusCreated || err != nil {
+					t.Errorf("send %d: %v", i, r)
+					return
+				}
+				ids[i] = id
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	us := distinctUsers(users)
+	start := make(chan struct{})
+	var got answers
+	for _, u := range us {
+		wg.Go(func() {
+			<-start
+			for _, i := range mrand.Perm(packets)[:perUser] {
+				r, retries := h.openFinal(u, ids[i].String())
+				got.add(answer{User: u, Packet: ids[i], R: r, Retries: retries})
+			}
+		})
+	}
+	began := time.Now()
+	close(start)
+	wg.Wait()
+	t.Logf("%d opens in %v", len(got.list), time.Since(began))
+
+	type key struct {
+		p hongbao.PacketID
+		u hongbao.UserID
+	}
+	told := map[key]int64{}
+	var bad firstErrors
+	for _, a := range got.list {
+		kind, err := classify(a.R)
+		switch {
+		case err != nil:
+			bad.add("packet %d user %d: %v", a.Packet, a.User, err)
+		case kind == hongbao.AlreadyOpened:
+			bad.add("packet %d user %d: first open answered %v", a.Packet, a.User, a.R)
+		case kind == hongbao.Opened:
+			told[key{a.Packet, a.User}] = a.R.amount()
+		}
+	}
+	bad.report(t, "bad answers")
+	inDB := map[key]int64{}
+	for _, id := range ids {
+		_, shares := checkInvariants(t, h.db, id)
+		for _, s := range shares {
+			inDB[key{id, s.User}] = s.Amount
+		}
+	}
+	for k, amount := range told {
+		if got, ok := inDB[k]; !ok || got != amount {
+			t.Errorf("packet %d user %d: told %d fen, row has %d (present %v)", k.p, k.u, amount, got, ok)
+		}
+	}
+	for k, amount := range inDB {
+		if _, ok := told[k]; !ok {
+			t.Errorf("packet %d user %d: row of %d fen nobody was told about", k.p, k.u, amount)
+		}
+	}
+}
+
+// TestGrab: grab tells whether an open can still win, and writes nothing.
+func TestGrab(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	id := h.mustSend(t, freshUser(), 300, 2, "random").String()
+	a, b, c := freshUser(), freshUser(), freshUser()
+	wantGrab := func(u hongbao.UserID, canOpen bool, reason string) {
+		t.Helper()
+		r := h.grab(u, id)
+		if r.Status != http.StatusOK || r.JSON["can_open"] != canOpen || r.str("reason") != reason {
+			t.Errorf("grab by %d: %v, want can_open %v reason %q", u, r, canOpen, reason)
+		}
+	}
+	wantGrab(a, true, "")
+	wantGrab(c, true, "")
+	if r := h.open(a, id); r.Status != http.StatusOK || r.str("status") != hongbao.Opened {
+		t.Fatalf("open by a: %v", r)
+	}
+	wantGrab(a, false, hongbao.AlreadyOpened)
+	wantGrab(b, true, "")
+	if r := h.open(b, id); r.Status != http.StatusOK || r.str("status") != hongbao.Opened {
+		t.Fatalf("open by b: %v", r)
+	}
+	wantGrab(c, false, string(hongbao.SoldOut))
+	wantGrab(a, false, hongbao.AlreadyOpened)
+	wantGrab(b, false, hongbao.AlreadyOpened)
+	pid, _ := hongbao.ParsePacketID(id)
+	p, shares := checkInvariants(t, h.db, pid)
+	if len(shares) != 2 || p.RemainingCount != 0 {
+		t.Errorf("grabs changed the packet: %+v %+v", p, shares)
+	}
+	unknown, _ := hongbao.NewPacketID(time.Now(), hongbao.Bucket(mrand.IntN(1000)), 4095)
+	if r := h.grab(a, unknown.String()); !r.isProblem(http.StatusNotFound, "not_found") {
+		t.Errorf("grab of an unknown packet: %v", r)
+	}
+	if r := h.grab(a, "abc"); !r.isProblem(http.StatusBadRequest, "invalid_id") {
+		t.Errorf("grab of a malformed id: %v", r)
+	}
+}
+
+// TestDetail: the records in opening order, the remaining amounts, and the
+// best share once all are gone; IDs and users are JSON strings.
+func TestDetail(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	sender := freshUser()
+	const total, count = 1000, 5
+	pid := h.mustSend(t, sender, total, count, "random")
+	id := pid.String()
+	viewer := freshUser()
+
+	r := h.detail(viewer, id)
+	if r.Status != http.StatusOK {
+		t.Fatalf("detail: %v", r)
+	}
+	checkDetailShape(t, r, id, sender)
+	if r.str("status") != "active" || num(r, "remaining_count") != count || num(r, "remaining_amount") != total ||
+		num(r, "total") != total || num(r, "count") != count || r.str("type") != "random" || r.str("greeting") != "恭喜发财" {
+		t.Errorf("fresh packet: %s", r.Raw)
+	}
+	if recs, ok := r.JSON["records"].([]any); !ok || len(recs) != 0 {
+		t.Errorf("fresh packet: records %#v, want []", r.JSON["records"])
+	}
+	if _, ok := r.JSON["best"]; ok {
+		t.Errorf("fresh packet has a best: %s", r.Raw)
+	}
+
+	openers := distinctUsers(count + 1)
+	var told []int64
+	var sum int64
+	for i, u := range openers[:count] {
+		o := h.open(u, id)
+		if o.Status != http.StatusOK || o.str("status") != hongbao.Opened {
+			t.Fatalf("open %d: %v", i, o)
+		}
+		told = append(told, o.amount())
+		sum += o.amount()
+		r := h.detail(viewer, id)
+		checkDetailShape(t, r, id, sender)
+		recs, _ := r.JSON["records"].([]any)
+		if len(recs) != i+1 {
+			t.Fatalf("after %d opens: %d records", i+1, len(recs))
+		}
+		for j, rec := range recs {
+			m, _ := rec.(map[string]any)
+			if m["user"] != openers[j].String() || fmt.Sprint(m["amount"]) != fmt.Sprint(told[j]) {
+				t.Errorf("record %d: %v, want user %d amount %d", j, m, openers[j], told[j])
+			}
+		}
+		if num(r, "remaining_count") != int64(count-i-1) || num(r, "remaining_amount") != total-sum {
+			t.Errorf("after %d opens: remaining %d shares %d fen, want %d and %d", i+1,
+				num(r, "remaining_count"), num(r, "remaining_amount"), count-i-1, total-sum)
+		}
+		_, hasBest := r.JSON["best"]
+		if i < count-1 {
+			if hasBest || r.str("status") != "active" {
+				t.Errorf("after %d of %d opens: status %q, best present %v", i+1, count, r.str("status"), hasBest)
+			}
+			continue
+		}
+		if r.str("status") != string(hongbao.SoldOut) {
+			t.Errorf("all shares gone: status %q", r.str("status"))
+		}
+		best := 0
+		for j := range told {
+			if told[j] > told[best] {
+				best = j
+			}
+		}
+		if r.str("best") != openers[best].String() {
+			t.Errorf("best %v, want %s (shares %v)", r.JSON["best"], openers[best], told)
+		}
+	}
+	if sum != total {
+		t.Errorf("shares sum to %d, want %d", sum, total)
+	}
+	if o := h.open(openers[count], id); !o.isProblem(http.StatusConflict, "sold_out") {
+		t.Errorf("open of a sold-out packet: %v", o)
+	}
+	checkInvariants(t, h.db, pid)
+
+	// Equal shares: the best is the earliest.
+	fixed := h.mustSend(t, sender, 300, 3, "fixed").String()
+	for _, u := range openers[:3] {
+		if o := h.open(u, fixed); o.Status != http.StatusOK || o.amount() != 100 {
+			t.Fatalf("open of a fixed packet: %v", o)
+		}
+	}
+	if r := h.detail(viewer, fixed); r.str("best") != openers[0].String() || r.str("type") != "fixed" {
+		t.Errorf("fixed packet: best %v, want the first opener %s", r.JSON["best"], openers[0])
+	}
+	if r := h.detail(viewer, "1.5"); !r.isProblem(http.StatusBadRequest, "invalid_id") {
+		t.Errorf("detail of a malformed id: %v", r)
+	}
+}
+
+func num(r reply, k string) int64 {
+	n, ok := r.num(k)
+	if !ok {
+		return -1
+	}
+	return n
+}
+
+// checkDetailShape checks the types of a detail answer: IDs and users as
+// decimal strings, times in RFC 3339.
+func checkDetailShape(t *testing.T, r reply, id string, sender hongbao.UserID) {
+	t.Helper()
+	if got, ok := r.JSON["id"].(string); !ok || got != id {
+		t.Errorf("id %#v, want the string %q", r.JSON["id"], id)
+	}
+	if got, ok := r.JSON["sender"].(string); !ok || got != sender.String() {
+		t.Errorf("sender %#v, want the string %q", r.JSON["sender"], sender)
+	}
+	created, err1 := time.Parse(time.RFC3339, r.str("created_at"))
+	expires, err2 := time.Parse(time.RFC3339, r.str("expires_at"))
+	if err1 != nil || err2 != nil {
+		t.Errorf("times not RFC 3339: %v %v", err1, err2)
+	} else if expires.Sub(created) != 24*time.Hour {
+		t.Errorf("expires_at - created_at = %v, want 24h", expires.Sub(created))
+	}
+	recs, ok := r.JSON["records"].([]any)
+	if !ok {
+		t.Errorf("records %#v is not an array", r.JSON["records"])
+	}
+	for _, rec := range recs {
+		m, _ := rec.(map[string]any)
+		if _, ok := m["user"].(string); !ok {
+			t.Errorf("record user %#v is not a string", m["user"])
+		}
+		if _, err := time.Parse(time.RFC3339, fmt.Sprint(m["at"])); err != nil {
+			t.Errorf("record at: %v", err)
+		}
+	}
+	if b, ok := r.JSON["best"]; ok {
+		if _, ok := b.(string); !ok {
+			t.Errorf("best %#v is not a string", b)
+		}
+	}
+}
+
+// TestExpired: past its expiry a packet takes no open, earlier shares stay.
+func TestExpired(t *testing.T) {
+	t.Parallel()
+	limits := hongbao.DefaultLimits()
+	limits.Expiry = 1500 * time.Millisecond
+	h := newHarness(t, harnessOpts{Limits: limits})
+	pid := h.mustSend(t, freshUser(), 1000, 10, "random")
+	id := pid.String()
+	a, b := freshUser(), freshUser()
+	first := h.open(a, id)
+	if first.Status != http.StatusOK || first.str("status") != hongbao.Opened {
+		t.Fatalf("open before expiry: %v", first)
+	}
+	d := h.detail(a, id)
+	expires, err := time.Parse(time.RFC3339, d.str("expires_at"))
+	if err != nil {
+		t.Fatalf("expires_at: %v", d)
+	}
+	time.Sleep(time.Until(expires) + 200*time.Millisecond)
+	if r := h.open(b, id); !r.isProblem(http.StatusGone, "expired") {
+		t.Errorf("open after expiry: %v, want 410 expired", r)
+	}
+	if r := h.grab(b, id); r.Status != http.StatusOK || r.JSON["can_open"] != false || r.str("reason") != string(hongbao.Expired) {
+		t.Errorf("grab after expiry: %v", r)
+	}
+	if r := h.open(a, id); r.Status != http.StatusOK || r.str("status") != hongbao.AlreadyOpened || r.amount() != first.amount() {
+		t.Errorf("reopen after expiry: %v, want already_opened %d", r, first.amount())
+	}
+	if r := h.grab(a, id); r.Status != http.StatusOK || r.JSON["can_open"] != false || r.str("reason") != hongbao.AlreadyOpened {
+		t.Errorf("grab by the opener after expiry: %v", r)
+	}
+	if d := h.detail(b, id); d.str("status") != string(hongbao.Expired) || num(d, "remaining_count") != 9 {
+		t.Errorf("detail after expiry: %s", d.Raw)
+	}
+	if p, shares := checkInvariants(t, h.db, pid); len(shares) != 1 || p.RemainingCount != 9 {
+		t.Errorf("after expiry: %d shares, %d left", len(shares), p.RemainingCount)
+	}
+}
+
+// TestIdempotencyKey: a retried send finds its first packet; a key reused
+// for another packet is refused.
+func TestIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	began := time.Now()
+	sender := freshUser()
+	body := map[string]any{"total": 1000, "count": 10, "type": "random", "greeting": "hi"}
+	key := uniqueName("k")
+	r1 := h.send(sender, body, key)
+	r2 := h.send(sender, body, key)
+	if r1.Status != http.StatusCreated || r2.Status != http.StatusCreated {
+		t.Fatalf("sends: %v / %v", r1, r2)
+	}
+	if r1.str("id") == "" || r1.str("id") != r2.str("id") {
+		t.Errorf("same key, same body: ids %q and %q", r1.str("id"), r2.str("id"))
+	}
+	r3 := h.send(sender, map[string]any{"total": 1001, "count": 10, "type": "random", "greeting": "hi"}, key)
+	if !r3.isProblem(http.StatusUnprocessableEntity, "idempotency_key_reused") {
+		t.Errorf("same key, other body: %v", r3)
+	}
+	if packets, idem := rowsBySenders(t, h.db, []hongbao.UserID{sender}, began, time.Now()); packets != 1 || idem != 1 {
+		t.Errorf("%d packet rows and %d idempotency rows, want 1 and 1", packets, idem)
+	}
+}
+
+// TestIdempotencyKeyConcurrentRetries: a client that retries one send
+// several times at once (same key, same body) gets one packet, and every
+// attempt is answered with it: none fails.
+func TestIdempotencyKeyConcurrentRetries(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	body := map[string]any{"total": 1000, "count": 10, "type": "random", "greeting": "hi"}
+	for round := range 5 {
+		began := time.Now()
+		sender, key := freshUser(), uniqueName("k")
+		ids := make([]string, 20)
+		failed := make([]reply, 20)
+		var wg sync.WaitGroup
+		for i := range ids {
+			wg.Go(func() {
+				r := h.send(sender, body, key)
+				if r.Status != http.StatusCreated {
+					failed[i] = r
+				}
+				ids[i] = r.str("id")
+			})
+		}
+		wg.Wait()
+		var bad []string
+		for i, r := range failed {
+			if r.Status != 0 || r.Err != nil {
+				bad = append(bad, r.String())
+			} else if ids[i] != ids[0] {
+				bad = append(bad, "id "+ids[i]+" != "+ids[0])
+			}
+		}
+		if len(bad) > 0 {
+			t.Errorf("round %d: %d of %d concurrent sends with one Idempotency-Key failed; first: %s", round, len(bad), len(ids), bad[0])
+		}
+		if packets, idem := rowsBySenders(t, h.db, []hongbao.UserID{sender}, began, time.Now()); packets != 1 || idem != 1 {
+			t.Errorf("round %d: %d packet rows and %d idempotency rows, want 1 and 1", round, packets, idem)
+		}
+	}
+}
+
+// TestBadInput: every malformed or unauthorised request is answered with
+// problem JSON naming the problem, and writes nothing.
+func TestBadInput(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	began := time.Now()
+	huge := `{"total":1000,"count":10,"greeting":"` + strings.Repeat("x", 4<<20) + `"}`
+	type sendCase struct {
+		name   string
+		body   string
+		key    string
+		status int
+		code   string
+	}
+	cases := []sendCase{
+		{"negative total", `{"total":-100,"count":1}`, "", 400, "invalid_total"},
+		{"zero total", `{"total":0,"count":1}`, "", 400, "invalid_total"},
+		{"fractional total", `{"total":100.5,"count":1}`, "", 400, "invalid_total"},
+		{"integral float total", `{"total":100.0,"count":1}`, "", 400, "invalid_total"},
+		{"exponent total", `{"total":1e3,"count":1}`, "", 400, "invalid_total"},
+		{"string total", `{"total":"1000","count":1}`, "", 400, "invalid_total"},
+		{"null total", `{"total":null,"count":1}`, "", 400, "invalid_total"},
+		{"overflowing total", `{"total":99999999999999999999,"count":1}`, "", 400, "invalid_total"},
+		{"missing total", `{"count":1}`, "", 400, "invalid_total"},
+		{"zero count", `{"total":1000,"count":0}`, "", 400, "invalid_count"},
+		{"negative count", `{"total":1000,"count":-1}`, "", 400, "invalid_count"},
+		{"fractional count", `{"total":1000,"count":2.5}`, "", 400, "invalid_count"},
+		{"total below count", `{"total":5,"count":10}`, "", 400, "total_below_count"},
+		{"total over limit", `{"total":20001,"count":10}`, "", 400, "total_over_limit"},
+		{"count over limit", `{"total":20000,"count":101}`, "", 400, "count_over_limit"},
+		{"huge count", `{"total":20000,"count":9999999999999}`, "", 400, "count_over_limit"},
+		{"unknown type", `{"total":1000,"count":10,"type":"lucky"}`, "", 400, "invalid_type"},
+		{"numeric type", `{"total":1000,"count":10,"type":1}`, "", 400, "invalid_type"},
+		{"fixed not divisible", `{"total":1000,"count":3,"type":"fixed"}`, "", 400, "fixed_not_divisible"},
+		{"greeting too long", `{"total":1000,"count":10,"greeting":"` + strings.Repeat("x", 201) + `"}`, "", 400, "greeting_too_long"},
+		{"unknown field", `{"total":1000,"count":10,"sender":"1"}`, "", 400, "unknown_field"},
+		{"malformed JSON", `{"total":1000,`, "", 400, "malformed_json"},
+		{"array", `[1000,10]`, "", 400, "malformed_json"},
+		{"null", `null`, "", 400, "malformed_json"},
+		{"empty", ``, "", 400, "malformed_json"},
+		{"trailing garbage", `{"total":1000,"count":10} x`, "", 400, "malformed_json"},
+		{"4 MiB body", huge, "", 413, "body_too_large"},
+		{"long idempotency key", `{"total":1000,"count":10}`, strings.Repeat("k", 201), 400, "invalid_idempotency_key"},
+	}
+	var senders []hongbao.UserID
+	for _, c := range cases {
+		sender := freshUser()
+		senders = append(senders, sender)
+		r := h.send(sender, c.body, c.key)
+		if !r.isProblem(c.status, c.code) {
+			t.Errorf("%s: %v, want %d %s problem", c.name, r, c.status, c.code)
+		}
+	}
+
+	// Requests no router signed.
+	good := []byte(`{"total":1000,"count":10}`)
+	other := newSigner([]byte("some-other-secret-0123456789"), time.Now)
+	stale := newSigner(testSecret, func() time.Time { return time.Now().Add(-2 * time.Minute) })
+	future := newSigner(testSecret, func() time.Time { return time.Now().Add(2 * time.Minute) })
+	forbidden := func(name string, rq request) {
+		t.Helper()
+		if r := h.do(rq); !r.isProblem(http.StatusForbidden, "forbidden") {
+			t.Errorf("%s: %v, want 403 forbidden", name, r)
+		}
+	}
+	for _, f := range []struct {
+		name string
+		rq   func(u hongbao.UserID) request
+	}{
+		{"unsigned", func(u hongbao.UserID) request { return request{user: u, unsigned: true} }},
+		{"forged", func(u hongbao.UserID) request { return request{user: u, signer: other} }},
+		{"stale", func(u hongbao.UserID) request { return request{user: u, signer: stale} }},
+		{"future", func(u hongbao.UserID) request { return request{user: u, signer: future} }},
+	} {
+		sender := freshUser()
+		senders = append(senders, sender)
+		rq := f.rq(sender)
+		rq.method, rq.path, rq.body = http.MethodPost, "/v1/packets", good
+		forbidden("send "+f.name, rq)
+	}
+	// A signature for one user does not carry over to another.
+	{
+		signedFor, claimed := freshUser(), freshUser()
+		senders = append(senders, signedFor, claimed)
+		req, _ := http.NewRequest(http.MethodPost, h.url+"/v1/packets", strings.NewReader(string(good)))
+		newSigner(testSecret, time.Now).Sign(req, signedFor)
+		req.Header.Set(api.HeaderUser, claimed.String())
+		resp, err := h.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("signature of one user, header of another: %d", resp.StatusCode)
+		}
+	}
+
+	// Malformed and unknown packet IDs, on every packet endpoint.
+	opener := freshUser()
+	offBucket := int64(time.Since(time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)).Milliseconds())<<22 | 1000<<12
+	unknownOld, _ := hongbao.NewPacketID(time.Date(2024, 6, 15, 12, 0, 0, 0, time.UTC), 123, 7)
+	unknownNow, _ := hongbao.NewPacketID(time.Now(), hongbao.Bucket(mrand.IntN(1000)), 4095)
+	for _, c := range []struct {
+		id     string
+		status int
+		code   string
+	}{
+		{"abc", 400, "invalid_id"},
+		{"-1", 400, "invalid_id"},
+		{"1.5", 400, "invalid_id"},
+		{"0", 400, "invalid_id"},
+		{"0123", 400, "invalid_id"},
+		{"+123", 400, "invalid_id"},
+		{"99999999999999999999", 400, "invalid_id"},
+		{fmt.Sprint(offBucket), 400, "invalid_id"},
+		{unknownOld.String(), 404, "not_found"},
+		{unknownNow.String(), 404, "not_found"},
+	} {
+		for _, do := range []struct {
+			name string
+			f    func(hongbao.UserID, string) reply
+		}{{"open", h.open}, {"grab", h.grab}, {"detail", h.detail}} {
+			if r := do.f(opener, c.id); !r.isProblem(c.status, c.code) {
+				t.Errorf("%s %q: %v, want %d %s", do.name, c.id, r, c.status, c.code)
+			}
+		}
+	}
+
+	// Unsigned opens of a real packet take no share.
+	pid := h.mustSend(t, freshUser(), 1000, 10, "random")
+	for _, f := range []struct {
+		name string
+		rq   request
+	}{
+		{"unsigned", request{unsigned: true}},
+		{"forged", request{signer: other}},
+		{"stale", request{signer: stale}},
+	} {
+		rq := f.rq
+		rq.user, rq.method, rq.path = opener, http.MethodPost, "/v1/packets/"+pid.String()+"/open"
+		forbidden("open "+f.name, rq)
+	}
+	if p, shares := checkInvariants(t, h.db, pid); len(shares) != 0 || p.RemainingCount != 10 {
+		t.Errorf("refused opens took shares: %+v", shares)
+	}
+
+	packets, idem := rowsBySenders(t, h.db, senders, began, time.Now())
+	if packets != 0 || idem != 0 {
+		t.Errorf("refused sends wrote %d packet rows and %d idempotency rows", packets, idem)
+	}
+}
+
+func newSigner(secret []byte, now func() time.Time) *api.Internal {
+	return api.NewInternal(secret, now)
+}
+
+// TestMemcachedStopped: the cache dies in the middle of a load; every open
+// still gets a final, correct answer from MySQL.
+func TestMemcachedStopped(t *testing.T) {
+	mc := storetest.StartMemcached(t)
+	h := newHarness(t, harnessOpts{Memcached: mc.Addr})
+	const packets, openers, count = 20, 30, 20
+	ids := make([]hongbao.PacketID, packets)
+	for i := range ids {
+		ids[i] = h.mustSend(t, freshUser(), 2000, count, []string{"random", "fixed"}[i%2])
+	}
+	us := distinctUsers(openers)
+	start := make(chan struct{})
+	half := make(chan struct{})
+	var done atomic.Int64
+	var got answers
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		for _, u := range us {
+			wg.Go(func() {
+				<-start
+				time.Sleep(time.Duration(mrand.IntN(400)) * time.Millisecond)
+				r, retries := h.openFinal(u, id.String())
+				got.add(answer{User: u, Packet: id, R: r, Retries: retries})
+				if done.Add(1) == packets*openers/2 {
+					close(half)
+				}
+			})
+		}
+	}
+	close(start)
+	<-half
+	mc.Stop()
+	t.Logf("memcached stopped after %d of %d answers", done.Load(), packets*openers)
+	wg.Wait()
+
+	told := map[hongbao.PacketID]map[hongbao.UserID]int64{}
+	for _, id := range ids {
+		told[id] = map[hongbao.UserID]int64{}
+	}
+	var bad firstErrors
+	for _, a := range got.list {
+		kind, err := classify(a.R)
+		switch {
+		case err != nil:
+			bad.add("packet %d user %d: %v", a.Packet, a.User, err)
+		case kind == hongbao.AlreadyOpened:
+			bad.add("packet %d user %d: first open answered %v", a.Packet, a.User, a.R)
+		case kind == hongbao.Opened:
+			told[a.Packet][a.User] = a.R.amount()
+		}
+	}
+	bad.report(t, "bad answers")
+	for _, id := range ids {
+		p, shares := checkInvariants(t, h.db, id)
+		assertSameShares(t, id, told[id], sharesByUser(shares))
+		if p.RemainingCount != 0 {
+			t.Errorf("packet %d: %d shares left after %d openers", id, p.RemainingCount, openers)
+		}
+	}
+	// With the cache still down, opens and grabs are answered from MySQL.
+	for _, id := range ids[:4] {
+		for _, u := range us {
+			r := h.open(u, id.String())
+			g := h.grab(u, id.String())
+			if amount, ok := told[id][u]; ok {
+				if r.Status != http.StatusOK || r.str("status") != hongbao.AlreadyOpened || r.amount() != amount {
+					t.Errorf("packet %d user %d reopens: %v, want already_opened %d", id, u, r, amount)
+				}
+				if g.Status != http.StatusOK || g.JSON["can_open"] != false || g.str("reason") != hongbao.AlreadyOpened {
+					t.Errorf("packet %d user %d grabs: %v, want already_opened", id, u, g)
+				}
+				continue
+			}
+			if !r.isProblem(http.StatusConflict, "sold_out") {
+				t.Errorf("packet %d user %d reopens: %v, want sold_out", id, u, r)
+			}
+			if g.Status != http.StatusOK || g.JSON["can_open"] != false || g.str("reason") != string(hongbao.SoldOut) {
+				t.Errorf("packet %d user %d grabs: %v, want sold_out", id, u, g)
+			}
+		}
+	}
+}
+
+// TestWrongSet: a SET refuses, and writes nothing for, buckets it does not
+// own in its MySQL fence.
+func TestWrongSet(t *testing.T) {
+	t.Parallel()
+	owner := newHarness(t, harnessOpts{})
+	owned := []hongbao.Bucket{0, 1, 2, 3, 4}
+	h := newHarness(t, harnessOpts{Buckets: owned})
+	began := time.Now()
+
+	// A packet of a bucket h does not own.
+	var pid hongbao.PacketID
+	for {
+		pid = owner.mustSend(t, freshUser(), 1000, 10, "random")
+		if pid.Bucket() >= 5 {
+			break
+		}
+	}
+	for range 3 {
+		r := h.open(freshUser(), pid.String())
+		if !r.isProblem(http.StatusMisdirectedRequest, "wrong_set") {
+			t.Errorf("open on the wrong SET: %v, want 421 wrong_set", r)
+		}
+	}
+	// Concurrent opens too (they may share a batch).
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() {
+			r, _ := h.openFinal(freshUser(), pid.String())
+			if !r.isProblem(http.StatusMisdirectedRequest, "wrong_set") {
+				t.Errorf("concurrent open on the wrong SET: %v", r)
+			}
+		})
+	}
+	wg.Wait()
+	if p, shares := checkInvariants(t, h.db, pid); len(shares) != 0 || p.RemainingCount != 10 {
+		t.Errorf("the wrong SET took shares: %+v", shares)
+	}
+	// The owner still serves it.
+	if r := owner.open(freshUser(), pid.String()); r.Status != http.StatusOK || r.str("status") != hongbao.Opened {
+		t.Errorf("open on the owning SET: %v", r)
+	}
+
+	// Sends whose bucket h does not own are refused; sends it owns work.
+	wrongSender, rightSender := freshUser(), freshUser()
+	var wrongKey, rightKey string
+	for i := 0; wrongKey == "" || rightKey == ""; i++ {
+		k := fmt.Sprintf("key-%d", i)
+		if b := hongbao.BucketFor(wrongSender, []byte(k)); b >= 5 && wrongKey == "" {
+			wrongKey = k
+		}
+		if b := hongbao.BucketFor(rightSender, []byte(k)); b < 5 && rightKey == "" {
+			rightKey = k
+		}
+	}
+	body := map[string]any{"total": 100, "count": 2}
+	if r := h.send(wrongSender, body, wrongKey); !r.isProblem(http.StatusMisdirectedRequest, "wrong_set") {
+		t.Errorf("send to a bucket of another SET: %v", r)
+	}
+	if packets, idem := rowsBySenders(t, h.db, []hongbao.UserID{wrongSender}, began, time.Now()); packets != 0 || idem != 0 {
+		t.Errorf("refused send wrote %d packet rows and %d idempotency rows", packets, idem)
+	}
+	r := h.send(rightSender, body, rightKey)
+	if r.Status != http.StatusCreated {
+		t.Fatalf("send to an owned bucket: %v", r)
+	}
+	own, _ := hongbao.ParsePacketID(r.str("id"))
+	if r := h.open(freshUser(), own.String()); r.Status != http.StatusOK || r.str("status") != hongbao.Opened {
+		t.Errorf("open in an owned bucket: %v", r)
+	}
+	checkInvariants(t, h.db, own)
+}

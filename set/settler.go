@@ -1,0 +1,145 @@
+package set
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/store"
+)
+
+// Settler moves a SET's money to the wallet: it delivers outbox entries
+// (credits to openers, refunds) at least once, which the ledger's unique
+// keys make exactly once; closes expired packets and so refunds their rest;
+// and settles sends whose debit was left undecided by a crash. Every step
+// is idempotent, so settlers may be killed at any point, and several may
+// run for one SET.
+type Settler struct {
+	store  *store.Store
+	wallet *store.Wallet
+	now    func() time.Time
+	log    *zap.Logger
+	// SweepAfter is how old a pending send must be before the sweeper
+	// decides it, leaving the sending server time to finish it.
+	SweepAfter time.Duration
+	// Interval is the pause between rounds that found no work.
+	Interval time.Duration
+}
+
+// NewSettler returns a Settler for one SET.
+func NewSettler(st *store.Store, w *store.Wallet, now func() time.Time, log *zap.Logger) *Settler {
+	return &Settler{store: st, wallet: w, now: now, log: log, SweepAfter: 30 * time.Second, Interval: 200 * time.Millisecond}
+}
+
+// Run settles until ctx ends.
+func (s *Settler) Run(ctx context.Context) {
+	for {
+		n, err := s.Round(ctx)
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("settle round failed; retrying", zap.Error(err))
+		}
+		wait := s.Interval
+		if n > 0 && err == nil {
+			wait = 0
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+// Round does one pass of every job and returns how many items it handled.
+func (s *Settler) Round(ctx context.Context) (int, error) {
+	swept, err1 := s.Sweep(ctx)
+	closed, err2 := s.CloseExpired(ctx)
+	sent, err3 := s.Deliver(ctx)
+	return swept + closed + sent, errors.Join(err1, err2, err3)
+}
+
+// Deliver applies undelivered outbox entries to the wallet, then deletes
+// them. A crash between the two re-delivers, which the ledger ignores.
+func (s *Settler) Deliver(ctx context.Context) (int, error) {
+	rows, err := s.store.Outbox(ctx, 500)
+	if err != nil {
+		return 0, err
+	}
+	done := make([]int64, 0, len(rows))
+	for _, r := range rows {
+		got, fresh, err := s.wallet.Apply(ctx, r.Entry)
+		if err != nil {
+			return len(done), errors.Join(err, s.store.Delivered(ctx, done))
+		}
+		if !fresh && (got.User != r.Entry.User || got.Amount != r.Entry.Amount) {
+			// Never expected: the same key with another meaning. Keep the
+			// row so verify reports it instead of silently dropping money.
+			s.log.Error("ledger key already used for a different entry", zap.String("key", r.Entry.Key),
+				zap.Stringer("user", r.Entry.User), zap.Int64("amount", r.Entry.Amount))
+			continue
+		}
+		if fresh {
+			s.log.Info("credit delivered", zap.String("key", r.Entry.Key), zap.Stringer("packet_id", r.Entry.Packet),
+				zap.Stringer("user", r.Entry.User), zap.Int64("amount", r.Entry.Amount), zap.String("kind", r.Entry.Kind))
+		}
+		done = append(done, r.ID)
+	}
+	return len(done), s.store.Delivered(ctx, done)
+}
+
+// CloseExpired closes packets past expiry, writing their refunds.
+func (s *Settler) CloseExpired(ctx context.Context) (int, error) {
+	ids, err := s.store.Due(ctx, "expiry", s.now(), 200)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, id := range ids {
+		refund, err := s.store.Close(ctx, id)
+		if errors.Is(err, hongbao.ErrWrongSet) {
+			continue // moved away; its new SET closes it
+		}
+		if err != nil {
+			return n, err
+		}
+		if refund > 0 {
+			s.log.Info("packet expired; refund queued", zap.Stringer("packet_id", id), zap.Int64("refund", refund))
+		}
+		n++
+	}
+	return n, nil
+}
+
+// Sweep decides sends left pending by a crash between the packet's insert
+// and its debit. The ledger key of the debit is the single decision point:
+// the sweeper writes a void under it; if the debit got there first the
+// packet is funded, else it is cancelled and a late debit becomes a no-op.
+func (s *Settler) Sweep(ctx context.Context) (int, error) {
+	ids, err := s.store.Due(ctx, "pending", s.now().Add(-s.SweepAfter), 100)
+	if err != nil {
+		return 0, err
+	}
+	for i, id := range ids {
+		p, err := s.store.Head(ctx, id)
+		if err != nil {
+			return i, err
+		}
+		e, _, err := s.wallet.Apply(ctx, store.Entry{Key: store.SendKey(id), User: p.Sender, Kind: store.KindVoid, Packet: id})
+		if err != nil {
+			return i, err
+		}
+		to := hongbao.Funded
+		if e.Kind == store.KindVoid {
+			to = hongbao.Cancelled
+		}
+		if _, err := s.store.Fund(ctx, id, to); err != nil {
+			return i, fmt.Errorf("sweep %s: %w", id, err)
+		}
+		s.log.Info("pending send settled", zap.Stringer("packet_id", id), zap.Int("funding", int(to)))
+	}
+	return len(ids), nil
+}

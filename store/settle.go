@@ -1,0 +1,154 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	hongbao "github.com/hongbao-dev/hongbao"
+)
+
+// Fund settles a pending packet: Funded makes it openable, Cancelled never.
+// It changes nothing for a packet already settled and returns the packet.
+func (s *Store) Fund(ctx context.Context, id hongbao.PacketID, to hongbao.Funding) (*hongbao.Packet, error) {
+	t := s.Table(id)
+	var p *hongbao.Packet
+	err := inTx(ctx, s.db, func(tx *sql.Tx) error {
+		var err error
+		p, err = scanPacket(tx.QueryRowContext(ctx, selectPacket+t.Packets()+" WHERE id = ? FOR UPDATE", id))
+		if err != nil || p.Funding != hongbao.Pending {
+			return err
+		}
+		p.Funding = to
+		if _, err := tx.ExecContext(ctx, "UPDATE "+t.Packets()+" SET funding = ? WHERE id = ?", to, id); err != nil {
+			return err
+		}
+		if to == hongbao.Cancelled {
+			if _, err := tx.ExecContext(ctx, "DELETE FROM hb_set.expiry WHERE packet_id = ?", id); err != nil {
+				return err
+			}
+		}
+		_, err = tx.ExecContext(ctx, "DELETE FROM hb_set.pending WHERE packet_id = ?", id)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: fund %s: %w", id, err)
+	}
+	return p, nil
+}
+
+// Close ends an expired packet: in a transaction serialised with its opens
+// (it locks the same row) it marks the packet closed and writes the refund
+// of what is left to the outbox. An open after it answers expired. It
+// returns the amount refunded (0 when nothing was left or it was closed).
+func (s *Store) Close(ctx context.Context, id hongbao.PacketID) (int64, error) {
+	t := s.Table(id)
+	var refund int64
+	err := inTx(ctx, s.db, func(tx *sql.Tx) error {
+		refund = 0
+		now := s.now() // fixed for the whole transaction
+		if err := fence(ctx, tx, s.set, id.Bucket()); err != nil {
+			return err
+		}
+		p, err := scanPacket(tx.QueryRowContext(ctx, selectPacket+t.Packets()+" WHERE id = ? FOR UPDATE", id))
+		if errors.Is(err, hongbao.ErrNotFound) {
+			_, err = tx.ExecContext(ctx, "DELETE FROM hb_set.expiry WHERE packet_id = ?", id)
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		if now.Before(p.ExpiresAt) || p.Funding == hongbao.Pending {
+			return nil // not yet: the sweeper settles pending ones first
+		}
+		if !p.Closed && p.Funding == hongbao.Funded && p.RemainingCount > 0 {
+			refund = p.RemainingAmount
+			if _, err := tx.ExecContext(ctx, "UPDATE "+t.Packets()+" SET closed = 1 WHERE id = ?", id); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, "INSERT INTO hb_set.outbox (entry_key, user_id, amount, kind, packet_id, created_at) VALUES (?,?,?,?,?,?)",
+				RefundKey(id), p.Sender, refund, KindRefund, id, now.UTC()); err != nil {
+				return err
+			}
+		}
+		_, err = tx.ExecContext(ctx, "DELETE FROM hb_set.expiry WHERE packet_id = ?", id)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store: close %s: %w", id, err)
+	}
+	return refund, nil
+}
+
+// Due lists up to limit packets of the table ("expiry" or "pending") whose
+// time column is before t.
+func (s *Store) Due(ctx context.Context, table string, t time.Time, limit int) ([]hongbao.PacketID, error) {
+	col := map[string]string{"expiry": "expires_at", "pending": "created_at"}[table]
+	if col == "" {
+		return nil, fmt.Errorf("store: no due list %q", table)
+	}
+	rows, err := s.db.QueryContext(ctx, "SELECT packet_id FROM hb_set."+table+" WHERE "+col+" <= ? ORDER BY "+col+" LIMIT ?", t.UTC(), limit)
+	if err != nil {
+		if missingTable(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("store: due %s: %w", table, err)
+	}
+	defer rows.Close()
+	var ids []hongbao.PacketID
+	for rows.Next() {
+		var id hongbao.PacketID
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("store: due %s: %w", table, err)
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
+// OutboxRow is a wallet entry waiting for delivery.
+type OutboxRow struct {
+	ID    int64
+	Entry Entry
+}
+
+// Outbox returns up to limit undelivered entries, oldest first.
+func (s *Store) Outbox(ctx context.Context, limit int) ([]OutboxRow, error) {
+	rows, err := s.db.QueryContext(ctx, "SELECT id, entry_key, user_id, amount, kind, packet_id, created_at FROM hb_set.outbox ORDER BY id LIMIT ?", limit)
+	if err != nil {
+		if missingTable(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("store: outbox: %w", err)
+	}
+	defer rows.Close()
+	var out []OutboxRow
+	for rows.Next() {
+		var r OutboxRow
+		e := &r.Entry
+		if err := rows.Scan(&r.ID, &e.Key, &e.User, &e.Amount, &e.Kind, &e.Packet, &e.At); err != nil {
+			return nil, fmt.Errorf("store: outbox: %w", err)
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// Delivered removes outbox rows the wallet has recorded.
+func (s *Store) Delivered(ctx context.Context, ids []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	_, err := s.db.ExecContext(ctx, "DELETE FROM hb_set.outbox WHERE id IN (?"+strings.Repeat(",?", len(ids)-1)+")", args...)
+	if err != nil {
+		return fmt.Errorf("store: outbox delivered: %w", err)
+	}
+	return nil
+}

@@ -729,3 +729,40 @@ func TestNewDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestTinyIdleLosesNothing: with an Idle of 1ns the idle timer is ready at
+// nearly every select, racing the queued opens and the retirement of the
+// worker against new opens. No open may be lost or applied twice, and no two
+// workers of one packet may overlap.
+func TestTinyIdleLosesNothing(t *testing.T) {
+	rec := newRecorder()
+	m := newManager(t, Config{Size: 1000, Batch: 3, Idle: time.Nanosecond}, rec.apply, nil)
+	const clients, rounds = 16, 40
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := range rounds {
+				u := hongbao.UserID(c*rounds + r + 1)
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				res, err := m.Submit(ctx, 42, u)
+				cancel()
+				if err != nil || res.User != u {
+					t.Errorf("Submit(user %d) = %+v, %v", u, res, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	got := rec.applied(42)
+	slices.Sort(got)
+	if !slices.Equal(got, userRange(1, clients*rounds)) {
+		t.Errorf("applied %d opens, want each of %d exactly once", len(got), clients*rounds)
+	}
+	if n := rec.overlaps.Load(); n != 0 {
+		t.Errorf("%d overlapping applies of one packet", n)
+	}
+	waitFor(t, "workers to retire", func() bool { return m.Stats() == Stats{} })
+}

@@ -31,6 +31,8 @@ func commands() []command {
 	return []command{
 		{"token", "token --user ID [--ttl 24h]: print a user token", cmdToken},
 		{"schema", "schema ensure [--set NAME] [--days N]: create day tables", cmdSchema},
+		{"wallet", "wallet credit --user U --amount FEN [--key K] | show --user U: operator top-up, balance", cmdWallet},
+		{"verify", "verify: check invariants 1, 2 and 4 across every SET and the wallet", cmdVerify},
 		{"topology", "topology init | show [--json] | move --bucket B --to SET: the bucket -> SET map", cmdTopology},
 	}
 }

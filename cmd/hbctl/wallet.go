@@ -1,0 +1,66 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/configs"
+	"github.com/hongbao-dev/hongbao/store"
+)
+
+const walletUsage = "usage: hbctl wallet credit --user U --amount FEN [--key K] | show --user U"
+
+func cmdWallet(ctx context.Context, e *env, args []string) error {
+	if len(args) == 0 || (args[0] != "credit" && args[0] != "show") {
+		return usageError{walletUsage}
+	}
+	fs := flags("wallet "+args[0], e)
+	cfgPath := fs.String("config", "configs/dev.yaml", "configuration file")
+	user := fs.String("user", "", "user ID (required)")
+	amount := fs.Int64("amount", 0, "credit: amount in fen, a positive integer")
+	key := fs.String("key", "", "credit: idempotency key of the top-up (default: a new one)")
+	if err := parse(fs, args[1:]); err != nil {
+		return err
+	}
+	u, err := hongbao.ParseUserID(*user)
+	if err != nil {
+		return usageError{fmt.Sprintf("flag --user: %q is not a positive integer user ID", *user)}
+	}
+	if args[0] == "credit" && *amount <= 0 {
+		return usageError{"flag --amount: must be a positive integer number of fen"}
+	}
+	cfg, err := configs.Load(*cfgPath, e.environ)
+	if err != nil {
+		return err
+	}
+	w, err := store.OpenWallet(ctx, cfg.WalletDSN, 2, time.Now)
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	if args[0] == "credit" {
+		k := *key
+		if k == "" {
+			b := make([]byte, 12)
+			_, _ = rand.Read(b) // never fails
+			k = hex.EncodeToString(b)
+		}
+		_, fresh, err := w.Apply(ctx, store.Entry{Key: "topup:" + k, User: u, Amount: *amount, Kind: store.KindTopUp})
+		if err != nil {
+			return err
+		}
+		if !fresh {
+			fmt.Fprintf(e.stdout, "top-up %s was already applied; nothing moved\n", k)
+		}
+	}
+	bal, err := w.Balance(ctx, u)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "user %s balance %d fen\n", u, bal)
+	return nil
+}

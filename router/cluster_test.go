@@ -1,0 +1,802 @@
+package router_test
+
+// Integration tests of the whole cluster (issue 3): real hbrouter, hbserver
+// and hbctl processes over real MariaDB and memcached. See
+// cluster_harness_test.go for the harness.
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	mrand "math/rand/v2"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/api"
+	"github.com/hongbao-dev/hongbao/router"
+	"github.com/hongbao-dev/hongbao/store"
+)
+
+// TestClusterPacketsLandOnBothSets: packets sent through the router are
+// spread over both SETs, and each one's rows are in the MySQL of exactly the
+// SET the topology says owns its bucket.
+func TestClusterPacketsLandOnBothSets(t *testing.T) {
+	c := getCluster(t)
+	const n = 100
+	sender := freshUser()
+	bodies := make([]sendBody, n)
+	ids := make([]hongbao.PacketID, n)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for i := range ids {
+		bodies[i] = sendBody{Total: int64(100 + i), Count: 1 + i%10, Type: "random", Greeting: "恭喜发财 " + strconv.Itoa(i)}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			ids[i] = c.mustSend(t, sender, bodies[i], "")
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	seen := map[hongbao.PacketID]bool{}
+	for _, id := range ids {
+		if seen[id] {
+			t.Errorf("packet ID %s answered twice", id)
+		}
+		seen[id] = true
+	}
+	topo := c.topology(t)
+	perSet := map[string]int{}
+	for i, id := range ids {
+		p := c.checkPacket(t, topo, id)
+		if p == nil {
+			continue
+		}
+		perSet[p.Set]++
+		b := bodies[i]
+		if p.Sender != sender || p.Total != b.Total || p.Count != b.Count || p.Type != b.Type ||
+			p.RemainingAmount != b.Total || p.RemainingCount != b.Count || len(p.Shares) != 0 {
+			t.Errorf("packet %s stored as %+v, sent %+v by %s", id, *p, b, sender)
+		}
+	}
+	for _, s := range c.setNames {
+		if perSet[s] == 0 {
+			t.Errorf("no packet of %d landed on SET %s (per SET: %v)", n, s, perSet)
+		}
+	}
+	t.Logf("packets per SET: %v", perSet)
+	// And the router finds each of them again.
+	for i, id := range ids[:10] {
+		r := c.detail(freshUser(), id)
+		if total, _ := r.num("total"); r.Status != http.StatusOK || r.str("id") != id.String() || total != bodies[i].Total {
+			t.Errorf("detail of %s: %v", id, r)
+		}
+	}
+}
+
+// TestClusterIdempotentSend: the same send with the same Idempotency-Key,
+// five times and partly at once, makes one packet (one ID, one row); the
+// key reused for a different body is refused with 422.
+func TestClusterIdempotentSend(t *testing.T) {
+	c := getCluster(t)
+	sender := freshUser()
+	key := "idem-" + randHex(8)
+	body := sendBody{Total: 888, Count: 8, Type: "random", Greeting: "一次就好"}
+	var replies [5]reply
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			replies[i] = c.send(sender, body, key)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	replies[4] = c.send(sender, body, key)
+	var id hongbao.PacketID
+	for i, r := range replies {
+		if r.Status != http.StatusCreated {
+			t.Errorf("send %d with the same key: %v", i+1, r)
+			continue
+		}
+		got := r.id(t)
+		if id == 0 {
+			id = got
+		} else if got != id {
+			t.Errorf("send %d with the same key created packet %s, an earlier one %s", i+1, got, id)
+		}
+		if total, _ := r.num("total"); total != body.Total {
+			t.Errorf("send %d: %v", i+1, r)
+		}
+	}
+	if t.Failed() {
+		return
+	}
+	if want := hongbao.BucketFor(sender, []byte(key)); id.Bucket() != want {
+		t.Errorf("packet %s is in bucket %d, DESIGN.md says xxhash(sender, key) picks %d", id, id.Bucket(), want)
+	}
+	topo := c.topology(t)
+	p := c.checkPacket(t, topo, id)
+	if p == nil {
+		return
+	}
+	countRows := func() (packets, keys int) {
+		t.Helper()
+		for _, s := range c.setNames {
+			db := c.dbs[s]
+			var n int
+			err := db.QueryRow("SELECT COUNT(*) FROM "+id.Table(c.loc).Packets()+" WHERE sender = ?", sender).Scan(&n)
+			if err != nil && !isMissingTable(err) {
+				t.Fatal(err)
+			}
+			packets += n
+			n = 0
+			err = db.QueryRow("SELECT COUNT(*) FROM "+id.Bucket().DB()+".t_idem WHERE sender = ? AND idem_key = ?", sender, key).Scan(&n)
+			if err != nil && !isMissingTable(err) {
+				t.Fatal(err)
+			}
+			keys += n
+		}
+		return packets, keys
+	}
+	if packets, keys := countRows(); packets != 1 || keys != 1 {
+		t.Errorf("5 sends with one key left %d packet rows and %d idempotency rows, want 1 and 1", packets, keys)
+	}
+	var keyFor hongbao.PacketID
+	if err := c.dbs[p.Set].QueryRow("SELECT packet_id FROM "+id.Bucket().DB()+".t_idem WHERE sender = ? AND idem_key = ?",
+		sender, key).Scan(&keyFor); err != nil || keyFor != id {
+		t.Errorf("idempotency row on SET %s names packet %s (%v), want %s", p.Set, keyFor, err, id)
+	}
+
+	// The key reused for a different request is refused.
+	for _, other := range []sendBody{
+		{Total: 999, Count: 8, Type: "random", Greeting: body.Greeting},
+		{Total: 888, Count: 8, Type: "fixed", Greeting: body.Greeting},
+		{Total: 888, Count: 8, Type: "random", Greeting: "另一个"},
+	} {
+		if r := c.send(sender, other, key); !r.isProblem(http.StatusUnprocessableEntity, "idempotency_key_reused") {
+			t.Errorf("send %+v with a used key: %v, want 422 idempotency_key_reused", other, r)
+		}
+	}
+	if packets, keys := countRows(); packets != 1 || keys != 1 {
+		t.Errorf("after the refused sends: %d packet rows and %d idempotency rows, want 1 and 1", packets, keys)
+	}
+	// The key belongs to its sender: another sender's packet is another.
+	if r := c.send(freshUser(), body, key); r.Status != http.StatusCreated || r.id(t) == id {
+		t.Errorf("another sender with the same key: %v, want a new packet", r)
+	}
+}
+
+// TestClusterManyPacketsManyOpeners: 200 packets opened at once by 25
+// clients each, users overlapping across packets (and some opening one
+// packet twice). Every invariant holds, every answer agrees with MySQL, and
+// exactly min(count, distinct openers) opens of each packet said "opened".
+func TestClusterManyPacketsManyOpeners(t *testing.T) {
+	c := getCluster(t)
+	const packets, attempts, poolSize = 200, 25, 80
+	senders := make([]hongbao.UserID, 10)
+	for i := range senders {
+		senders[i] = freshUser()
+	}
+	pool := make([]hongbao.UserID, poolSize)
+	for i := range pool {
+		pool[i] = freshUser()
+	}
+	ids := make([]hongbao.PacketID, packets)
+	bodies := make([]sendBody, packets)
+	for i := range bodies {
+		count := 10 + mrand.IntN(16)
+		if mrand.IntN(2) == 0 {
+			bodies[i] = sendBody{Total: int64(count * (1 + mrand.IntN(300))), Count: count, Type: "fixed", Greeting: "fixed"}
+		} else {
+			bodies[i] = sendBody{Total: int64(count + mrand.IntN(8000)), Count: count, Type: "random", Greeting: "lucky"}
+		}
+	}
+	began := time.Now()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 32)
+	for i := range ids {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			ids[i] = c.mustSend(t, senders[i%len(senders)], bodies[i], "")
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	sent := time.Since(began)
+
+	// 25 opens per packet by users drawn with replacement from the pool.
+	type job struct {
+		packet int
+		user   hongbao.UserID
+	}
+	var jobs []job
+	distinct := make([]map[hongbao.UserID]bool, packets)
+	for i := range ids {
+		distinct[i] = map[hongbao.UserID]bool{}
+		for range attempts {
+			u := pool[mrand.IntN(poolSize)]
+			distinct[i][u] = true
+			jobs = append(jobs, job{i, u})
+		}
+	}
+	mrand.Shuffle(len(jobs), func(i, j int) { jobs[i], jobs[j] = jobs[j], jobs[i] })
+	answers := make([][]openAnswer, packets)
+	var mu sync.Mutex
+	var retries atomic.Int64
+	began = time.Now()
+	sem = make(chan struct{}, 160)
+	for _, j := range jobs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			a := c.openFinal(j.user, ids[j.packet], retryBusy, 60*time.Second)
+			retries.Add(int64(a.Retries))
+			mu.Lock()
+			answers[j.packet] = append(answers[j.packet], a)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	opened := time.Since(began)
+
+	topo := c.topology(t)
+	totalOpened := 0
+	for i, id := range ids {
+		p := c.checkPacket(t, topo, id)
+		if p == nil {
+			continue
+		}
+		want := min(bodies[i].Count, len(distinct[i]))
+		got := checkAnswers(t, p, answers[i])
+		totalOpened += got
+		if got != want {
+			t.Errorf("packet %s (count %d, %d distinct openers): %d opens answered opened, want %d",
+				id, bodies[i].Count, len(distinct[i]), got, want)
+		}
+		if len(p.Shares) != want {
+			t.Errorf("packet %s (count %d, %d distinct openers): %d shares in MySQL, want %d",
+				id, bodies[i].Count, len(distinct[i]), len(p.Shares), want)
+		}
+		for u := range p.Shares {
+			if !distinct[i][u] {
+				t.Errorf("packet %s: user %s holds a share but never opened it", id, u)
+			}
+		}
+		if p.Total != bodies[i].Total || p.Count != bodies[i].Count || p.Type != bodies[i].Type {
+			t.Errorf("packet %s stored as %+v, sent %+v", id, *p, bodies[i])
+		}
+	}
+	t.Logf("%d packets sent in %v; %d opens (%d answered opened, %d busy retries) in %v",
+		packets, sent.Round(time.Millisecond), len(jobs), totalOpened, retries.Load(), opened.Round(time.Millisecond))
+}
+
+// TestClusterServerRefusesUnsignedRequests: a SET server takes only
+// requests a router signed. A user's Bearer token alone, a forged or stale
+// signature or one under another secret is refused with 403 forbidden, and
+// nothing is written.
+func TestClusterServerRefusesUnsignedRequests(t *testing.T) {
+	c := getCluster(t)
+	topo := c.topology(t)
+	setA := c.setNames[0]
+	ownedByA := func(b hongbao.Bucket) bool { return topo.Owner(b).Name == setA }
+	sender := freshUser()
+	key, bucket := bucketKey(t, sender, ownedByA)
+	minted, err := hongbao.NewMinter(time.Now).Next(bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := api.NewInternal([]byte(c.internalSecret), time.Now)
+	wrongSecret := api.NewInternal([]byte("not-the-internal-secret-0123456789"), time.Now)
+	stale := api.NewInternal([]byte(c.internalSecret), func() time.Time { return time.Now().Add(-5 * time.Minute) })
+	forge := func(user hongbao.UserID) func(*http.Request) {
+		return func(r *http.Request) {
+			sig := make([]byte, 32)
+			_, _ = rand.Read(sig)
+			r.Header.Set(api.HeaderUser, user.String())
+			r.Header.Set(api.HeaderTime, strconv.FormatInt(time.Now().Unix(), 10))
+			r.Header.Set(api.HeaderSig, base64.RawURLEncoding.EncodeToString(sig))
+		}
+	}
+	type attack struct {
+		name string
+		prep func(r *http.Request, user hongbao.UserID)
+	}
+	attacks := []attack{
+		{"bearer token only", func(*http.Request, hongbao.UserID) {}},
+		{"forged X-Hb-Sig", func(r *http.Request, u hongbao.UserID) { forge(u)(r) }},
+		{"signed under another secret", func(r *http.Request, u hongbao.UserID) { wrongSecret.Sign(r, u) }},
+		{"signature 5 minutes old", func(r *http.Request, u hongbao.UserID) { stale.Sign(r, u) }},
+		{"signature of another user", func(r *http.Request, u hongbao.UserID) {
+			good.Sign(r, freshUser())
+			r.Header.Set(api.HeaderUser, u.String())
+		}},
+	}
+	for _, srv := range c.servers[setA] {
+		for _, a := range attacks {
+			for _, withID := range []bool{false, true} {
+				hdr := map[string]string{"Idempotency-Key": key}
+				if withID {
+					hdr[api.HeaderPacketID] = minted.String()
+				}
+				req := c.newReq(http.MethodPost, srv, "/v1/packets", sender, sendBody{Total: 500, Count: 5, Type: "random"}.json(), hdr)
+				a.prep(req, sender)
+				if r := c.doReq(req); !r.isProblem(http.StatusForbidden, "forbidden") {
+					t.Errorf("send straight to %s, %s (packet id header %v): %v, want 403 forbidden", srv, a.name, withID, r)
+				}
+			}
+		}
+	}
+
+	// Opens and reads of an existing packet, straight to its servers.
+	victimSender := freshUser()
+	pkt := c.mustSend(t, victimSender, sendBody{Total: 500, Count: 5, Type: "random"}, "")
+	if pkt == 0 {
+		return
+	}
+	owner, _ := router.Route(topo, pkt, nil)
+	opener := freshUser()
+	for _, srv := range owner.Servers {
+		for _, a := range attacks {
+			for _, method := range []string{http.MethodPost, http.MethodGet} {
+				path := "/v1/packets/" + pkt.String()
+				if method == http.MethodPost {
+					path += "/open"
+				}
+				req := c.newReq(method, srv, path, opener, nil, nil)
+				a.prep(req, opener)
+				if r := c.doReq(req); !r.isProblem(http.StatusForbidden, "forbidden") {
+					t.Errorf("%s %s straight to %s, %s: %v, want 403 forbidden", method, path, srv, a.name, r)
+				}
+			}
+		}
+	}
+
+	// Nothing was written.
+	day := minted.Table(c.loc)
+	rowsOf := func(u hongbao.UserID) (packets, keys int) {
+		t.Helper()
+		for _, s := range c.setNames {
+			var n int
+			err := c.dbs[s].QueryRow("SELECT COUNT(*) FROM "+day.Packets()+" WHERE sender = ?", u).Scan(&n)
+			if err != nil && !isMissingTable(err) {
+				t.Fatal(err)
+			}
+			packets += n
+			n = 0
+			err = c.dbs[s].QueryRow("SELECT COUNT(*) FROM "+day.DB()+".t_idem WHERE sender = ?", u).Scan(&n)
+			if err != nil && !isMissingTable(err) {
+				t.Fatal(err)
+			}
+			keys += n
+		}
+		return packets, keys
+	}
+	if packets, keys := rowsOf(sender); packets != 0 || keys != 0 {
+		t.Errorf("refused sends wrote %d packet rows and %d idempotency rows", packets, keys)
+	}
+	if p := c.checkPacket(t, topo, pkt); p != nil && (len(p.Shares) != 0 || p.RemainingCount != p.Count) {
+		t.Errorf("refused opens changed packet %s: %+v", pkt, *p)
+	}
+
+	// The control: the same send, signed by the router's secret, is taken,
+	// so the refusals above were the signature's doing.
+	req := c.newReq(http.MethodPost, c.servers[setA][0], "/v1/packets", 0, sendBody{Total: 500, Count: 5, Type: "random"}.json(),
+		map[string]string{"Idempotency-Key": key, api.HeaderPacketID: minted.String()})
+	good.Sign(req, sender)
+	if r := c.doReq(req); r.Status != http.StatusCreated || r.str("id") != minted.String() {
+		t.Errorf("properly signed send straight to a server: %v", r)
+	}
+	if packets, keys := rowsOf(sender); packets != 1 || keys != 1 {
+		t.Errorf("signed send wrote %d packet rows and %d idempotency rows, want 1 and 1", packets, keys)
+	}
+}
+
+// TestClusterKillServerDuringOpens: SIGKILL of a SET server while opens of
+// ~30 packets are in flight on it. Clients retrying 503/5xx all get a final
+// answer within 30 s, every answer agrees with MySQL (an "opened" is
+// durable with its amount), nobody holds two shares, every invariant holds.
+func TestClusterKillServerDuringOpens(t *testing.T) {
+	c := getCluster(t)
+	topo := c.topology(t)
+	setA := c.setNames[0]
+	victim := c.servers[setA][0]
+	ownedByA := func(b hongbao.Bucket) bool { return topo.Owner(b).Name == setA }
+	const count, openers, poolSize = 20, 30, 60
+
+	// Packets of SET a: 20 whose first server is the victim, 10 the other.
+	sender := freshUser()
+	var onVictim, onOther []hongbao.PacketID
+	for tries := 0; (len(onVictim) < 20 || len(onOther) < 10) && tries < 300; tries++ {
+		key, _ := bucketKey(t, sender, ownedByA)
+		id := c.mustSend(t, sender, sendBody{Total: 2000 + int64(tries), Count: count, Type: "random", Greeting: "kill -9"}, key)
+		if id == 0 {
+			return
+		}
+		if _, ranked := router.Route(topo, id, nil); ranked[0] == victim {
+			if len(onVictim) < 20 {
+				onVictim = append(onVictim, id)
+			}
+		} else if len(onOther) < 10 {
+			onOther = append(onOther, id)
+		}
+	}
+	ids := append(slices.Clone(onVictim), onOther...)
+	if len(onVictim) < 10 {
+		t.Fatalf("only %d packets rank %s first", len(onVictim), victim)
+	}
+	pool := make([]hongbao.UserID, poolSize)
+	for i := range pool {
+		pool[i] = freshUser()
+	}
+
+	killed := false
+	t.Cleanup(func() {
+		if killed { // failed before the restart: give later tests their server back
+			c.restartServer(t, victim)
+		}
+	})
+	answers := make([][]openAnswer, len(ids))
+	openersOf := make([]map[hongbao.UserID]bool, len(ids))
+	var mu sync.Mutex
+	var done, retries atomic.Int64
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 200)
+	began := time.Now()
+	for i, id := range ids {
+		openersOf[i] = map[hongbao.UserID]bool{}
+		for _, k := range mrand.Perm(poolSize)[:openers] {
+			u := pool[k]
+			openersOf[i][u] = true
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				time.Sleep(time.Duration(mrand.IntN(1500)) * time.Millisecond)
+				sem <- struct{}{}
+				a := c.openFinal(u, id, retryAny5xx, 30*time.Second)
+				<-sem
+				retries.Add(int64(a.Retries))
+				done.Add(1)
+				mu.Lock()
+				answers[i] = append(answers[i], a)
+				mu.Unlock()
+			}()
+		}
+	}
+	// Kill once a quarter of the opens are answered: the rest are queued,
+	// in flight or still to come.
+	total := int64(len(ids) * openers)
+	for done.Load() < total/4 && time.Since(began) < 5*time.Second {
+		time.Sleep(2 * time.Millisecond)
+	}
+	atKill := done.Load()
+	c.kill9(t, victim)
+	killed = true
+	killedAt := time.Since(began)
+	wg.Wait()
+	elapsed := time.Since(began)
+
+	var slowest time.Duration
+	totalOpened := 0
+	for i, id := range ids {
+		p := c.checkPacket(t, topo, id)
+		if p == nil {
+			continue
+		}
+		totalOpened += checkAnswers(t, p, answers[i])
+		for _, a := range answers[i] {
+			slowest = max(slowest, a.Took)
+			if a.Took > 30*time.Second {
+				t.Errorf("packet %s, user %s: final answer only after %v", id, a.User, a.Took)
+			}
+		}
+		if p.RemainingCount != 0 || len(p.Shares) != count {
+			t.Errorf("packet %s: %d shares, %d left, after %d openers of %d shares all answered",
+				id, len(p.Shares), p.RemainingCount, openers, count)
+		}
+		for u := range p.Shares {
+			if !openersOf[i][u] {
+				t.Errorf("packet %s: user %s holds a share but never opened it", id, u)
+			}
+		}
+	}
+	t.Logf("%d packets (%d first on %s), %d opens: SIGKILL at %v after %d answers; all answered in %v "+
+		"(slowest client %v, %d retries), %d answered opened",
+		len(ids), len(onVictim), victim, total, killedAt.Round(time.Millisecond), atKill, elapsed.Round(time.Millisecond),
+		slowest.Round(time.Millisecond), retries.Load(), totalOpened)
+
+	c.restartServer(t, victim)
+	killed = false
+	// The restarted server serves again: a fresh packet of SET a that ranks
+	// it first can be sent and opened.
+	for tries := 0; tries < 100; tries++ {
+		key, _ := bucketKey(t, sender, ownedByA)
+		id := c.mustSend(t, sender, sendBody{Total: 100, Count: 1, Type: "random"}, key)
+		if _, ranked := router.Route(topo, id, nil); ranked[0] != victim {
+			continue
+		}
+		a := c.openFinal(freshUser(), id, retryAny5xx, 10*time.Second)
+		if kind, err := classify(a.R); err != nil || kind != hongbao.Opened {
+			t.Errorf("open after the restart: %v", a.R)
+		}
+		break
+	}
+}
+
+// TestClusterMoveBucket: `hbctl topology move` moves a bucket from SET a to
+// SET b live. Within ~3 s the router sends the bucket's packet to SET b,
+// whose MySQL now holds it with the same money; an old SET-a server answers
+// a signed request for the bucket 421 wrong_set; SET a's fence refuses any
+// write of the bucket; topology show counts 499/501.
+func TestClusterMoveBucket(t *testing.T) {
+	c := getCluster(t)
+	topo := c.topology(t)
+	setA, setB := c.setNames[0], c.setNames[1]
+	if n := len(topo.Buckets(setA)); n != 500 {
+		t.Fatalf("SET %s owns %d buckets before the move, want 500 (has a move run already?)", setA, n)
+	}
+	ownedByA := func(b hongbao.Bucket) bool { return topo.Owner(b).Name == setA }
+
+	// A bucket of SET a holding no other packet today (the test MariaDB is
+	// shared with other tests, whose rows a move would carry along).
+	sender := freshUser()
+	today := time.Now().In(c.loc).Day()
+	var key string
+	var bucket hongbao.Bucket
+	for tries := 0; tries < 300; tries++ {
+		key, bucket = bucketKey(t, sender, ownedByA)
+		var n int
+		err := c.dbs[setA].QueryRow("SELECT COUNT(*) FROM " + hongbao.DayTable{Bucket: bucket, Day: today}.Packets()).Scan(&n)
+		if isMissingTable(err) || (err == nil && n == 0) {
+			break
+		}
+	}
+	body := sendBody{Total: 1000, Count: 5, Type: "random", Greeting: "搬家"}
+	id := c.mustSend(t, sender, body, key)
+	if id == 0 {
+		return
+	}
+	if id.Bucket() != bucket {
+		t.Fatalf("packet %s is in bucket %d, want %d", id, id.Bucket(), bucket)
+	}
+	early := []hongbao.UserID{freshUser(), freshUser()}
+	for _, u := range early {
+		if a := c.openFinal(u, id, retryBusy, 10*time.Second); a.R.str("status") != hongbao.Opened {
+			t.Fatalf("open before the move: %v", a.R)
+		}
+	}
+	before := c.checkPacket(t, topo, id)
+	if before == nil || before.Set != setA {
+		t.Fatalf("packet %s is not on SET %s before the move", id, setA)
+	}
+
+	// A reader follows the packet through the router during the move.
+	type seen struct {
+		at time.Time
+		r  reply
+	}
+	var polls []seen
+	stop := make(chan struct{})
+	var pollers sync.WaitGroup
+	pollers.Add(1)
+	go func() {
+		defer pollers.Done()
+		reader := freshUser()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			polls = append(polls, seen{time.Now(), c.detail(reader, id)})
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	defer func() {
+		select {
+		case <-stop:
+		default:
+			close(stop)
+		}
+		pollers.Wait()
+	}()
+
+	time.Sleep(100 * time.Millisecond)
+	moveBegan := time.Now()
+	out := c.hbctl(t, "topology", "move", "--bucket", strconv.Itoa(int(bucket)), "--to", setB, "-config", c.config)
+	moved := time.Now()
+	t.Logf("hbctl topology move (%v):\n%s", moved.Sub(moveBegan).Round(time.Millisecond), out)
+
+	// Within ~3 s the router sends the packet to SET b: a new open
+	// succeeds there and the detail shows every share.
+	late := freshUser()
+	var final openAnswer
+	for {
+		final = c.openFinal(late, id, retryBusy, 5*time.Second)
+		if final.R.Status == http.StatusOK || time.Since(moved) > 5*time.Second {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	routedAfter := time.Since(moved)
+	if final.R.str("status") != hongbao.Opened {
+		t.Fatalf("open through the router after the move: %v (after %v)", final.R, routedAfter)
+	}
+	if routedAfter > 3*time.Second {
+		t.Errorf("the router took %v after the move to open the packet on SET %s, want ~3 s at most", routedAfter, setB)
+	}
+	r := c.detail(freshUser(), id)
+	if r.Status != http.StatusOK || len(r.JSON["records"].([]any)) != 3 {
+		t.Errorf("detail through the router after the move: %v", r)
+	}
+	close(stop)
+	pollers.Wait()
+
+	topo2 := c.topology(t)
+	if topo2.Owner(bucket).Name != setB || topo2.Version != topo.Version+1 {
+		t.Fatalf("topology after the move: bucket %d on %s at version %d (was %d)", bucket, topo2.Owner(bucket).Name, topo2.Version, topo.Version)
+	}
+	after := c.checkPacket(t, topo2, id) // and asserts SET a holds no row of it any more
+	if after == nil {
+		t.FailNow()
+	}
+	if after.Set != setB || after.Total != before.Total || after.Count != before.Count || after.Sender != sender ||
+		len(after.Shares) != 3 || after.RemainingAmount != before.RemainingAmount-final.R.amount() {
+		t.Errorf("packet on SET %s after the move: %+v, before: %+v", after.Set, *after, *before)
+	}
+	for _, u := range early {
+		if after.Shares[u] != before.Shares[u] {
+			t.Errorf("user %s's share was %d on SET %s, is %d on SET %s", u, before.Shares[u], setA, after.Shares[u], setB)
+		}
+	}
+	if after.Shares[late] != final.R.amount() {
+		t.Errorf("user %s was told %d, SET %s holds %d", late, final.R.amount(), setB, after.Shares[late])
+	}
+
+	// What a reader saw through the router while the bucket moved: the
+	// packet, with the same money, or a 503 to retry; never another answer.
+	var busy int
+	for _, p := range polls {
+		if p.r.Status == http.StatusServiceUnavailable {
+			busy++
+			continue
+		}
+		total, _ := p.r.num("total")
+		recs, _ := p.r.JSON["records"].([]any)
+		if p.r.Status != http.StatusOK || total != body.Total {
+			t.Errorf("detail through the router %v after the move began: %v", p.at.Sub(moveBegan).Round(time.Millisecond), p.r)
+			continue
+		}
+		for _, rec := range recs {
+			m, _ := rec.(map[string]any)
+			u, _ := hongbao.ParseUserID(m["user"].(string))
+			amt, _ := m["amount"].(json.Number).Int64()
+			if after.Shares[u] != amt {
+				t.Errorf("detail during the move showed user %s with %d fen; MySQL says %d", u, amt, after.Shares[u])
+			}
+		}
+	}
+	t.Logf("router opened on SET %s %v after the move; reader saw %d answers during it (%d busy)",
+		setB, routedAfter.Round(time.Millisecond), len(polls), busy)
+
+	// An old SET-a server, asked directly with a valid router signature,
+	// refuses the bucket with 421 wrong_set (once it has seen the new
+	// topology, within ~1 s).
+	internal := api.NewInternal([]byte(c.internalSecret), time.Now)
+	intruder := freshUser()
+	minted, err := hongbao.NewMinter(time.Now).Next(bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, srv := range c.servers[setA] {
+		reqs := map[string]func() *http.Request{
+			"open": func() *http.Request {
+				return c.newReq(http.MethodPost, srv, "/v1/packets/"+id.String()+"/open", 0, nil, nil)
+			},
+			"detail": func() *http.Request { return c.newReq(http.MethodGet, srv, "/v1/packets/"+id.String(), 0, nil, nil) },
+			"send": func() *http.Request {
+				return c.newReq(http.MethodPost, srv, "/v1/packets", 0, sendBody{Total: 100, Count: 1, Type: "random"}.json(),
+					map[string]string{api.HeaderPacketID: minted.String()})
+			},
+		}
+		for name, mk := range reqs {
+			deadline := time.Now().Add(3 * time.Second)
+			for {
+				req := mk()
+				internal.Sign(req, intruder)
+				r := c.doReq(req)
+				if r.isProblem(http.StatusMisdirectedRequest, "wrong_set") {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Errorf("signed %s of bucket %d straight to old SET-%s server %s: %v, want 421 wrong_set", name, bucket, setA, srv, r)
+					break
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+	}
+
+	// SET a's MySQL fence: no write of the bucket can commit there, even
+	// from a store that ignores the topology.
+	var fences int
+	if err := c.dbs[setA].QueryRow("SELECT COUNT(*) FROM hb_fence.owned WHERE set_name = ? AND bucket = ?", setA, int(bucket)).Scan(&fences); err != nil || fences != 0 {
+		t.Errorf("SET %s's fence still has bucket %d (%d rows, %v)", setA, bucket, fences, err)
+	}
+	if err := c.dbs[setB].QueryRow("SELECT COUNT(*) FROM hb_fence.owned WHERE set_name = ? AND bucket = ?", setB, int(bucket)).Scan(&fences); err != nil || fences != 1 {
+		t.Errorf("SET %s's fence lacks bucket %d (%d rows, %v)", setB, bucket, fences, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	st := store.New(c.dbs[setA], setA, c.loc, time.Now, mrand.Int64N)
+	_, _, err = st.Create(ctx, store.NewPacket{ID: minted, Sender: intruder, Expiry: time.Hour,
+		Req: hongbao.SendRequest{Total: 100, Count: 1, Type: hongbao.Random}})
+	if !errors.Is(err, hongbao.ErrWrongSet) {
+		t.Errorf("create in bucket %d on SET %s after the move: %v, want wrong_set", bucket, setA, err)
+	}
+	if _, err := st.OpenBatch(ctx, id, []hongbao.UserID{intruder}); !errors.Is(err, hongbao.ErrWrongSet) {
+		t.Errorf("open of %s on SET %s after the move: %v, want wrong_set", id, setA, err)
+	}
+	if p := c.readPacket(t, setA, minted); p != nil {
+		t.Errorf("a refused create left packet %s on SET %s", minted, setA)
+	}
+	if p := c.readPacket(t, setA, id); p != nil {
+		t.Errorf("packet %s still on SET %s after the move: %+v", id, setA, *p)
+	}
+	// The control: a bucket SET a still owns takes the same write.
+	other, err := hongbao.NewMinter(time.Now).Next(topo2.Buckets(setA)[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, created, err := st.Create(ctx, store.NewPacket{ID: other, Sender: intruder, Expiry: time.Hour,
+		Req: hongbao.SendRequest{Total: 100, Count: 1, Type: hongbao.Random}}); err != nil || !created {
+		t.Errorf("create in bucket %d, still SET %s's: created %v, %v", other.Bucket(), setA, created, err)
+	}
+	if p := c.checkPacket(t, c.topology(t), id); p != nil && p.Shares[intruder] != 0 {
+		t.Errorf("user %s got a share of %s through an old SET-a server", intruder, id)
+	}
+
+	// hbctl shows the new counts.
+	var shown struct {
+		Version int64 `json:"version"`
+		Sets    []struct {
+			Name        string `json:"name"`
+			BucketCount int    `json:"bucket_count"`
+		} `json:"sets"`
+	}
+	js := c.hbctl(t, "topology", "show", "--json", "-config", c.config)
+	if err := json.Unmarshal([]byte(js), &shown); err != nil {
+		t.Fatalf("topology show --json: %v\n%s", err, js)
+	}
+	counts := map[string]int{}
+	for _, s := range shown.Sets {
+		counts[s.Name] = s.BucketCount
+	}
+	if shown.Version != topo2.Version || counts[setA] != 499 || counts[setB] != 501 || len(shown.Sets) != 2 {
+		t.Errorf("topology show --json: version %d, counts %v; want version %d, %s 499, %s 501\n%s",
+			shown.Version, counts, topo2.Version, setA, setB, strings.TrimSpace(js))
+	}
+}

@@ -1,0 +1,202 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// SetTotals are one SET's money as its MySQL sees it.
+type SetTotals struct {
+	Packets     int   // funded packets checked
+	Funded      int64 // sum of totals of funded packets (their debits)
+	Held        int64 // left in live packets (funded, not closed)
+	PendingPaid int64 // totals of pending packets whose debit is in the ledger
+	Details     int   // shares taken
+	OutboxOpen  int64 // credits not yet delivered
+	OutboxRef   int64 // refunds not yet delivered
+	OutboxOpenN int   // number of undelivered credits
+}
+
+// VerifySet checks invariants 1 and 2 on every day table of a SET and sums
+// its money. paid reports whether a pending packet's debit is recorded.
+// It returns one line per violation.
+func VerifySet(ctx context.Context, db *sql.DB, paid func(packet int64) (bool, error)) (SetTotals, []string, error) {
+	var tot SetTotals
+	var bad []string
+	tables, err := dayTables(ctx, db)
+	if err != nil {
+		return tot, nil, err
+	}
+	for _, t := range tables {
+		b, err := verifyTable(ctx, db, t, &tot, paid)
+		if err != nil {
+			return tot, nil, fmt.Errorf("verify %s: %w", t, err)
+		}
+		bad = append(bad, b...)
+	}
+	rows, err := db.QueryContext(ctx, "SELECT kind, COUNT(*), COALESCE(SUM(amount),0) FROM hb_set.outbox GROUP BY kind")
+	if err != nil && !missingTable(err) {
+		return tot, nil, fmt.Errorf("verify outbox: %w", err)
+	}
+	if err == nil {
+		defer rows.Close()
+		for rows.Next() {
+			var kind string
+			var n int
+			var sum int64
+			if err := rows.Scan(&kind, &n, &sum); err != nil {
+				return tot, nil, err
+			}
+			switch kind {
+			case KindOpen:
+				tot.OutboxOpen, tot.OutboxOpenN = sum, n
+			case KindRefund:
+				tot.OutboxRef = sum
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return tot, nil, err
+		}
+	}
+	return tot, bad, nil
+}
+
+// dayTables lists db_xx.t_y_dd tables that exist.
+func dayTables(ctx context.Context, db *sql.DB) ([]string, error) {
+	rows, err := db.QueryContext(ctx, `SELECT CONCAT(table_schema, '.', table_name) FROM information_schema.tables
+		WHERE table_schema LIKE 'db\_%' AND table_name REGEXP '^t_[0-9]_[0-9]{2}$' ORDER BY 1`)
+	if err != nil {
+		return nil, fmt.Errorf("list day tables: %w", err)
+	}
+	defer rows.Close()
+	var ts []string
+	for rows.Next() {
+		var t string
+		if err := rows.Scan(&t); err != nil {
+			return nil, err
+		}
+		ts = append(ts, t)
+	}
+	return ts, rows.Err()
+}
+
+func verifyTable(ctx context.Context, db *sql.DB, t string, tot *SetTotals, paid func(int64) (bool, error)) ([]string, error) {
+	rows, err := db.QueryContext(ctx, `SELECT p.id, p.total, p.count, p.remaining_amount, p.remaining_count, p.closed, p.funding,
+		COALESCE(d.s, 0), COALESCE(d.n, 0), COALESCE(d.m, 1)
+		FROM `+t+` p LEFT JOIN (SELECT packet_id, SUM(amount) s, COUNT(*) n, MIN(amount) m FROM `+t+`_detail GROUP BY packet_id) d
+		ON d.packet_id = p.id`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var bad []string
+	for rows.Next() {
+		var id, total, remAmount, sum, minShare int64
+		var count, remCount, n, closed, funding int
+		if err := rows.Scan(&id, &total, &count, &remAmount, &remCount, &closed, &funding, &sum, &n, &minShare); err != nil {
+			return nil, err
+		}
+		if sum+remAmount != total || n+remCount != count || minShare < 1 {
+			bad = append(bad, fmt.Sprintf("packet %d (%s): shares %d + remaining %d != total %d, or %d opens + %d left != count %d, or a share < 1 fen (%d)",
+				id, t, sum, remAmount, total, n, remCount, count, minShare))
+		}
+		switch funding {
+		case 1:
+			tot.Packets++
+			tot.Funded += total
+			tot.Details += n
+			if closed == 0 {
+				tot.Held += remAmount
+			}
+		case 0:
+			ok, err := paid(id)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				tot.PendingPaid += total
+			}
+			if n > 0 {
+				bad = append(bad, fmt.Sprintf("packet %d (%s): %d shares opened before it was funded", id, t, n))
+			}
+		default:
+			if n > 0 {
+				bad = append(bad, fmt.Sprintf("packet %d (%s): %d shares opened in a cancelled packet", id, t, n))
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	dup, err := db.QueryContext(ctx, "SELECT packet_id, user_id, COUNT(*) FROM "+t+"_detail GROUP BY packet_id, user_id HAVING COUNT(*) > 1")
+	if err != nil {
+		return nil, err
+	}
+	defer dup.Close()
+	for dup.Next() {
+		var p, u int64
+		var c int
+		if err := dup.Scan(&p, &u, &c); err != nil {
+			return nil, err
+		}
+		bad = append(bad, fmt.Sprintf("packet %d: user %d has %d shares", p, u, c))
+	}
+	return bad, dup.Err()
+}
+
+// WalletTotals are the ledger's sums by kind.
+type WalletTotals struct {
+	Debits, Credits, Refunds, TopUps int64
+	CreditsN                         int
+}
+
+// VerifyWallet sums the ledger and checks that every balance equals the
+// sum of its entries and none is negative.
+func VerifyWallet(ctx context.Context, w *Wallet) (WalletTotals, []string, error) {
+	var tot WalletTotals
+	rows, err := w.db.QueryContext(ctx, "SELECT kind, COUNT(*), COALESCE(SUM(amount),0) FROM ledger GROUP BY kind")
+	if err != nil {
+		return tot, nil, fmt.Errorf("verify ledger: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var kind string
+		var n int
+		var sum int64
+		if err := rows.Scan(&kind, &n, &sum); err != nil {
+			return tot, nil, err
+		}
+		switch kind {
+		case KindSend:
+			tot.Debits = -sum
+		case KindOpen:
+			tot.Credits, tot.CreditsN = sum, n
+		case KindRefund:
+			tot.Refunds = sum
+		case KindTopUp:
+			tot.TopUps = sum
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return tot, nil, err
+	}
+	bal, err := w.db.QueryContext(ctx, `SELECT u.user_id, COALESCE(a.balance, 0), COALESCE(l.s, 0) FROM
+		(SELECT user_id FROM accounts UNION SELECT user_id FROM ledger) u
+		LEFT JOIN accounts a ON a.user_id = u.user_id
+		LEFT JOIN (SELECT user_id, SUM(amount) s FROM ledger GROUP BY user_id) l ON l.user_id = u.user_id
+		WHERE COALESCE(a.balance, 0) != COALESCE(l.s, 0) OR COALESCE(a.balance, 0) < 0`)
+	if err != nil {
+		return tot, nil, fmt.Errorf("verify balances: %w", err)
+	}
+	defer bal.Close()
+	var bad []string
+	for bal.Next() {
+		var u, b, s int64
+		if err := bal.Scan(&u, &b, &s); err != nil {
+			return tot, nil, err
+		}
+		bad = append(bad, fmt.Sprintf("user %d: balance %d != ledger sum %d", u, b, s))
+	}
+	return tot, bad, bal.Err()
+}

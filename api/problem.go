@@ -16,6 +16,7 @@ import (
 var statusOf = map[string]int{
 	"not_found":              http.StatusNotFound,
 	"sold_out":               http.StatusConflict,
+	"already_opened":         http.StatusConflict,
 	"expired":                http.StatusGone,
 	"busy":                   http.StatusServiceUnavailable,
 	"unavailable":            http.StatusServiceUnavailable,

@@ -15,6 +15,7 @@ func TestStatusTable(t *testing.T) {
 	want := map[string]int{
 		"not_found":              404,
 		"sold_out":               409,
+		"already_opened":         409,
 		"expired":                410,
 		"busy":                   503,
 		"unavailable":            503,

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -27,6 +29,9 @@ var (
 
 var integer = regexp.MustCompile(`^-?[0-9]+$`)
 
+// sendFields are the fields of a send body.
+var sendFields = []string{"total", "count", "type", "greeting"}
+
 // DecodeSend reads a send body strictly: total and count must be JSON
 // integers (no fraction, exponent or string), type and greeting strings,
 // and no other field, so a client bug cannot move money by accident.
@@ -43,47 +48,43 @@ func DecodeSend(body io.Reader) (hongbao.SendRequest, error) {
 	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
 		return hongbao.SendRequest{}, ErrMalformedJSON
 	}
-	var r hongbao.SendRequest
-	for k, v := range fields {
-		v = bytes.TrimSpace(v)
-		switch k {
-		case "total":
-			n, err := intField(v, "total", "invalid_total")
-			if err != nil {
-				return r, err
-			}
-			r.Total = n
-		case "count":
-			n, err := intField(v, "count", "invalid_count")
-			if err != nil {
-				return r, err
-			}
-			if n > 1<<31-1 {
-				n = 1<<31 - 1 // over any limit; Validate names it
-			}
-			r.Count = int(n)
-		case "type":
-			var s string
-			if json.Unmarshal(v, &s) != nil {
-				return r, &hongbao.InvalidError{Code: "invalid_type", Field: "type", Message: `must be "random" or "fixed"`}
-			}
-			r.Type = hongbao.Type(s)
-		case "greeting":
-			if json.Unmarshal(v, &r.Greeting) != nil || !utf8.ValidString(r.Greeting) {
-				return r, &hongbao.InvalidError{Code: "invalid_greeting", Field: "greeting", Message: "must be a UTF-8 string"}
-			}
-		default:
-			return r, &hongbao.InvalidError{Code: "unknown_field", Field: k, Message: "is not a field of a packet"}
+	// Fields are checked in a fixed order, so a body with several
+	// problems always gets the same code.
+	for _, k := range slices.Sorted(maps.Keys(fields)) {
+		if !slices.Contains(sendFields, k) {
+			return hongbao.SendRequest{}, &hongbao.InvalidError{Code: "unknown_field", Field: k, Message: "is not a field of a packet"}
 		}
 	}
-	if _, ok := fields["type"]; !ok {
-		r.Type = hongbao.Random
+	r := hongbao.SendRequest{Type: hongbao.Random}
+	var err2 error
+	if r.Total, err2 = intField(fields["total"], "total", "invalid_total"); err2 != nil {
+		return r, err2
+	}
+	n, err := intField(fields["count"], "count", "invalid_count")
+	if err != nil {
+		return r, err
+	}
+	r.Count = int(min(n, 1<<31-1)) // anything that large is over every limit; Validate names it
+	if v, ok := fields["type"]; ok {
+		var s string
+		if json.Unmarshal(v, &s) != nil || bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+			return r, &hongbao.InvalidError{Code: "invalid_type", Field: "type", Message: `must be "random" or "fixed"`}
+		}
+		r.Type = hongbao.Type(s)
+	}
+	if v, ok := fields["greeting"]; ok {
+		if json.Unmarshal(v, &r.Greeting) != nil || !utf8.ValidString(r.Greeting) {
+			return r, &hongbao.InvalidError{Code: "invalid_greeting", Field: "greeting", Message: "must be a UTF-8 string"}
+		}
 	}
 	return r, nil
 }
 
+// intField parses a required positive JSON integer; absent, it is an error
+// of its own code too.
 func intField(v json.RawMessage, field, code string) (int64, error) {
 	bad := &hongbao.InvalidError{Code: code, Field: field, Message: "must be a positive integer (fen for amounts)"}
+	v = bytes.TrimSpace(v)
 	if !integer.Match(v) {
 		return 0, bad
 	}

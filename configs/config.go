@@ -129,6 +129,9 @@ func Defaults() *Config {
 	}
 }
 
+// maxTotal bounds any packet: 10^12 fen (10 billion CNY).
+const maxTotal = 1e12
+
 // Check validates the configuration.
 func (c *Config) Check() error {
 	var errs []error
@@ -144,8 +147,16 @@ func (c *Config) Check() error {
 	if len(c.InternalSecret) < 16 {
 		errs = append(errs, errors.New("internal_secret: must be at least 16 bytes"))
 	}
-	if c.Limits.MaxTotal <= 0 || c.Limits.MaxCount <= 0 || c.Limits.Expiry <= 0 {
-		errs = append(errs, errors.New("limits: max_total, max_count and expiry must be positive"))
+	l := c.Limits
+	if l.MaxTotal <= 0 || l.MaxCount <= 0 || l.Expiry <= 0 || l.MaxShare < 0 || l.MaxGreeting < 0 {
+		errs = append(errs, errors.New("limits: max_total, max_count and expiry must be positive, max_share and max_greeting not negative"))
+	}
+	if l.MaxTotal > maxTotal || l.MaxCount > 1_000_000 {
+		// Keeps every draw's 2*remaining far from int64 overflow.
+		errs = append(errs, fmt.Errorf("limits: max_total must be at most %d fen and max_count at most 1000000", int64(maxTotal)))
+	}
+	if q := c.Queue; q.Size < 1 || q.Batch < 1 || q.SlotCap < 1 || q.Idle <= 0 || q.TxTimeout <= 0 {
+		errs = append(errs, errors.New("queue: size, batch, slot_cap, idle and tx_timeout must be positive"))
 	}
 	if _, err := zapcore.ParseLevel(c.LogLevel); err != nil {
 		errs = append(errs, fmt.Errorf("log_level: %w", err))

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"fmt"
 
 	"go.uber.org/zap"
 
@@ -29,11 +30,7 @@ func (m *Manager) run(id hongbao.PacketID, batch []*request) {
 		return
 	}
 	defer release()
-	// The transaction is shared by several clients, so no single client's
-	// cancellation may abort it; it is bounded by TxTimeout instead.
-	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.TxTimeout)
-	defer cancel()
-	out, err := m.apply(ctx, id, users(live))
+	out, err := m.applyOnce(id, users(live))
 	if err != nil && len(live) > 1 {
 		// Nothing is known to have committed; apply each open alone so
 		// one bad open cannot fail the others. Opens are idempotent, so
@@ -41,7 +38,11 @@ func (m *Manager) run(id hongbao.PacketID, batch []*request) {
 		m.log.Warn("batch open failed, retrying one by one", zap.Stringer("packet_id", id),
 			zap.Int("batch", len(live)), zap.Error(err))
 		for _, r := range live {
-			one, err := m.apply(ctx, id, []hongbao.UserID{r.user})
+			if err := r.ctx.Err(); err != nil {
+				r.done <- hongbao.Outcome{Err: err}
+				continue
+			}
+			one, err := m.applyOnce(id, []hongbao.UserID{r.user})
 			r.done <- first(one, err)
 		}
 		return
@@ -53,6 +54,18 @@ func (m *Manager) run(id hongbao.PacketID, batch []*request) {
 	for i, r := range live {
 		r.done <- out[i]
 	}
+}
+
+// applyOnce runs one transaction. It is shared by several clients, so no
+// single client's cancellation may abort it; TxTimeout bounds it instead.
+func (m *Manager) applyOnce(id hongbao.PacketID, us []hongbao.UserID) ([]hongbao.Outcome, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.TxTimeout)
+	defer cancel()
+	out, err := m.apply(ctx, id, us)
+	if err == nil && len(out) != len(us) {
+		return nil, fmt.Errorf("queue: apply answered %d of %d opens of %s", len(out), len(us), id)
+	}
+	return out, err
 }
 
 // slot takes a slot of the SET-wide cap and returns its release.

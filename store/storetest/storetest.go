@@ -111,3 +111,68 @@ func WaitTCP(t testing.TB, addr string) {
 	}
 	t.Fatalf("%s did not accept connections", addr)
 }
+
+// MariaDB is a private MariaDB server started for one test: an empty
+// instance, so a test can check totals over everything in it.
+type MariaDB struct {
+	// DSN connects as root over TCP, with no database selected.
+	DSN  string
+	Port int
+	dir  string
+	cmd  *exec.Cmd
+}
+
+// StartMariaDB initialises and starts a private MariaDB in a temporary
+// directory; it is stopped (and its data removed) when the test ends.
+func StartMariaDB(t testing.TB) *MariaDB {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "hbmariadb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &MariaDB{Port: FreePort(t), dir: dir}
+	t.Cleanup(func() { m.Stop(); os.RemoveAll(dir) })
+	user := []string{}
+	if os.Geteuid() == 0 {
+		user = []string{"--user=root"}
+	}
+	install := exec.Command("mariadb-install-db", append([]string{"--no-defaults", "--datadir=" + dir + "/data",
+		"--auth-root-authentication-method=normal", "--skip-test-db"}, user...)...)
+	if out, err := install.CombinedOutput(); err != nil {
+		t.Fatalf("mariadb-install-db: %v\n%s", err, out)
+	}
+	m.cmd = exec.Command("mariadbd", append([]string{"--no-defaults", "--datadir=" + dir + "/data",
+		"--socket=" + dir + "/sock", fmt.Sprintf("--port=%d", m.Port), "--bind-address=127.0.0.1",
+		"--skip-name-resolve", "--skip-log-bin", "--innodb-buffer-pool-size=32M", "--innodb-log-file-size=16M",
+		"--max-connections=500", "--log-error=" + dir + "/error.log"}, user...)...)
+	if err := m.cmd.Start(); err != nil {
+		t.Fatalf("mariadbd: %v", err)
+	}
+	WaitTCP(t, fmt.Sprintf("127.0.0.1:%d", m.Port))
+	// root@localhost only: grant root over TCP through the socket.
+	grant := exec.Command("mariadb", "--no-defaults", "-uroot", "--socket="+dir+"/sock", "-e",
+		"CREATE USER IF NOT EXISTS 'root'@'127.0.0.1'; GRANT ALL ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION;")
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		out, err := grant.CombinedOutput()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(dir + "/error.log")
+			t.Fatalf("grant on private MariaDB: %v\n%s\n%s", err, out, log)
+		}
+		time.Sleep(100 * time.Millisecond)
+		grant = exec.Command(grant.Path, grant.Args[1:]...)
+	}
+	m.DSN = fmt.Sprintf("root@tcp(127.0.0.1:%d)/", m.Port)
+	return m
+}
+
+// Stop kills the server.
+func (m *MariaDB) Stop() {
+	if m.cmd != nil && m.cmd.Process != nil && m.cmd.ProcessState == nil {
+		_ = m.cmd.Process.Kill()
+		_ = m.cmd.Wait()
+	}
+}

@@ -29,6 +29,7 @@ type Config struct {
 	Queue          Queue    `yaml:"queue"`
 	Cache          Cache    `yaml:"cache"`
 	Router         Router   `yaml:"router"`
+	Archive        Archive  `yaml:"archive"`
 	Sets           []Set    `yaml:"sets"`
 	MetaDSN        string   `yaml:"meta_dsn"`   // topology database
 	WalletDSN      string   `yaml:"wallet_dsn"` // accounts and ledger
@@ -61,6 +62,12 @@ type Cache struct {
 	Conns   int      `yaml:"conns"`
 }
 
+// Archive configures the archival cron.
+type Archive struct {
+	RetentionDays int `yaml:"retention_days"` // days a day stays in the live tables
+	AheadDays     int `yaml:"ahead_days"`     // days of tables created ahead
+}
+
 // Router configures the public entry point.
 type Router struct {
 	Listen string `yaml:"listen"`
@@ -72,6 +79,17 @@ type Set struct {
 	Servers   []string `yaml:"servers"`
 	MySQLDSN  string   `yaml:"mysql_dsn"`
 	Memcached []string `yaml:"memcached"`
+	// ArchiveDSN is the SET's cold store (default: its MySQL, databases
+	// db_xx_archive).
+	ArchiveDSN string `yaml:"archive_dsn"`
+}
+
+// Cold returns the DSN of the SET's archive.
+func (s Set) Cold() string {
+	if s.ArchiveDSN != "" {
+		return s.ArchiveDSN
+	}
+	return s.MySQLDSN
 }
 
 // Duration is a time.Duration written as "24h" in YAML and environment.
@@ -123,6 +141,7 @@ func Defaults() *Config {
 		Queue:         Queue{Size: 1024, Batch: 32, Idle: Duration(5 * time.Second), TxTimeout: Duration(5 * time.Second), SlotCap: 2},
 		Cache:         Cache{Timeout: Duration(200 * time.Millisecond), Conns: 64},
 		Router:        Router{Listen: "127.0.0.1:8080"},
+		Archive:       Archive{RetentionDays: 7, AheadDays: 2},
 		DBConns:       32,
 		ShutdownGrace: Duration(20 * time.Second),
 		LogLevel:      "info",
@@ -160,6 +179,9 @@ func (c *Config) Check() error {
 	}
 	if _, err := zapcore.ParseLevel(c.LogLevel); err != nil {
 		errs = append(errs, fmt.Errorf("log_level: %w", err))
+	}
+	if a := c.Archive; a.AheadDays < 0 || a.AheadDays > 7 {
+		errs = append(errs, errors.New("archive: ahead_days must be between 0 and 7"))
 	}
 	seen := map[string]bool{}
 	for i, s := range c.Sets {

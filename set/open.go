@@ -2,6 +2,7 @@ package set
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"go.uber.org/zap"
@@ -55,10 +56,34 @@ func (s *Server) open(ctx context.Context, id hongbao.PacketID, user hongbao.Use
 		}
 	}
 	res, err := s.queue.Submit(ctx, id, user)
+	if errors.Is(err, hongbao.ErrNotFound) {
+		return s.archived(ctx, id, user)
+	}
 	if err != nil {
 		return res, fmt.Errorf("open %s by %s: %w", id, user, err)
 	}
 	return res, nil
+}
+
+// archived answers an open of a packet no longer in the day tables: an
+// archived packet is over, so the user's share if any, else expired.
+func (s *Server) archived(ctx context.Context, id hongbao.PacketID, user hongbao.UserID) (hongbao.OpenResult, error) {
+	p, recs, err := s.store.Packet(ctx, id)
+	if err != nil {
+		return hongbao.OpenResult{}, err
+	}
+	for _, r := range recs {
+		if r.User == user {
+			return hongbao.OpenResult{User: user, Amount: r.Amount, Status: hongbao.AlreadyOpened}, nil
+		}
+	}
+	if p.RemainingCount == 0 {
+		return hongbao.OpenResult{}, hongbao.ErrSoldOut
+	}
+	if p.Funding != hongbao.Funded {
+		return hongbao.OpenResult{}, hongbao.ErrNotFound
+	}
+	return hongbao.OpenResult{}, hongbao.ErrExpired
 }
 
 // over answers an open of a packet that takes no more opens: the user's

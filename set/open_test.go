@@ -1,6 +1,7 @@
 package set_test
 
 import (
+	"errors"
 	"fmt"
 	mrand "math/rand/v2"
 	"net/http"
@@ -12,6 +13,8 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/api"
+	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/store"
 	"github.com/hongbao-dev/hongbao/store/storetest"
 )
 
@@ -403,6 +406,9 @@ func checkDetailShape(t *testing.T, r reply, id string, sender hongbao.UserID) {
 	} else if expires.Sub(created) != 24*time.Hour {
 		t.Errorf("expires_at - created_at = %v, want 24h", expires.Sub(created))
 	}
+	if pid, err := hongbao.ParsePacketID(id); err == nil && !created.Equal(pid.Time()) {
+		t.Errorf("created_at %s, the ID says %s", created, pid.Time())
+	}
 	recs, ok := r.JSON["records"].([]any)
 	if !ok {
 		t.Errorf("records %#v is not an array", r.JSON["records"])
@@ -525,6 +531,51 @@ func TestIdempotencyKeyConcurrentRetries(t *testing.T) {
 		if packets, idem := rowsBySenders(t, h.db, []hongbao.UserID{sender}, began, time.Now()); packets != 1 || idem != 1 {
 			t.Errorf("round %d: %d packet rows and %d idempotency rows, want 1 and 1", round, packets, idem)
 		}
+	}
+}
+
+// TestRouterMintedID: a send carrying the ID a router minted creates the
+// packet under that ID; a retry of it answers the same packet; the ID of
+// another packet or a malformed one is refused.
+func TestRouterMintedID(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	began := time.Now()
+	sender := freshUser()
+	id, err := hongbao.NewMinter(time.Now).Next(hongbao.BucketFor(sender, []byte(uniqueName("k"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(`{"total":1000,"count":10,"type":"random","greeting":"hi"}`)
+	sendAs := func(u hongbao.UserID, idHeader string, body []byte) reply {
+		return h.do(request{method: http.MethodPost, path: "/v1/packets", user: u, body: body,
+			header: map[string]string{api.HeaderPacketID: idHeader}})
+	}
+	r1 := sendAs(sender, id.String(), body)
+	r2 := sendAs(sender, id.String(), body)
+	if r1.Status != http.StatusCreated || r1.str("id") != id.String() {
+		t.Fatalf("send with a minted ID: %v, want 201 with id %s", r1, id)
+	}
+	if r2.Status != http.StatusCreated || r2.str("id") != id.String() {
+		t.Errorf("retried send with the same minted ID: %v", r2)
+	}
+	other := freshUser()
+	if r := sendAs(other, id.String(), body); r.Status < 400 || r.str("id") != "" {
+		t.Errorf("another sender's send under a taken ID: %v", r)
+	}
+	if r := sendAs(sender, id.String(), []byte(`{"total":2000,"count":10}`)); r.Status < 400 || r.str("id") != "" {
+		t.Errorf("another packet under a taken ID: %v", r)
+	}
+	malformed := freshUser()
+	if r := sendAs(malformed, "12x", body); !r.isProblem(http.StatusBadRequest, "invalid_id") {
+		t.Errorf("malformed minted ID: %v", r)
+	}
+	p, _ := checkInvariants(t, h.db, id)
+	if p.Sender != sender || p.Total != 1000 {
+		t.Errorf("packet %d: %+v", id, p)
+	}
+	if packets, _ := rowsBySenders(t, h.db, []hongbao.UserID{sender, other, malformed}, began, time.Now()); packets != 1 {
+		t.Errorf("%d packet rows, want 1", packets)
 	}
 }
 
@@ -837,4 +888,77 @@ func TestWrongSet(t *testing.T) {
 		t.Errorf("open in an owned bucket: %v", r)
 	}
 	checkInvariants(t, h.db, own)
+}
+
+// TestFenceCoversEveryWrite: once a bucket has moved away from a SET (its
+// fence row deleted), no write of that SET's store commits for it: the open,
+// the close and the funding of a pending send all fail with wrong_set and
+// change nothing (DESIGN.md: "no write commits for a bucket that has moved
+// away").
+func TestFenceCoversEveryWrite(t *testing.T) {
+	t.Parallel()
+	db := storetest.DB(t, "a", 8)
+	ctx := t.Context()
+	name := uniqueName("t")
+	const b = hongbao.Bucket(7)
+	if err := schema.Own(ctx, db, name, 1, []hongbao.Bucket{b}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = db.Exec("DELETE FROM hb_fence.owned WHERE set_name = ?", name) })
+	loc := shanghai(t)
+	st := store.New(db, name, loc, time.Now, mrand.Int64N)
+	minter := hongbao.NewMinter(time.Now)
+	create := func(funding hongbao.Funding) hongbao.PacketID {
+		t.Helper()
+		id, err := minter.Next(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _, err = st.Create(ctx, store.NewPacket{ID: id, Sender: freshUser(), Expiry: time.Hour, Funding: funding,
+			Req: hongbao.SendRequest{Total: 100, Count: 2, Type: hongbao.Random}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	pending, funded := create(hongbao.Pending), create(hongbao.Funded)
+
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := schema.Disown(ctx, tx, name, []hongbao.Bucket{b}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := st.OpenBatch(ctx, funded, []hongbao.UserID{freshUser()}); !errors.Is(err, hongbao.ErrWrongSet) {
+		t.Errorf("OpenBatch after the move: %v, want wrong_set", err)
+	}
+	if _, err := st.Close(ctx, funded); !errors.Is(err, hongbao.ErrWrongSet) {
+		t.Errorf("Close after the move: %v, want wrong_set", err)
+	}
+	if _, err := st.Fund(ctx, pending, hongbao.Funded); !errors.Is(err, hongbao.ErrWrongSet) {
+		t.Errorf("Fund after the move: %v, want wrong_set", err)
+	}
+	pt, _ := tablesOf(t, pending)
+	var funding int
+	if err := db.QueryRow("SELECT funding FROM "+pt+" WHERE id = ?", pending).Scan(&funding); err != nil {
+		t.Fatal(err)
+	}
+	if funding != int(hongbao.Pending) {
+		t.Errorf("the moved-away SET funded packet %d: funding %d", pending, funding)
+	}
+	var stillPending int
+	if err := db.QueryRow("SELECT COUNT(*) FROM hb_set.pending WHERE packet_id = ?", pending).Scan(&stillPending); err != nil {
+		t.Fatal(err)
+	}
+	if stillPending != 1 {
+		t.Errorf("the moved-away SET removed packet %d from hb_set.pending", pending)
+	}
+	if _, shares := checkInvariants(t, db, funded); len(shares) != 0 {
+		t.Errorf("shares taken after the move: %+v", shares)
+	}
 }

@@ -32,12 +32,12 @@ func CopyBucket(ctx context.Context, from, to *sql.DB, b hongbao.Bucket) (int, e
 	// Idempotency keys of the bucket: t_idem is shared by the ten buckets
 	// of a database, so select by the bucket bits of the packet ID.
 	err := copyRows(ctx, from, to, "SELECT sender, idem_key, packet_id, req_hash, created_at FROM "+b.DB()+
-		".t_idem WHERE (packet_id >> 12) & 1023 = ?", []any{int(b)}, b.DB()+".t_idem", 5)
+		".t_idem WHERE (packet_id >> 12) & 1023 = ?", []any{int(b)}, b.DB()+".t_idem")
 	if err != nil && !missingTable(err) {
 		return total, fmt.Errorf("store: copy idempotency keys of bucket %d: %w", b, err)
 	}
 	for _, table := range []string{"hb_set.expiry", "hb_set.pending"} {
-		err := copyRows(ctx, from, to, "SELECT * FROM "+table+" WHERE (packet_id >> 12) & 1023 = ?", []any{int(b)}, table, 2)
+		err := copyRows(ctx, from, to, "SELECT * FROM "+table+" WHERE (packet_id >> 12) & 1023 = ?", []any{int(b)}, table)
 		if err != nil && !missingTable(err) {
 			return total, fmt.Errorf("store: copy %s of bucket %d: %w", table, b, err)
 		}
@@ -57,20 +57,25 @@ func copyDay(ctx context.Context, from, to *sql.DB, dst *schema.Ensurer, t hongb
 	if err := dst.Ensure(ctx, t); err != nil {
 		return 0, err
 	}
-	if err := copyRows(ctx, from, to, "SELECT * FROM "+t.Packets(), nil, t.Packets(), 11); err != nil {
+	if err := copyRows(ctx, from, to, "SELECT * FROM "+t.Packets(), nil, t.Packets()); err != nil {
 		return 0, err
 	}
-	return n, copyRows(ctx, from, to, "SELECT * FROM "+t.Details(), nil, t.Details(), 5)
+	return n, copyRows(ctx, from, to, "SELECT * FROM "+t.Details(), nil, t.Details())
 }
 
-// copyRows streams the rows of query into table (cols columns), in chunks,
-// keeping rows the destination already has.
-func copyRows(ctx context.Context, from, to *sql.DB, query string, args []any, table string, cols int) error {
+// copyRows streams the rows of query into table, in chunks, keeping rows
+// the destination already has. Both sides have the same columns.
+func copyRows(ctx context.Context, from, to *sql.DB, query string, args []any, table string) error {
 	rows, err := from.QueryContext(ctx, query, args...)
 	if err != nil {
 		return err
 	}
 	defer rows.Close()
+	names, err := rows.Columns()
+	if err != nil {
+		return err
+	}
+	cols := len(names)
 	const chunk = 200
 	batch := make([]any, 0, chunk*cols)
 	flush := func() error {

@@ -16,6 +16,7 @@ import (
 // Store reads and writes the packets of one SET's MySQL.
 type Store struct {
 	db     *sql.DB
+	cold   *sql.DB // archive; nil when reads never follow archived days
 	set    string
 	loc    *time.Location
 	now    func() time.Time
@@ -29,6 +30,13 @@ type Store struct {
 // Writes commit only for buckets the SET owns in db's fence (schema.Own).
 func New(db *sql.DB, set string, loc *time.Location, now func() time.Time, intn func(n int64) int64) *Store {
 	return &Store{db: db, set: set, loc: loc, now: now, intn: intn, tables: schema.NewEnsurer(db)}
+}
+
+// WithArchive makes reads of packets no longer in the day tables look in
+// the archive (cold) database, so archived packets stay readable.
+func (s *Store) WithArchive(cold *sql.DB) *Store {
+	s.cold = cold
+	return s
 }
 
 // fence takes a shared lock on the SET's claim to bucket b for the rest of
@@ -170,11 +178,18 @@ func insertPacket(ctx context.Context, tx *sql.Tx, t hongbao.DayTable, n NewPack
 // Packet reads a packet and its records in opening order.
 func (s *Store) Packet(ctx context.Context, id hongbao.PacketID) (*hongbao.Packet, []hongbao.Record, error) {
 	t := s.Table(id)
-	p, err := scanPacket(s.db.QueryRowContext(ctx, selectPacket+t.Packets()+" WHERE id = ?", id))
+	db, packets, details := s.db, t.Packets(), t.Details()
+	p, err := scanPacket(db.QueryRowContext(ctx, selectPacket+packets+" WHERE id = ?", id))
+	if errors.Is(err, hongbao.ErrNotFound) && s.cold != nil {
+		// The ID names its day, so an archived packet is one lookup away.
+		a := dayOf(t, id, s.loc).Archive()
+		db, packets, details = s.cold, a.Packets(), a.Details()
+		p, err = scanPacket(db.QueryRowContext(ctx, selectPacket+packets+" WHERE id = ?", id))
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("store: packet %s: %w", id, err)
 	}
-	rows, err := s.db.QueryContext(ctx, "SELECT user_id, amount, opened_at, seq FROM "+t.Details()+" WHERE packet_id = ? ORDER BY seq", id)
+	rows, err := db.QueryContext(ctx, "SELECT user_id, amount, opened_at, seq FROM "+details+" WHERE packet_id = ? ORDER BY seq", id)
 	if err != nil {
 		return nil, nil, fmt.Errorf("store: records of %s: %w", id, err)
 	}

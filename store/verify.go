@@ -18,22 +18,28 @@ type SetTotals struct {
 	OutboxOpenN int   // number of undelivered credits
 }
 
-// VerifySet checks invariants 1 and 2 on every day table of a SET and sums
-// its money. paid reports whether a pending packet's debit is recorded.
-// It returns one line per violation.
-func VerifySet(ctx context.Context, db *sql.DB, paid func(packet int64) (bool, error)) (SetTotals, []string, error) {
+// VerifySet checks invariants 1 and 2 on every day table of a SET and
+// every table of its archive (cold), and sums its money. paid reports
+// whether a pending packet's debit is recorded. It returns one line per
+// violation.
+func VerifySet(ctx context.Context, db, cold *sql.DB, paid func(packet int64) (bool, error)) (SetTotals, []string, error) {
 	var tot SetTotals
 	var bad []string
-	tables, err := dayTables(ctx, db)
-	if err != nil {
-		return tot, nil, err
-	}
-	for _, t := range tables {
-		b, err := verifyTable(ctx, db, t, &tot, paid)
+	for _, src := range []struct {
+		db      *sql.DB
+		pattern string
+	}{{db, dayTablePattern}, {cold, archiveTablePattern}} {
+		tables, err := listTables(ctx, src.db, src.pattern)
 		if err != nil {
-			return tot, nil, fmt.Errorf("verify %s: %w", t, err)
+			return tot, nil, err
 		}
-		bad = append(bad, b...)
+		for _, t := range tables {
+			b, err := verifyTable(ctx, src.db, t, &tot, paid)
+			if err != nil {
+				return tot, nil, fmt.Errorf("verify %s: %w", t, err)
+			}
+			bad = append(bad, b...)
+		}
 	}
 	rows, err := db.QueryContext(ctx, "SELECT kind, COUNT(*), COALESCE(SUM(amount),0) FROM hb_set.outbox GROUP BY kind")
 	if err != nil && !missingTable(err) {
@@ -62,10 +68,21 @@ func VerifySet(ctx context.Context, db *sql.DB, paid func(packet int64) (bool, e
 	return tot, bad, nil
 }
 
+// Patterns of (database, table) names: live day tables and archive tables.
+const (
+	dayTablePattern     = `^db_[0-9]{2}[.]t_[0-9]_[0-9]{2}$`
+	archiveTablePattern = `^db_[0-9]{2}_archive[.]t_[0-9]_[0-9]{8}$`
+)
+
 // dayTables lists db_xx.t_y_dd tables that exist.
 func dayTables(ctx context.Context, db *sql.DB) ([]string, error) {
-	rows, err := db.QueryContext(ctx, `SELECT CONCAT(table_schema, '.', table_name) FROM information_schema.tables
-		WHERE table_schema LIKE 'db\_%' AND table_name REGEXP '^t_[0-9]_[0-9]{2}$' ORDER BY 1`)
+	return listTables(ctx, db, dayTablePattern)
+}
+
+// listTables lists the qualified tables matching pattern.
+func listTables(ctx context.Context, db *sql.DB, pattern string) ([]string, error) {
+	rows, err := db.QueryContext(ctx, `SELECT CONCAT(table_schema, '.', table_name) t FROM information_schema.tables
+		WHERE table_schema LIKE 'db\_%' HAVING t REGEXP ? ORDER BY 1`, pattern)
 	if err != nil {
 		return nil, fmt.Errorf("list day tables: %w", err)
 	}

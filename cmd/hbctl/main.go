@@ -33,6 +33,7 @@ func commands() []command {
 		{"schema", "schema ensure [--set NAME] [--days N]: create day tables", cmdSchema},
 		{"wallet", "wallet credit --user U --amount FEN [--key K] | show --user U: operator top-up, balance", cmdWallet},
 		{"verify", "verify: check invariants 1, 2 and 4 across every SET and the wallet", cmdVerify},
+		{"archive", "archive ensure|run|status [--as-of YYYY-MM-DD] [--dry-run]: the day-table archival cron (hbarchive)", cmdArchive},
 		{"topology", "topology init | show [--json] | move --bucket B --to SET: the bucket -> SET map", cmdTopology},
 	}
 }

@@ -39,9 +39,11 @@ func cmdVerify(ctx context.Context, e *env, args []string) error {
 		var t store.SetTotals
 		var b []string
 		err := withDB(sc.MySQLDSN, func(db *sql.DB) error {
-			var err error
-			t, b, err = store.VerifySet(ctx, db, paid)
-			return err
+			return withDB(sc.Cold(), func(cold *sql.DB) error {
+				var err error
+				t, b, err = store.VerifySet(ctx, db, cold, paid)
+				return err
+			})
 		})
 		if err != nil {
 			return fmt.Errorf("SET %s: %w", sc.Name, err)

@@ -26,6 +26,7 @@ import (
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/api"
 	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/store"
 	"github.com/hongbao-dev/hongbao/store/storetest"
 )
 
@@ -64,7 +65,7 @@ func startServer(t *testing.T, bin, cfg, set, addr, logPath string) *server {
 		select {
 		case <-s.done:
 			out, _ := os.ReadFile(logPath)
-			t.Fatalf("hbserver exited before it was ready:\n%s", out)
+			t.Fatalf("hbserver exited before it was ready (%v):\n%s", s.cmd.ProcessState, out)
 		default:
 		}
 		if time.Now().After(deadline) {
@@ -117,6 +118,13 @@ func TestKill9WhileOpening(t *testing.T) {
 	t.Cleanup(func() { _, _ = db.Exec("DELETE FROM hb_fence.owned WHERE set_name = ?", setName) })
 
 	addr := fmt.Sprintf("127.0.0.1:%d", storetest.FreePort(t))
+	// Senders are fresh users, so one wallet database serves every run.
+	walletDSN := storetest.DSN(t, "a") + "hb_wallet_test"
+	wallet, err := store.OpenWallet(t.Context(), walletDSN, 4, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { wallet.Close() })
 	cfg := filepath.Join(dir, "hb.yaml")
 	yaml := fmt.Sprintf(`timezone: Asia/Shanghai
 secret: crash-test-user-secret-0123456789
@@ -139,12 +147,13 @@ cache:
 db_conns: 32
 shutdown_grace: 5s
 log_level: warn
+wallet_dsn: %q
 sets:
   - name: %s
     servers: [%s]
     mysql_dsn: %q
     memcached: [%s]
-`, crashInternalSecret, setName, addr, storetest.DSN(t, "a"), storetest.Memcached(t, "a"))
+`, crashInternalSecret, walletDSN, setName, addr, storetest.DSN(t, "a"), storetest.Memcached(t, "a"))
 	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +204,12 @@ sets:
 	for i := range ids {
 		typ := []string{"random", "fixed"}[i%2]
 		body, _ := json.Marshal(map[string]any{"total": total, "count": count, "type": typ})
-		st, m, err := do(http.MethodPost, "/v1/packets", hongbao.UserID(mrand.Int64N(1<<62)+1), body)
+		sender := hongbao.UserID(mrand.Int64N(1<<62) + 1)
+		if _, _, err := wallet.Apply(t.Context(), store.Entry{Key: fmt.Sprintf("topup:crash:%d", sender), User: sender,
+			Amount: total, Kind: store.KindTopUp}); err != nil {
+			t.Fatal(err)
+		}
+		st, m, err := do(http.MethodPost, "/v1/packets", sender, body)
 		if err != nil || st != http.StatusCreated {
 			t.Fatalf("send: %d %v %v", st, m, err)
 		}
@@ -314,6 +328,31 @@ sets:
 		if _, ok := rows[k]; ok && final.kind != hongbao.Opened && final.kind != hongbao.AlreadyOpened {
 			t.Errorf("packet %d user %d holds a share but was finally told %+v", k.packet, k.user, final)
 		}
+	}
+	// Each share's wallet credit was written in the open's transaction.
+	credits := map[pair]int64{}
+	for _, id := range ids {
+		rs, err := db.Query("SELECT user_id, amount FROM hb_set.outbox WHERE packet_id = ? AND kind = 'open'", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rs.Next() {
+			var u hongbao.UserID
+			var amount int64
+			if err := rs.Scan(&u, &amount); err != nil {
+				t.Fatal(err)
+			}
+			credits[pair{id, u}] = amount
+		}
+		rs.Close()
+	}
+	for k, amount := range rows {
+		if c, ok := credits[k]; !ok || c != amount {
+			t.Errorf("packet %d user %d: share of %d fen, outbox credit %d (present %v)", k.packet, k.user, amount, c, ok)
+		}
+	}
+	if len(credits) != len(rows) {
+		t.Errorf("%d outbox credits for %d shares", len(credits), len(rows))
 	}
 	if len(rows) != packets*count {
 		t.Errorf("%d shares in MySQL, want %d", len(rows), packets*count)

@@ -76,6 +76,11 @@ func run(args []string) error {
 	if err := schema.EnsureSet(bg, db); err != nil {
 		return err
 	}
+	cold, err := store.OpenDB(sc.Cold(), 4)
+	if err != nil {
+		return err
+	}
+	defer cold.Close()
 	wallet, err := store.OpenWallet(bg, cfg.WalletDSN, cfg.DBConns, time.Now)
 	if err != nil {
 		return err
@@ -84,7 +89,7 @@ func run(args []string) error {
 	srv := set.NewServer(set.Deps{
 		Owns:   owns,
 		Wallet: wallet,
-		Store:  store.New(db, sc.Name, cfg.Location(), time.Now, rand.Int64N),
+		Store:  store.New(db, sc.Name, cfg.Location(), time.Now, rand.Int64N).WithArchive(cold),
 		Cache:  store.NewCache(sc.Memcached, cfg.Cache.Timeout.D(), cfg.Cache.Conns, log),
 		Auth:   api.NewInternal([]byte(cfg.InternalSecret), time.Now),
 		Limits: cfg.DomainLimits(),

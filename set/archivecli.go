@@ -1,0 +1,175 @@
+package set
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"time"
+
+	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/configs"
+	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/store"
+)
+
+// ArchiveUsage is the synopsis of the archive command.
+const ArchiveUsage = `usage: hbarchive ensure|run|status [flags]   (also: hbctl archive ...)
+  ensure   create the day tables for today and the next archive.ahead_days days
+  run      archive every day older than archive.retention_days: copy, verify, empty
+  status   per SET and day: live, pending, due, archived
+flags: --config FILE  --set NAME  --as-of YYYY-MM-DD  --dry-run  --retention-days N`
+
+// ErrUsage marks a bad command line.
+var ErrUsage = errors.New("usage")
+
+// ArchiveCommand is the archival cron's command line, shared by hbarchive
+// and hbctl archive. HB_ARCHIVE_FAULT=after-copy makes a run stop between
+// the verified copy and the purge of its first day (for crash tests).
+func ArchiveCommand(ctx context.Context, args []string, stdout, stderr io.Writer, environ []string) error {
+	if len(args) == 0 || (args[0] != "ensure" && args[0] != "run" && args[0] != "status") {
+		return fmt.Errorf("%w: %s", ErrUsage, ArchiveUsage)
+	}
+	fs := flag.NewFlagSet("hbarchive "+args[0], flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfgPath := fs.String("config", "configs/dev.yaml", "configuration file")
+	only := fs.String("set", "", "only this SET (default: every SET)")
+	asOfStr := fs.String("as-of", "", "act as if on this date, YYYY-MM-DD (default: today)")
+	dryRun := fs.Bool("dry-run", false, "run: print what would be archived, change nothing")
+	retention := fs.Int("retention-days", 0, "override archive.retention_days")
+	if err := fs.Parse(args[1:]); err != nil {
+		return fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	cfg, err := configs.Load(*cfgPath, environ)
+	if err != nil {
+		return err
+	}
+	loc := cfg.Location()
+	asOf := time.Now().In(loc)
+	if *asOfStr != "" {
+		if asOf, err = time.ParseInLocation(time.DateOnly, *asOfStr, loc); err != nil {
+			return fmt.Errorf("%w: flag --as-of: %q is not YYYY-MM-DD", ErrUsage, *asOfStr)
+		}
+	}
+	days := cfg.Archive.RetentionDays
+	if *retention != 0 {
+		days = *retention
+	}
+	if days < 1 || days > MaxRetentionDays {
+		return fmt.Errorf("%w: retention %d days refused: must be 1..%d so each day table is empty at least a day before it is reused",
+			ErrUsage, days, MaxRetentionDays)
+	}
+	sets := cfg.Sets
+	if *only != "" {
+		sc, err := cfg.Set(*only)
+		if err != nil {
+			return fmt.Errorf("%w: flag --set: %v", ErrUsage, err)
+		}
+		sets = []configs.Set{sc}
+	}
+	log, err := cfg.Logger("hbarchive")
+	if err != nil {
+		return err
+	}
+	defer log.Sync() //nolint:errcheck
+	for _, sc := range sets {
+		a, closeAll, err := newArchiver(sc, cfg, days)
+		if err != nil {
+			return err
+		}
+		a.Log = log
+		if f, ok := os.Stderr.Stat(); ok == nil && f.Mode()&os.ModeCharDevice != 0 && stderr == os.Stderr {
+			a.Progress = stderr
+		}
+		if os.Getenv("HB_ARCHIVE_FAULT") == "after-copy" {
+			a.AfterCopy = func(d store.Day) error {
+				return fmt.Errorf("injected fault after copying %s %s", d.Table.Packets(), d.Date.Format(time.DateOnly))
+			}
+		}
+		err = archiveSet(ctx, args[0], a, cfg, sc, asOf, *dryRun, stdout)
+		closeAll()
+		if err != nil {
+			return fmt.Errorf("SET %s: %w", sc.Name, err)
+		}
+	}
+	return nil
+}
+
+func newArchiver(sc configs.Set, cfg *configs.Config, days int) (*Archiver, func(), error) {
+	live, err := store.OpenDB(sc.MySQLDSN, 4)
+	if err != nil {
+		return nil, nil, err
+	}
+	cold, err := store.OpenDB(sc.Cold(), 4)
+	if err != nil {
+		live.Close()
+		return nil, nil, err
+	}
+	st := store.New(live, sc.Name, cfg.Location(), time.Now, rand.Int64N)
+	a := &Archiver{Set: sc.Name, Store: st, Live: live, Cold: cold, Loc: cfg.Location(), Retention: days}
+	return a, func() { live.Close(); cold.Close() }, nil
+}
+
+func archiveSet(ctx context.Context, cmd string, a *Archiver, cfg *configs.Config, sc configs.Set, asOf time.Time, dryRun bool, out io.Writer) error {
+	switch cmd {
+	case "ensure":
+		buckets, err := ownedBuckets(ctx, cfg, sc.Name)
+		if err != nil {
+			return err
+		}
+		n, err := Ensure(ctx, a.Live, buckets, asOf, a.Loc, cfg.Archive.AheadDays)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "SET %s: %d day tables ensured (%s + %d days)\n", sc.Name, n, asOf.Format(time.DateOnly), cfg.Archive.AheadDays)
+	case "run":
+		sum, err := a.Run(ctx, asOf, dryRun)
+		if err != nil {
+			return err
+		}
+		for _, d := range sum.Days {
+			if d.Action != "keep" {
+				fmt.Fprintf(out, "SET %s %s %s: %s %d packets %s\n", sc.Name, d.Date, d.Table, d.Action, d.Rows, d.Reason)
+			}
+		}
+		fmt.Fprintf(out, "SET %s: archived %d days (%d packets), skipped %d, kept %d\n", sc.Name, sum.Archived, sum.Packets, sum.Skipped, sum.Kept)
+	case "status":
+		days, err := a.Status(ctx, asOf)
+		if err != nil {
+			return err
+		}
+		archived, err := store.ArchivedDays(ctx, a.Cold)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "SET %s as of %s (retention %d days)\n", sc.Name, asOf.Format(time.DateOnly), a.Retention)
+		for _, d := range days {
+			fmt.Fprintf(out, "  %s %-22s %-8s %6d packets  %s\n", d.Date, d.Table, d.Action, d.Rows, d.Reason)
+		}
+		for _, d := range archived {
+			fmt.Fprintf(out, "  %s %-22s %-8s %6d packets  readable through the API\n", d.Date, d.Table, "archived", d.Packets)
+		}
+	}
+	return nil
+}
+
+// ownedBuckets are the buckets of SET name in the topology, or every bucket
+// when there is no meta database to ask.
+func ownedBuckets(ctx context.Context, cfg *configs.Config, name string) ([]hongbao.Bucket, error) {
+	if cfg.MetaDSN == "" {
+		return schema.AllBuckets(), nil
+	}
+	meta, err := OpenMeta(ctx, cfg.MetaDSN, false)
+	if err != nil {
+		return nil, err
+	}
+	defer meta.Close()
+	t, err := LoadTopology(ctx, meta)
+	if err != nil {
+		return nil, err
+	}
+	return t.Buckets(name), nil
+}

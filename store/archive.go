@@ -1,0 +1,233 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/schema"
+)
+
+// Day is the packets of one day table created on one local date: the unit
+// the archiver moves. A day table holds one day of the month, so across
+// months it can hold several Days until each is archived.
+type Day struct {
+	Table hongbao.DayTable
+	Date  time.Time // local midnight in the cluster's time zone
+	lo    hongbao.PacketID
+	hi    hongbao.PacketID // exclusive
+}
+
+// Archive names the cold tables of the day.
+func (d Day) Archive() schema.ArchiveTable {
+	return schema.ArchiveTable{Bucket: d.Table.Bucket, Date: d.Date.Format("20060102")}
+}
+
+// dayOf returns the Day of the table holding id.
+func dayOf(t hongbao.DayTable, id hongbao.PacketID, loc *time.Location) Day {
+	lt := id.Time().In(loc)
+	date := time.Date(lt.Year(), lt.Month(), lt.Day(), 0, 0, 0, 0, loc)
+	return Day{Table: t, Date: date, lo: idAt(date), hi: idAt(date.AddDate(0, 0, 1))}
+}
+
+// idAt is the smallest ID minted at t: IDs sort by time, so a date is a
+// primary-key range.
+func idAt(t time.Time) hongbao.PacketID {
+	id, err := hongbao.NewPacketID(t, 0, 0)
+	if err != nil {
+		return 0
+	}
+	return id
+}
+
+// Days lists the Days in the SET's day tables, oldest date first per table.
+func (s *Store) Days(ctx context.Context) ([]Day, error) {
+	tables, err := dayTables(ctx, s.db)
+	if err != nil {
+		return nil, err
+	}
+	var days []Day
+	for _, name := range tables {
+		t, ok := parseDayTable(name)
+		if !ok {
+			continue
+		}
+		next := hongbao.PacketID(0)
+		for {
+			var id hongbao.PacketID
+			err := s.db.QueryRowContext(ctx, "SELECT id FROM "+t.Packets()+" WHERE id >= ? ORDER BY id LIMIT 1", next).Scan(&id)
+			if errors.Is(err, sql.ErrNoRows) {
+				break
+			}
+			if err != nil {
+				return nil, fmt.Errorf("store: days of %s: %w", t.Packets(), err)
+			}
+			d := dayOf(t, id, s.loc)
+			days = append(days, d)
+			next = d.hi
+		}
+	}
+	return days, nil
+}
+
+func parseDayTable(name string) (hongbao.DayTable, bool) {
+	var xx, y, dd int
+	if n, err := fmt.Sscanf(name, "db_%02d.t_%1d_%02d", &xx, &y, &dd); n != 3 || err != nil {
+		return hongbao.DayTable{}, false
+	}
+	return hongbao.DayTable{Bucket: hongbao.Bucket(xx*10 + y), Day: dd}, true
+}
+
+// DayStats describes a Day for the archiver and its status report.
+type DayStats struct {
+	Packets   int
+	Details   int
+	Unsettled int // packets still live, not closed, pending, or with undelivered credits
+	Money     Checksum
+}
+
+// Checksum is the money of a set of rows, compared between live and cold.
+type Checksum struct {
+	Packets, Details         int
+	Total, Remaining, Opened int64
+}
+
+const bucketOf = "(packet_id >> 12) & 1023"
+
+// Stats counts a Day's rows and the ones not settled at now: a packet is
+// settled when it is past expiry and sold out, closed or cancelled, and no
+// credit, refund or funding decision of it is still waiting.
+func (s *Store) Stats(ctx context.Context, d Day, now time.Time) (DayStats, error) {
+	var st DayStats
+	sum, err := checksum(ctx, s.db, d.Table.Packets(), d.Table.Details(), d.lo, d.hi)
+	if err != nil {
+		return st, err
+	}
+	st.Packets, st.Details, st.Money = sum.Packets, sum.Details, sum
+	q := "SELECT COUNT(*) FROM " + d.Table.Packets() + " WHERE id >= ? AND id < ? AND funding <> 2 AND " +
+		"(expires_at > ? OR (funding = 0) OR (closed = 0 AND remaining_count > 0))"
+	if err := s.db.QueryRowContext(ctx, q, d.lo, d.hi, now.UTC()).Scan(&st.Unsettled); err != nil {
+		return st, fmt.Errorf("store: unsettled in %s: %w", d.Table.Packets(), err)
+	}
+	for _, table := range []string{"hb_set.outbox", "hb_set.pending"} {
+		var n int
+		err := s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+table+" WHERE packet_id >= ? AND packet_id < ? AND "+bucketOf+" = ?",
+			d.lo, d.hi, int(d.Table.Bucket)).Scan(&n)
+		if err != nil && !missingTable(err) {
+			return st, fmt.Errorf("store: waiting in %s: %w", table, err)
+		}
+		st.Unsettled += n
+	}
+	return st, nil
+}
+
+func checksum(ctx context.Context, db *sql.DB, packets, details string, lo, hi hongbao.PacketID) (Checksum, error) {
+	var c Checksum
+	err := db.QueryRowContext(ctx, "SELECT COUNT(*), COALESCE(SUM(total),0), COALESCE(SUM(remaining_amount),0) FROM "+packets+
+		" WHERE id >= ? AND id < ?", lo, hi).Scan(&c.Packets, &c.Total, &c.Remaining)
+	if err != nil {
+		return c, fmt.Errorf("store: checksum %s: %w", packets, err)
+	}
+	err = db.QueryRowContext(ctx, "SELECT COUNT(*), COALESCE(SUM(amount),0) FROM "+details+
+		" WHERE packet_id >= ? AND packet_id < ?", lo, hi).Scan(&c.Details, &c.Opened)
+	if err != nil {
+		return c, fmt.Errorf("store: checksum %s: %w", details, err)
+	}
+	return c, nil
+}
+
+// Copy copies a Day to the cold store (rows already there are kept, so a
+// rerun after a crash adds nothing twice) and verifies the copy: row counts
+// and money sums of the Day must be equal on both sides.
+func (s *Store) Copy(ctx context.Context, cold *sql.DB, d Day) (Checksum, error) {
+	a := d.Archive()
+	for _, stmt := range schema.ArchiveStatements(a) {
+		if _, err := cold.ExecContext(ctx, stmt); err != nil {
+			return Checksum{}, fmt.Errorf("store: archive schema %s: %w", a.Packets(), err)
+		}
+	}
+	if err := copyRows(ctx, s.db, cold, "SELECT * FROM "+d.Table.Packets()+" WHERE id >= ? AND id < ?",
+		[]any{d.lo, d.hi}, a.Packets()); err != nil {
+		return Checksum{}, fmt.Errorf("store: archive %s: %w", d.Table.Packets(), err)
+	}
+	if err := copyRows(ctx, s.db, cold, "SELECT * FROM "+d.Table.Details()+" WHERE packet_id >= ? AND packet_id < ?",
+		[]any{d.lo, d.hi}, a.Details()); err != nil {
+		return Checksum{}, fmt.Errorf("store: archive %s: %w", d.Table.Details(), err)
+	}
+	live, err := checksum(ctx, s.db, d.Table.Packets(), d.Table.Details(), d.lo, d.hi)
+	if err != nil {
+		return Checksum{}, err
+	}
+	got, err := checksum(ctx, cold, a.Packets(), a.Details(), d.lo, d.hi)
+	if err != nil {
+		return Checksum{}, err
+	}
+	if got != live {
+		return live, fmt.Errorf("store: archive copy of %s on %s differs: live %+v, cold %+v",
+			d.Table.Packets(), d.Date.Format(time.DateOnly), live, got)
+	}
+	return live, nil
+}
+
+// Purge empties a Day from the live tables after Copy verified it, in one
+// transaction, with the Day's leftover bookkeeping (idempotency keys, the
+// expiry marks of sold-out packets).
+func (s *Store) Purge(ctx context.Context, d Day) error {
+	return inTx(ctx, s.db, func(tx *sql.Tx) error {
+		for _, q := range []string{
+			"DELETE FROM " + d.Table.Details() + " WHERE packet_id >= ? AND packet_id < ?",
+			"DELETE FROM " + d.Table.Packets() + " WHERE id >= ? AND id < ?",
+		} {
+			if _, err := tx.ExecContext(ctx, q, d.lo, d.hi); err != nil {
+				return fmt.Errorf("store: purge %s: %w", d.Table.Packets(), err)
+			}
+		}
+		for _, table := range []string{d.Table.DB() + ".t_idem", "hb_set.expiry"} {
+			_, err := tx.ExecContext(ctx, "DELETE FROM "+table+" WHERE packet_id >= ? AND packet_id < ? AND "+bucketOf+" = ?",
+				d.lo, d.hi, int(d.Table.Bucket))
+			if err != nil && !missingTable(err) {
+				return fmt.Errorf("store: purge %s: %w", table, err)
+			}
+		}
+		return nil
+	})
+}
+
+// ArchivedDay is a day in the cold store.
+type ArchivedDay struct {
+	Table   string
+	Date    string // yyyy-mm-dd
+	Packets int
+}
+
+// ArchivedDays lists the archive tables of cold with their row counts.
+func ArchivedDays(ctx context.Context, cold *sql.DB) ([]ArchivedDay, error) {
+	rows, err := cold.QueryContext(ctx, `SELECT table_schema, table_name FROM information_schema.tables
+		WHERE table_schema LIKE 'db\_%\_archive' AND table_name REGEXP '^t_[0-9]_[0-9]{8}$' ORDER BY table_name, table_schema`)
+	if err != nil {
+		return nil, fmt.Errorf("store: archived days: %w", err)
+	}
+	var out []ArchivedDay
+	for rows.Next() {
+		var db, t string
+		if err := rows.Scan(&db, &t); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		d := t[len(t)-8:]
+		out = append(out, ArchivedDay{Table: db + "." + t, Date: d[:4] + "-" + d[4:6] + "-" + d[6:]})
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	for i := range out {
+		if err := cold.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+out[i].Table).Scan(&out[i].Packets); err != nil {
+			return nil, fmt.Errorf("store: count %s: %w", out[i].Table, err)
+		}
+	}
+	return out, nil
+}

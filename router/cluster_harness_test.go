@@ -84,6 +84,8 @@ type cluster struct {
 	internalSecret string
 	metaName       string
 	metaDSN        string
+	walletName     string
+	walletDSN      string
 	loc            *time.Location
 
 	setNames []string            // [SET a, SET b], in config order
@@ -95,6 +97,7 @@ type cluster struct {
 	procs map[string]*proc // by name: "router", or a server address
 
 	meta   *sql.DB
+	wallet *store.Wallet
 	dbs    map[string]*sql.DB // SET -> pool on its MySQL
 	signer *hongbao.Signer
 	http   *http.Client
@@ -153,12 +156,20 @@ func (c *cluster) start(t *testing.T) {
 	c.metaName = "hb_meta_" + suffix
 	mc.DBName = c.metaName
 	c.metaDSN = mc.FormatDSN()
+	c.walletName = "hb_wallet_" + suffix
+	mc.DBName = c.walletName
+	c.walletDSN = mc.FormatDSN()
 	c.writeConfig(t, mcs)
 
 	out := c.hbctl(t, "topology", "init", "-config", c.config)
 	t.Logf("hbctl topology init:\n%s", out)
 
 	c.meta = c.openDB(t, c.metaDSN)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if c.wallet, err = store.OpenWallet(ctx, c.walletDSN, 8, time.Now); err != nil {
+		t.Fatal(err)
+	}
 	for _, s := range c.setNames {
 		c.dbs[s] = c.openDB(t, c.dsns[s])
 	}
@@ -231,7 +242,7 @@ cache:
 db_conns: 16
 shutdown_grace: 5s
 `)
-	fmt.Fprintf(&b, "router:\n  listen: %q\nmeta_dsn: %q\nsets:\n", c.router, c.metaDSN)
+	fmt.Fprintf(&b, "router:\n  listen: %q\nmeta_dsn: %q\nwallet_dsn: %q\nsets:\n", c.router, c.metaDSN, c.walletDSN)
 	for _, s := range c.setNames {
 		fmt.Fprintf(&b, "  - name: %q\n    servers: [%s]\n    mysql_dsn: %q\n    memcached: [%q]\n",
 			s, quoteList(c.servers[s]), c.dsns[s], mcs[s])
@@ -413,7 +424,11 @@ func (c *cluster) stop() {
 		_, _ = db.Exec("DELETE FROM hb_fence.owned WHERE set_name = ?", name)
 		db.Close()
 	}
+	if c.wallet != nil {
+		c.wallet.Close()
+	}
 	if c.meta != nil {
+		_, _ = c.meta.Exec("DROP DATABASE IF EXISTS `" + c.walletName + "`")
 		_, _ = c.meta.Exec("DROP DATABASE IF EXISTS `" + c.metaName + "`")
 		c.meta.Close()
 	}
@@ -516,6 +531,36 @@ func (r reply) id(t testing.TB) hongbao.PacketID {
 		t.Fatalf("answer %v: id %q: %v", r, r.str("id"), err)
 	}
 	return id
+}
+
+// topUp credits user's wallet with amount fen (an operator top-up, as
+// hbctl wallet credit does), so the user can send packets.
+func (c *cluster) topUp(t testing.TB, user hongbao.UserID, amount int64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, _, err := c.wallet.Apply(ctx, store.Entry{Key: "topup:cluster-test-" + randHex(8), User: user, Amount: amount,
+		Kind: store.KindTopUp}); err != nil {
+		t.Fatalf("top up %s: %v", user, err)
+	}
+}
+
+// richUser returns a fresh user with enough money for any test.
+func (c *cluster) richUser(t testing.TB) hongbao.UserID {
+	t.Helper()
+	u := freshUser()
+	c.topUp(t, u, 100_000_000)
+	return u
+}
+
+// balance reads user's wallet balance.
+func (c *cluster) balance(t testing.TB, user hongbao.UserID) int64 {
+	t.Helper()
+	b, err := c.wallet.Balance(context.Background(), user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // token returns a bearer token of user.
@@ -702,6 +747,7 @@ type dbPacket struct {
 	Type                   string
 	Total, RemainingAmount int64
 	Count, RemainingCount  int
+	Funding                hongbao.Funding
 	Shares                 map[hongbao.UserID]int64
 	Order                  []hongbao.UserID // by seq
 }
@@ -718,8 +764,8 @@ func (c *cluster) readPacket(t testing.TB, setName string, id hongbao.PacketID) 
 	db := c.dbs[setName]
 	tb := id.Table(c.loc)
 	p := &dbPacket{ID: id, Set: setName, Shares: map[hongbao.UserID]int64{}}
-	err := db.QueryRow("SELECT sender, type, total, count, remaining_amount, remaining_count FROM "+tb.Packets()+" WHERE id = ?", id).
-		Scan(&p.Sender, &p.Type, &p.Total, &p.Count, &p.RemainingAmount, &p.RemainingCount)
+	err := db.QueryRow("SELECT sender, type, total, count, remaining_amount, remaining_count, funding FROM "+tb.Packets()+" WHERE id = ?", id).
+		Scan(&p.Sender, &p.Type, &p.Total, &p.Count, &p.RemainingAmount, &p.RemainingCount, &p.Funding)
 	if errors.Is(err, sql.ErrNoRows) || isMissingTable(err) {
 		return nil
 	}
@@ -796,6 +842,40 @@ func (c *cluster) checkPacket(t testing.TB, topo *set.Topology, id hongbao.Packe
 	}
 	if p.RemainingCount < 0 || p.RemainingAmount < int64(p.RemainingCount) || (p.RemainingCount == 0 && p.RemainingAmount != 0) {
 		t.Errorf("packet %s: %d fen left for %d shares", id, p.RemainingAmount, p.RemainingCount)
+	}
+	// Every share has its wallet credit in an outbox (no settler runs in
+	// this cluster, so none is delivered): exactly one, of the same amount.
+	credits := map[hongbao.UserID][]int64{}
+	for _, s := range c.setNames {
+		rows, err := c.dbs[s].Query("SELECT user_id, amount FROM hb_set.outbox WHERE packet_id = ? AND kind = 'open'", id)
+		if isMissingTable(err) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var u hongbao.UserID
+			var amount int64
+			if err := rows.Scan(&u, &amount); err != nil {
+				t.Fatal(err)
+			}
+			credits[u] = append(credits[u], amount)
+		}
+		rows.Close()
+	}
+	for u, share := range p.Shares {
+		if cs := credits[u]; len(cs) != 1 || cs[0] != share {
+			t.Errorf("packet %s: user %s holds %d fen, outbox credits %v", id, u, share, cs)
+		}
+	}
+	for u, cs := range credits {
+		if _, ok := p.Shares[u]; !ok {
+			t.Errorf("packet %s: outbox credits %v to user %s, who holds no share", id, cs, u)
+		}
+	}
+	if p.Funding != hongbao.Funded {
+		t.Errorf("packet %s: funding %d, want %d (funded: the sender was debited)", id, p.Funding, hongbao.Funded)
 	}
 	if p.Type == string(hongbao.Fixed) {
 		for u, a := range p.Shares {

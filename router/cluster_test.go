@@ -32,7 +32,7 @@ import (
 func TestClusterPacketsLandOnBothSets(t *testing.T) {
 	c := getCluster(t)
 	const n = 100
-	sender := freshUser()
+	sender := c.richUser(t)
 	bodies := make([]sendBody, n)
 	ids := make([]hongbao.PacketID, n)
 	var wg sync.WaitGroup
@@ -77,6 +77,13 @@ func TestClusterPacketsLandOnBothSets(t *testing.T) {
 			t.Errorf("no packet of %d landed on SET %s (per SET: %v)", n, s, perSet)
 		}
 	}
+	var debited int64
+	for _, b := range bodies {
+		debited += b.Total
+	}
+	if got := c.balance(t, sender); got != 100_000_000-debited {
+		t.Errorf("sender's balance %d after %d sends of %d fen in all, want %d", got, n, debited, 100_000_000-debited)
+	}
 	t.Logf("packets per SET: %v", perSet)
 	// And the router finds each of them again.
 	for i, id := range ids[:10] {
@@ -92,7 +99,7 @@ func TestClusterPacketsLandOnBothSets(t *testing.T) {
 // key reused for a different body is refused with 422.
 func TestClusterIdempotentSend(t *testing.T) {
 	c := getCluster(t)
-	sender := freshUser()
+	sender := c.richUser(t)
 	key := "idem-" + randHex(8)
 	body := sendBody{Total: 888, Count: 8, Type: "random", Greeting: "一次就好"}
 	var replies [5]reply
@@ -177,8 +184,11 @@ func TestClusterIdempotentSend(t *testing.T) {
 	if packets, keys := countRows(); packets != 1 || keys != 1 {
 		t.Errorf("after the refused sends: %d packet rows and %d idempotency rows, want 1 and 1", packets, keys)
 	}
+	if got := c.balance(t, sender); got != 100_000_000-body.Total {
+		t.Errorf("sender's balance %d after one packet of %d sent 5 times, want %d (one debit)", got, body.Total, 100_000_000-body.Total)
+	}
 	// The key belongs to its sender: another sender's packet is another.
-	if r := c.send(freshUser(), body, key); r.Status != http.StatusCreated || r.id(t) == id {
+	if r := c.send(c.richUser(t), body, key); r.Status != http.StatusCreated || r.id(t) == id {
 		t.Errorf("another sender with the same key: %v, want a new packet", r)
 	}
 }
@@ -190,9 +200,9 @@ func TestClusterIdempotentSend(t *testing.T) {
 func TestClusterManyPacketsManyOpeners(t *testing.T) {
 	c := getCluster(t)
 	const packets, attempts, poolSize = 200, 25, 80
-	senders := make([]hongbao.UserID, 10)
+	senders := make([]hongbao.UserID, 40) // a sender's debits take turns on its account row
 	for i := range senders {
-		senders[i] = freshUser()
+		senders[i] = c.richUser(t)
 	}
 	pool := make([]hongbao.UserID, poolSize)
 	for i := range pool {
@@ -290,6 +300,15 @@ func TestClusterManyPacketsManyOpeners(t *testing.T) {
 			t.Errorf("packet %s stored as %+v, sent %+v", id, *p, bodies[i])
 		}
 	}
+	spent := map[hongbao.UserID]int64{}
+	for i, b := range bodies {
+		spent[senders[i%len(senders)]] += b.Total
+	}
+	for _, u := range senders {
+		if got := c.balance(t, u); got != 100_000_000-spent[u] {
+			t.Errorf("sender %s: balance %d, want %d", u, got, 100_000_000-spent[u])
+		}
+	}
 	t.Logf("%d packets sent in %v; %d opens (%d answered opened, %d busy retries) in %v",
 		packets, sent.Round(time.Millisecond), len(jobs), totalOpened, retries.Load(), opened.Round(time.Millisecond))
 }
@@ -303,7 +322,7 @@ func TestClusterServerRefusesUnsignedRequests(t *testing.T) {
 	topo := c.topology(t)
 	setA := c.setNames[0]
 	ownedByA := func(b hongbao.Bucket) bool { return topo.Owner(b).Name == setA }
-	sender := freshUser()
+	sender := c.richUser(t)
 	key, bucket := bucketKey(t, sender, ownedByA)
 	minted, err := hongbao.NewMinter(time.Now).Next(bucket)
 	if err != nil {
@@ -352,7 +371,7 @@ func TestClusterServerRefusesUnsignedRequests(t *testing.T) {
 	}
 
 	// Opens and reads of an existing packet, straight to its servers.
-	victimSender := freshUser()
+	victimSender := c.richUser(t)
 	pkt := c.mustSend(t, victimSender, sendBody{Total: 500, Count: 5, Type: "random"}, "")
 	if pkt == 0 {
 		return
@@ -398,6 +417,9 @@ func TestClusterServerRefusesUnsignedRequests(t *testing.T) {
 	if packets, keys := rowsOf(sender); packets != 0 || keys != 0 {
 		t.Errorf("refused sends wrote %d packet rows and %d idempotency rows", packets, keys)
 	}
+	if got := c.balance(t, sender); got != 100_000_000 {
+		t.Errorf("refused sends moved money: balance %d", got)
+	}
 	if p := c.checkPacket(t, topo, pkt); p != nil && (len(p.Shares) != 0 || p.RemainingCount != p.Count) {
 		t.Errorf("refused opens changed packet %s: %+v", pkt, *p)
 	}
@@ -412,6 +434,9 @@ func TestClusterServerRefusesUnsignedRequests(t *testing.T) {
 	}
 	if packets, keys := rowsOf(sender); packets != 1 || keys != 1 {
 		t.Errorf("signed send wrote %d packet rows and %d idempotency rows, want 1 and 1", packets, keys)
+	}
+	if got := c.balance(t, sender); got != 100_000_000-500 {
+		t.Errorf("signed send: balance %d, want %d", got, 100_000_000-500)
 	}
 }
 
@@ -428,7 +453,7 @@ func TestClusterKillServerDuringOpens(t *testing.T) {
 	const count, openers, poolSize = 20, 30, 60
 
 	// Packets of SET a: 20 whose first server is the victim, 10 the other.
-	sender := freshUser()
+	sender := c.richUser(t)
 	var onVictim, onOther []hongbao.PacketID
 	for tries := 0; (len(onVictim) < 20 || len(onOther) < 10) && tries < 300; tries++ {
 		key, _ := bucketKey(t, sender, ownedByA)
@@ -496,6 +521,9 @@ func TestClusterKillServerDuringOpens(t *testing.T) {
 	c.kill9(t, victim)
 	killed = true
 	killedAt := time.Since(began)
+	if atKill > total/2 {
+		t.Errorf("the kill came late: %d of %d opens were already answered", atKill, total)
+	}
 	wg.Wait()
 	elapsed := time.Since(began)
 
@@ -562,7 +590,7 @@ func TestClusterMoveBucket(t *testing.T) {
 
 	// A bucket of SET a holding no other packet today (the test MariaDB is
 	// shared with other tests, whose rows a move would carry along).
-	sender := freshUser()
+	sender := c.richUser(t)
 	today := time.Now().In(c.loc).Day()
 	var key string
 	var bucket hongbao.Bucket
@@ -630,6 +658,38 @@ func TestClusterMoveBucket(t *testing.T) {
 	moved := time.Now()
 	t.Logf("hbctl topology move (%v):\n%s", moved.Sub(moveBegan).Round(time.Millisecond), out)
 
+	// From now on SET a does not own the bucket (DESIGN.md invariant 5):
+	// asked straight with a router's signature, its servers must refuse the
+	// packet (421 wrong_set), never answer for it from rows that are gone.
+	type stale struct {
+		srv   string
+		after time.Duration
+		r     reply
+	}
+	var staleAnswers []stale
+	var staleMu sync.Mutex
+	var probes sync.WaitGroup
+	probeSigner := api.NewInternal([]byte(c.internalSecret), time.Now)
+	for _, srv := range c.servers[setA] {
+		probes.Add(1)
+		go func() {
+			defer probes.Done()
+			reader := freshUser()
+			for time.Since(moved) < 3*time.Second {
+				req := c.newReq(http.MethodGet, srv, "/v1/packets/"+id.String(), 0, nil, nil)
+				probeSigner.Sign(req, reader)
+				r := c.doReq(req)
+				if r.isProblem(http.StatusMisdirectedRequest, "wrong_set") {
+					return
+				}
+				staleMu.Lock()
+				staleAnswers = append(staleAnswers, stale{srv, time.Since(moved), r})
+				staleMu.Unlock()
+				time.Sleep(10 * time.Millisecond)
+			}
+		}()
+	}
+
 	// Within ~3 s the router sends the packet to SET b: a new open
 	// succeeds there and the detail shows every share.
 	late := freshUser()
@@ -679,8 +739,13 @@ func TestClusterMoveBucket(t *testing.T) {
 	// What a reader saw through the router while the bucket moved: the
 	// packet, with the same money, or a 503 to retry; never another answer.
 	var busy int
+	var firstBusy, lastBusy time.Duration
 	for _, p := range polls {
 		if p.r.Status == http.StatusServiceUnavailable {
+			if busy == 0 {
+				firstBusy = p.at.Sub(moveBegan)
+			}
+			lastBusy = p.at.Sub(moveBegan)
 			busy++
 			continue
 		}
@@ -699,14 +764,24 @@ func TestClusterMoveBucket(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("router opened on SET %s %v after the move; reader saw %d answers during it (%d busy)",
-		setB, routedAfter.Round(time.Millisecond), len(polls), busy)
+	t.Logf("router opened on SET %s %v after the move; reader saw %d answers during it, %d of them 503 (from %v to %v after the move began)",
+		setB, routedAfter.Round(time.Millisecond), len(polls), busy, firstBusy.Round(time.Millisecond), lastBusy.Round(time.Millisecond))
+
+	probes.Wait()
+	for i, a := range staleAnswers {
+		if i == 3 {
+			t.Errorf("... %d such answers in all", len(staleAnswers))
+			break
+		}
+		t.Errorf("old SET-%s server %s, asked for packet %s of moved bucket %d %v after the move: %v; want 421 wrong_set "+
+			"(it still believes it owns the bucket and reads the rows the move deleted)",
+			setA, a.srv, id, bucket, a.after.Round(time.Millisecond), a.r)
+	}
 
 	// An old SET-a server, asked directly with a valid router signature,
-	// refuses the bucket with 421 wrong_set (once it has seen the new
-	// topology, within ~1 s).
+	// refuses every request of the bucket with 421 wrong_set.
 	internal := api.NewInternal([]byte(c.internalSecret), time.Now)
-	intruder := freshUser()
+	intruder := c.richUser(t) // can pay: only the bucket's owner may refuse the send
 	minted, err := hongbao.NewMinter(time.Now).Next(bucket)
 	if err != nil {
 		t.Fatal(err)
@@ -752,7 +827,7 @@ func TestClusterMoveBucket(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	st := store.New(c.dbs[setA], setA, c.loc, time.Now, mrand.Int64N)
-	_, _, err = st.Create(ctx, store.NewPacket{ID: minted, Sender: intruder, Expiry: time.Hour,
+	_, _, err = st.Create(ctx, store.NewPacket{ID: minted, Sender: intruder, Expiry: time.Hour, Funding: hongbao.Funded,
 		Req: hongbao.SendRequest{Total: 100, Count: 1, Type: hongbao.Random}})
 	if !errors.Is(err, hongbao.ErrWrongSet) {
 		t.Errorf("create in bucket %d on SET %s after the move: %v, want wrong_set", bucket, setA, err)
@@ -771,7 +846,7 @@ func TestClusterMoveBucket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, created, err := st.Create(ctx, store.NewPacket{ID: other, Sender: intruder, Expiry: time.Hour,
+	if _, created, err := st.Create(ctx, store.NewPacket{ID: other, Sender: intruder, Expiry: time.Hour, Funding: hongbao.Funded,
 		Req: hongbao.SendRequest{Total: 100, Count: 1, Type: hongbao.Random}}); err != nil || !created {
 		t.Errorf("create in bucket %d, still SET %s's: created %v, %v", other.Bucket(), setA, created, err)
 	}

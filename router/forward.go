@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -37,7 +38,11 @@ func (rt *Router) forward(r *http.Request, user hongbao.UserID, id hongbao.Packe
 // forwardTo tries the servers pick lists, in order, re-picking after a 421.
 func (rt *Router) forwardTo(r *http.Request, user hongbao.UserID, body []byte, extra map[string]string, pick func() []string) (*response, error) {
 	var lastErr error
-	for range rounds {
+	for round := range rounds {
+		if round > 0 {
+			// A moved bucket's new owner may learn of it a moment later.
+			time.Sleep(time.Duration(round*round) * 100 * time.Millisecond)
+		}
 		servers := pick()
 		moved := false
 		for _, srv := range servers[:min(len(servers), serversPerRound)] {

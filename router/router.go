@@ -75,6 +75,7 @@ func (rt *Router) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/me/wallet", rt.authed(rt.handleMe))
 	mux.HandleFunc("GET /v1/me/received", rt.authed(rt.handleMe))
 	mux.HandleFunc("GET /v1/me/sent", rt.authed(rt.handleMe))
+	mux.HandleFunc("POST /v1/ping", rt.authed(rt.handleMe))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ready\n")) })
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -157,7 +158,8 @@ func (rt *Router) handlePacket(w http.ResponseWriter, r *http.Request, user hong
 }
 
 // handleMe forwards a user's wallet and history reads, which the wallet
-// answers from any server; the user ID spreads them over all servers.
+// answers from any server, and pings (the no-op that measures the HTTP
+// ceiling of router + server); the user ID spreads them over all servers.
 func (rt *Router) handleMe(w http.ResponseWriter, r *http.Request, user hongbao.UserID) error {
 	resp, err := rt.forwardTo(r, user, nil, nil, func() []string {
 		var all []string

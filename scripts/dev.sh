@@ -171,6 +171,6 @@ case "${1:-}" in
     go vet ./...
     go test -race -count=1 -timeout 20m "$@" ./...
     ;;
-  test-env) test_env; env | grep '^HB_TEST_' ;;
+  test-env) test_env; env | grep '^HB_TEST_' | sed "s/^\([^=]*\)=\(.*\)$/export \1='\2'/" ;;
   *) sed -n '2,10p' "$0"; exit 2 ;;
 esac

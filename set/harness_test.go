@@ -289,20 +289,37 @@ func (h *harness) mustSend(t testing.TB, sender hongbao.UserID, total int64, cou
 	return id
 }
 
-// openFinal opens until the answer is final: 503 busy answers and transport
-// errors are retried after a short sleep. It is safe in any goroutine.
-func (h *harness) openFinal(user hongbao.UserID, id string) (reply, int) {
+// tries counts what openFinal retried.
+type tries struct {
+	Busy    int    // 503 answers
+	Unknown int    // other 5xx answers and transport errors: outcome unknown
+	First   string // the first unknown-outcome answer
+}
+
+// openFinal opens until the answer is final, as a client would: 503 busy
+// answers, other 5xx answers and transport errors are retried after a short
+// sleep (opens are idempotent, so a retry after an unknown outcome answers
+// already_opened if the first attempt took a share). It is safe in any
+// goroutine.
+func (h *harness) openFinal(user hongbao.UserID, id string) (reply, tries) {
 	deadline := time.Now().Add(45 * time.Second)
-	retries := 0
+	var tr tries
 	for {
 		r := h.open(user, id)
-		if r.Err == nil && r.Status != http.StatusServiceUnavailable {
-			return r, retries
+		switch {
+		case r.Err == nil && r.Status < 500:
+			return r, tr
+		case r.Status == http.StatusServiceUnavailable:
+			tr.Busy++
+		default:
+			tr.Unknown++
+			if tr.First == "" {
+				tr.First = r.String()
+			}
 		}
 		if time.Now().After(deadline) {
-			return r, retries
+			return r, tr
 		}
-		retries++
 		time.Sleep(time.Duration(5+mrand.IntN(20)) * time.Millisecond)
 	}
 }
@@ -506,10 +523,35 @@ type answers struct {
 }
 
 type answer struct {
-	User    hongbao.UserID
-	Packet  hongbao.PacketID
-	R       reply
-	Retries int
+	User   hongbao.UserID
+	Packet hongbao.PacketID
+	R      reply
+	Tries  tries
+}
+
+// won reports whether a gave the user a share: opened, or already_opened
+// after an attempt whose outcome the client could not know.
+func (a answer) won() bool {
+	kind, err := classify(a.R)
+	return err == nil && (kind == hongbao.Opened || (kind == hongbao.AlreadyOpened && a.Tries.Unknown > 0))
+}
+
+// summary logs the retries of a run: unknown outcomes are the server's 5xx
+// answers under load, retried like a client would.
+func (a *answers) summary(t testing.TB) {
+	t.Helper()
+	busy, unknown, first := 0, 0, ""
+	for _, x := range a.list {
+		busy += x.Tries.Busy
+		unknown += x.Tries.Unknown
+		if first == "" {
+			first = x.Tries.First
+		}
+	}
+	t.Logf("%d answers; %d busy answers and %d unknown outcomes (5xx, transport) retried", len(a.list), busy, unknown)
+	if unknown > 0 {
+		t.Logf("first unknown outcome: %s", first)
+	}
 }
 
 func (a *answers) add(x answer) {

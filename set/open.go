@@ -39,6 +39,12 @@ func (s *Server) grab(ctx context.Context, id hongbao.PacketID, user hongbao.Use
 	return false, string(status), nil
 }
 
+// Open opens packet id for user in process, exactly as the HTTP API does:
+// for embedding and benchmarks.
+func (s *Server) Open(ctx context.Context, id hongbao.PacketID, user hongbao.UserID) (hongbao.OpenResult, error) {
+	return s.open(ctx, id, user)
+}
+
 // open answers an open. A user the cache knows as an opener, or a packet the
 // cache knows to be over, is answered without a transaction (a point read
 // settles whether a user of an over packet had a share); everything else

@@ -5,6 +5,7 @@ package set
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync/atomic"
@@ -20,18 +21,19 @@ import (
 
 // Server serves one SET.
 type Server struct {
-	store  *store.Store
-	cache  *store.Cache
-	wallet *store.Wallet // nil: packets are funded without a debit (tests, benchmarks)
-	queue  *queue.Manager
-	auth   *api.Internal
-	owns   func(hongbao.Bucket) bool
-	minter *hongbao.Minter
-	limits hongbao.Limits
-	loc    *time.Location
-	now    func() time.Time
-	log    *zap.Logger
-	ready  atomic.Bool
+	store   *store.Store
+	cache   *store.Cache
+	wallet  *store.Wallet // nil: packets are funded without a debit (tests, benchmarks)
+	queue   *queue.Manager
+	auth    *api.Internal
+	owns    func(hongbao.Bucket) bool
+	recheck func(context.Context, hongbao.Bucket) bool
+	minter  *hongbao.Minter
+	limits  hongbao.Limits
+	loc     *time.Location
+	now     func() time.Time
+	log     *zap.Logger
+	ready   atomic.Bool
 }
 
 // Deps are the Server's collaborators.
@@ -43,18 +45,21 @@ type Deps struct {
 	Auth   *api.Internal // verifies that requests come from a router
 	// Owns reports whether this server's SET owns a bucket at the current
 	// topology version; nil leaves the decision to the MySQL fence alone.
-	Owns   func(hongbao.Bucket) bool
-	Limits hongbao.Limits
-	Queue  queue.Config
-	Loc    *time.Location
-	Now    func() time.Time
-	Log    *zap.Logger
+	Owns func(hongbao.Bucket) bool
+	// Recheck refreshes the topology before answering Owns, for a packet
+	// not found (its bucket may just have moved away); nil: no recheck.
+	Recheck func(context.Context, hongbao.Bucket) bool
+	Limits  hongbao.Limits
+	Queue   queue.Config
+	Loc     *time.Location
+	Now     func() time.Time
+	Log     *zap.Logger
 }
 
 // NewServer wires a Server. It owns the queue manager it creates; Close
 // drains it.
 func NewServer(d Deps) *Server {
-	s := &Server{store: d.Store, cache: d.Cache, wallet: d.Wallet, auth: d.Auth, owns: d.Owns, minter: hongbao.NewMinter(d.Now),
+	s := &Server{store: d.Store, cache: d.Cache, wallet: d.Wallet, auth: d.Auth, owns: d.Owns, recheck: d.Recheck, minter: hongbao.NewMinter(d.Now),
 		limits: d.Limits, loc: d.Loc, now: d.Now, log: d.Log}
 	s.queue = queue.New(d.Queue, s.apply, d.Cache, d.Log)
 	s.ready.Store(true)
@@ -80,6 +85,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/me/wallet", s.authed(s.handleWallet))
 	mux.HandleFunc("GET /v1/me/received", s.authed(s.handleHistory(store.KindOpen)))
 	mux.HandleFunc("GET /v1/me/sent", s.authed(s.handleHistory(store.KindSend)))
+	mux.HandleFunc("POST /v1/ping", s.authed(func(*http.Request, hongbao.UserID) (int, any, error) {
+		return http.StatusOK, map[string]bool{"ok": true}, nil // the no-op behind the router: the HTTP ceiling
+	}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", s.handleReady)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -125,7 +133,13 @@ func (s *Server) withPacket(h packetHandler) handler {
 		if err := s.own(id.Bucket()); err != nil {
 			return 0, nil, err
 		}
-		return h(r, user, id)
+		status, body, err := h(r, user, id)
+		if errors.Is(err, hongbao.ErrNotFound) && s.recheck != nil && !s.recheck(r.Context(), id.Bucket()) {
+			// Not here because the bucket moved away: let the router
+			// refresh and ask the new owner.
+			return 0, nil, fmt.Errorf("bucket %d: %w", id.Bucket(), hongbao.ErrWrongSet)
+		}
+		return status, body, err
 	}
 }
 

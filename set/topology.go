@@ -223,6 +223,8 @@ type Watcher struct {
 	interval time.Duration
 	log      *zap.Logger
 	cur      atomic.Pointer[Topology]
+	// lastForced rate-limits refreshes forced by misses (unix nanos).
+	lastForced atomic.Int64
 }
 
 // NewWatcher loads the current topology. Call Run to follow changes.
@@ -271,6 +273,42 @@ func OpenMeta(ctx context.Context, dsn string, create bool) (*sql.DB, error) {
 		return store.OpenDatabase(ctx, dsn, 4)
 	}
 	return store.OpenDB(dsn, 4)
+}
+
+// Owns returns a check that SET name owns a bucket. A miss refreshes the
+// topology first (at most every 100 ms), so a server that just received a
+// bucket does not refuse it until its next poll.
+func (w *Watcher) Owns(name string) func(hongbao.Bucket) bool {
+	return func(b hongbao.Bucket) bool {
+		if w.Current().Owner(b).Name == name {
+			return true
+		}
+		w.refreshSoon()
+		return w.Current().Owner(b).Name == name
+	}
+}
+
+// Recheck returns a check that refreshes the topology (rate-limited) before
+// asking whether SET name owns a bucket: for a packet that was not found,
+// which may mean its bucket just moved away.
+func (w *Watcher) Recheck(name string) func(context.Context, hongbao.Bucket) bool {
+	return func(ctx context.Context, b hongbao.Bucket) bool {
+		w.refreshSoon()
+		return w.Current().Owner(b).Name == name
+	}
+}
+
+func (w *Watcher) refreshSoon() {
+	now := time.Now().UnixNano()
+	last := w.lastForced.Load()
+	if now-last < int64(100*time.Millisecond) || !w.lastForced.CompareAndSwap(last, now) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := w.Refresh(ctx); err != nil {
+		w.log.Warn("topology refresh failed", zap.Error(err))
+	}
 }
 
 // Run polls until ctx ends.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/configs"
@@ -182,12 +183,18 @@ func migrate(ctx context.Context, e *env, meta *sql.DB, t *set.Topology, from, i
 	if err != nil {
 		return err
 	}
+	// Servers poll the topology every second; until they have all seen
+	// the move, old-SET servers may still read the bucket. Let them.
+	time.Sleep(moveSettle)
 	if err := store.DropBucket(ctx, from, b); err != nil {
 		return err
 	}
 	fmt.Fprintf(e.stdout, "bucket %d now on SET %s (topology version %d)\n", b, dst, v)
 	return nil
 }
+
+// moveSettle outlasts two topology polls.
+const moveSettle = 2500 * time.Millisecond
 
 func withDB(dsn string, fn func(*sql.DB) error) error {
 	db, err := store.OpenDB(dsn, 4)

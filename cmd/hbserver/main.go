@@ -69,9 +69,14 @@ func run(args []string) error {
 	defer db.Close()
 	bg, cancelBG := context.WithCancel(context.Background())
 	defer cancelBG()
-	owns, err := follow(bg, cfg, sc.Name, log)
+	topo, err := follow(bg, cfg, log)
 	if err != nil {
 		return err
+	}
+	var owns func(hongbao.Bucket) bool
+	var recheck func(context.Context, hongbao.Bucket) bool
+	if topo != nil {
+		owns, recheck = topo.Owns(sc.Name), topo.Recheck(sc.Name)
 	}
 	if err := schema.EnsureSet(bg, db); err != nil {
 		return err
@@ -87,12 +92,13 @@ func run(args []string) error {
 	}
 	defer wallet.Close()
 	srv := set.NewServer(set.Deps{
-		Owns:   owns,
-		Wallet: wallet,
-		Store:  store.New(db, sc.Name, cfg.Location(), time.Now, rand.Int64N).WithArchive(cold),
-		Cache:  store.NewCache(sc.Memcached, cfg.Cache.Timeout.D(), cfg.Cache.Conns, log),
-		Auth:   api.NewInternal([]byte(cfg.InternalSecret), time.Now),
-		Limits: cfg.DomainLimits(),
+		Owns:    owns,
+		Recheck: recheck,
+		Wallet:  wallet,
+		Store:   store.New(db, sc.Name, cfg.Location(), time.Now, rand.Int64N).WithArchive(cold),
+		Cache:   store.NewCache(sc.Memcached, cfg.Cache.Timeout.D(), cfg.Cache.Conns, log),
+		Auth:    api.NewInternal([]byte(cfg.InternalSecret), time.Now),
+		Limits:  cfg.DomainLimits(),
 		Queue: queue.Config{Size: cfg.Queue.Size, Batch: cfg.Queue.Batch, Idle: cfg.Queue.Idle.D(),
 			TxTimeout: cfg.Queue.TxTimeout.D(), SlotCap: cfg.Queue.SlotCap},
 		Loc: cfg.Location(), Now: time.Now, Log: log,
@@ -100,12 +106,10 @@ func run(args []string) error {
 	return serve(log, *listen, srv, cfg.ShutdownGrace.D())
 }
 
-// follow watches the topology, when the config names a meta database, and
-// returns whether this SET owns a bucket at the current version. Without a
-// meta database the MySQL fence alone decides.
-func follow(ctx context.Context, cfg *configs.Config, name string, log *zap.Logger) (func(hongbao.Bucket) bool, error) {
+// follow watches the topology in the meta database.
+func follow(ctx context.Context, cfg *configs.Config, log *zap.Logger) (*set.Watcher, error) {
 	if cfg.MetaDSN == "" {
-		return nil, nil
+		return nil, nil // a SET on its own: the MySQL fence alone decides
 	}
 	meta, err := set.OpenMeta(ctx, cfg.MetaDSN, false)
 	if err != nil {
@@ -117,7 +121,7 @@ func follow(ctx context.Context, cfg *configs.Config, name string, log *zap.Logg
 		return nil, err
 	}
 	go func() { w.Run(ctx); meta.Close() }()
-	return func(b hongbao.Bucket) bool { return w.Current().Owner(b).Name == name }, nil
+	return w, nil
 }
 
 // serve runs the HTTP server until SIGINT or SIGTERM, then stops taking

@@ -23,7 +23,7 @@ func env(t testing.TB, name string) string {
 	v := os.Getenv(name)
 	if v == "" {
 		t.Fatalf("%s is not set: run the tests with `make test`, which starts MariaDB and memcached "+
-			"(or `eval $(scripts/dev.sh test-env | sed 's/^/export /')` then go test)", name)
+			"(or `eval \"$(scripts/dev.sh test-env)\"` then go test)", name)
 	}
 	return v
 }

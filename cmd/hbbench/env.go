@@ -1,0 +1,264 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/api"
+	"github.com/hongbao-dev/hongbao/configs"
+	"github.com/hongbao-dev/hongbao/queue"
+	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/set"
+	"github.com/hongbao-dev/hongbao/store"
+)
+
+// benchSet is the fence name the in-process designs write under.
+const benchSet = "bench"
+
+// benchEnv is what every in-process run shares: SET a's MySQL and
+// memcached from the config, a minter and a user counter.
+type benchEnv struct {
+	cfg    *configs.Config
+	dsn    string
+	mc     []string
+	loc    *time.Location
+	minter *hongbao.Minter
+	users  atomic.Int64
+	admin  *sql.DB
+}
+
+func newBenchEnv(ctx context.Context, o options) (*benchEnv, error) {
+	cfg, err := configs.Load(o.config, nil)
+	if err != nil {
+		return nil, err
+	}
+	if len(cfg.Sets) == 0 {
+		return nil, fmt.Errorf("config %s: no SET", o.config)
+	}
+	sc := cfg.Sets[0]
+	admin, err := store.OpenDB(sc.MySQLDSN, 4)
+	if err != nil {
+		return nil, err
+	}
+	if err := schema.Own(ctx, admin, benchSet, 1, schema.AllBuckets()); err != nil {
+		admin.Close()
+		return nil, err
+	}
+	e := &benchEnv{cfg: cfg, dsn: sc.MySQLDSN, mc: sc.Memcached, loc: cfg.Location(), minter: hongbao.NewMinter(time.Now), admin: admin}
+	e.users.Store(time.Now().UnixNano() / 1000 % 1e12 * 1000) // fresh users every run
+	return e, nil
+}
+
+func (e *benchEnv) close() { e.admin.Close() }
+
+func (e *benchEnv) nextUser() hongbao.UserID { return hongbao.UserID(e.users.Add(1)) }
+
+// newDesign builds a design with its own pool sized for clients.
+func (e *benchEnv) newDesign(name string, clients int, redisAddr string) (design, func(), error) {
+	conns := 32
+	if name == "lock" || name == "optimistic" {
+		conns = min(clients, 1500) // one connection per client, as such services run
+	}
+	db, err := store.OpenDB(e.dsn, conns)
+	if err != nil {
+		return nil, nil, err
+	}
+	done := func() { db.Close() }
+	switch name {
+	case "queue":
+		srv := set.NewServer(set.Deps{
+			Store:  store.New(db, benchSet, e.loc, time.Now, rand.Int64N),
+			Cache:  store.NewCache(e.mc, 200*time.Millisecond, 256, zap.NewNop()),
+			Auth:   api.NewInternal([]byte("bench-internal-secret"), time.Now),
+			Limits: hongbao.Limits{MaxTotal: 1e12, MaxCount: 1e7, Expiry: 24 * time.Hour},
+			Queue: queue.Config{Size: 4096, Batch: e.cfg.Queue.Batch, Idle: 2 * time.Second,
+				TxTimeout: 5 * time.Second, SlotCap: e.cfg.Queue.SlotCap},
+			Loc: e.loc, Now: time.Now, Log: zap.NewNop(),
+		})
+		return &ours{srv: srv}, done, nil
+	case "lock":
+		return &lockDesign{db: db, loc: e.loc}, done, nil
+	case "optimistic":
+		return &optimistic{db: db, loc: e.loc, retries: 3}, done, nil
+	case "redis+lua":
+		if redisAddr == "" {
+			done()
+			return nil, nil, fmt.Errorf("no -redis address")
+		}
+		return newRedisDesign(redisAddr, db, e.loc, 4), done, nil
+	}
+	done()
+	return nil, nil, fmt.Errorf("unknown design %q", name)
+}
+
+// scenario prepares packets and a job source for one design.
+type scenario struct {
+	name    string
+	packets func(e *benchEnv) ([]*hongbao.Packet, error)
+	jobs    func(e *benchEnv, ps []*hongbao.Packet) func() (job, bool)
+	dur     func(o options) time.Duration
+}
+
+var scenarios = map[string]scenario{
+	// hot: one activity packet that never runs out; distinct users.
+	"hot": {"hot",
+		func(e *benchEnv) ([]*hongbao.Packet, error) {
+			return newPackets(e.minter, 1, 20_000_000, 10_000_000, hongbao.Random)
+		},
+		func(e *benchEnv, ps []*hongbao.Packet) func() (job, bool) {
+			return func() (job, bool) { return job{ps[0].ID, e.nextUser()}, true }
+		},
+		func(o options) time.Duration { return o.hotDur }},
+	// group: 5,000 WeChat groups, 10 shares each, 25 members opening.
+	"group": {"group",
+		func(e *benchEnv) ([]*hongbao.Packet, error) {
+			return newPackets(e.minter, 5000, 1000, 10, hongbao.Random)
+		},
+		func(e *benchEnv, ps []*hongbao.Packet) func() (job, bool) {
+			var js []job
+			for range 25 {
+				for _, p := range ps {
+					js = append(js, job{p.ID, e.nextUser()})
+				}
+			}
+			return list(js)
+		},
+		func(o options) time.Duration { return o.capDur }},
+	// rain: one activity of 20,000 shares, 100,000 users trying once.
+	"rain": {"rain",
+		func(e *benchEnv) ([]*hongbao.Packet, error) {
+			return newPackets(e.minter, 1, 2_000_000, 20_000, hongbao.Random)
+		},
+		func(e *benchEnv, ps []*hongbao.Packet) func() (job, bool) {
+			js := make([]job, 100_000)
+			for i := range js {
+				js[i] = job{ps[0].ID, e.nextUser()}
+			}
+			return list(js)
+		},
+		func(o options) time.Duration { return o.capDur }},
+}
+
+// list hands out js once each, safely from many goroutines.
+func list(js []job) func() (job, bool) {
+	var i atomic.Int64
+	return func() (job, bool) {
+		n := i.Add(1) - 1
+		if n >= int64(len(js)) {
+			return job{}, false
+		}
+		return js[n], true
+	}
+}
+
+// runOne runs one scenario for one design at clients, with fresh packets.
+func (e *benchEnv) runOne(ctx context.Context, o options, sc scenario, name string, clients int) (*result, error) {
+	d, done, err := e.newDesign(name, clients, o.redis)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	defer d.close()
+	ps, err := sc.packets(e)
+	if err != nil {
+		return nil, err
+	}
+	if err := seed(ctx, e.admin, e.loc, ps); err != nil {
+		return nil, err
+	}
+	if err := d.prepare(ctx, ps); err != nil {
+		return nil, err
+	}
+	next := sc.jobs(e, ps)
+	c0 := commits(ctx, e.admin)
+	r := drive(ctx, d, clients, sc.dur(o), next)
+	if err := d.drain(ctx); err != nil {
+		r.invariants = "writer failed: " + err.Error()
+	}
+	r.commits = commits(ctx, e.admin) - c0
+	r.scenario = sc.name
+	if r.invariants == "" {
+		r.invariants = check(ctx, e.admin, e.loc, ps, r)
+	}
+	return r, nil
+}
+
+// compare runs every scenario for every design.
+func (e *benchEnv) compare(ctx context.Context, o options) ([]*result, error) {
+	var out []*result
+	for _, sn := range split(o.scenarios) {
+		sc, ok := scenarios[sn]
+		if !ok {
+			return nil, fmt.Errorf("flag -scenarios: unknown scenario %q", sn)
+		}
+		for _, dn := range split(o.designs) {
+			fmt.Printf("running %s / %s with %d clients...\n", sn, dn, o.clients)
+			r, err := e.runOne(ctx, o, sc, dn, o.clients)
+			if err != nil {
+				return nil, fmt.Errorf("%s/%s: %w", sn, dn, err)
+			}
+			out = append(out, r)
+			runtime.GC()
+		}
+	}
+	return out, nil
+}
+
+func split(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// plot sweeps the hot scenario over client counts and draws opens/s.
+func (e *benchEnv) plot(ctx context.Context, o options, w io.Writer) error {
+	var counts []int
+	for _, f := range split(o.sweep) {
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			return fmt.Errorf("flag -sweep: %q is not a client count", f)
+		}
+		counts = append(counts, n)
+	}
+	o.hotDur = max(o.hotDur/2, 2*time.Second)
+	series := map[string][]float64{}
+	fmt.Fprintf(w, "\n## hot scenario, opens/s by clients (%s each)\n\n| design |", o.hotDur)
+	for _, c := range counts {
+		fmt.Fprintf(w, " %d |", c)
+	}
+	fmt.Fprintf(w, "\n|---|%s\n", strings.Repeat("---|", len(counts)))
+	for _, dn := range split(o.designs) {
+		fmt.Fprintf(w, "| %s |", dn)
+		for _, c := range counts {
+			fmt.Printf("sweep %s with %d clients...\n", dn, c)
+			r, err := e.runOne(ctx, o, scenarios["hot"], dn, c)
+			if err != nil {
+				return err
+			}
+			series[dn] = append(series[dn], r.rate())
+			fmt.Fprintf(w, " %.0f |", r.rate())
+		}
+		fmt.Fprintln(w)
+	}
+	path := o.out + "/hot-opens-by-clients.png"
+	if err := drawPlot(path, counts, split(o.designs), series); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nplot: %s\n", path)
+	return nil
+}

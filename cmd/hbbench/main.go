@@ -1,0 +1,101 @@
+// Command hbbench measures the open path: the product's per-packet queue
+// with group open and the memcached cap side by side with the designs it
+// replaces (one FOR UPDATE transaction per request, optimistic retries, and
+// Redis + Lua with an asynchronous writer), in one run on one MariaDB; then
+// end to end through the router, against the HTTP ceiling of the same stack
+// and with wrk; and the memory of idle packets.
+//
+//	hbbench -config configs/dev.yaml -redis 127.0.0.1:26379 -out docs/bench
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// options are the bench's knobs; the defaults are the scenarios.
+type options struct {
+	config    string
+	redis     string
+	out       string
+	designs   string
+	scenarios string
+	hotDur    time.Duration
+	capDur    time.Duration
+	clients   int
+	sweep     string
+	e2e       string
+	wrk       bool
+	memory    int
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.config, "config", "configs/dev.yaml", "configuration: SET a's MySQL and memcached are used, and the router for -e2e")
+	flag.StringVar(&o.redis, "redis", "127.0.0.1:26379", "Redis for the redis+lua baseline (empty: skip it)")
+	flag.StringVar(&o.out, "out", "docs/bench", "directory for results.md and the plot PNG")
+	flag.StringVar(&o.designs, "designs", "queue,lock,optimistic,redis+lua", "designs to compare")
+	flag.StringVar(&o.scenarios, "scenarios", "hot,group,rain", "scenarios to run")
+	flag.DurationVar(&o.hotDur, "hot-duration", 8*time.Second, "length of a hot run")
+	flag.DurationVar(&o.capDur, "cap", 20*time.Second, "time cap of a group or rain run")
+	flag.IntVar(&o.clients, "clients", 2000, "concurrent clients")
+	flag.StringVar(&o.sweep, "sweep", "16,64,256,1024,2000", "client counts of the hot plot (empty: no plot)")
+	flag.StringVar(&o.e2e, "e2e", "", "router URL for the end-to-end runs, e.g. http://127.0.0.1:8080 (empty: skip)")
+	flag.BoolVar(&o.wrk, "wrk", true, "with -e2e, also run wrk against the open endpoint")
+	flag.IntVar(&o.memory, "memory", 100000, "packets for the memory measurement (0: skip)")
+	flag.Parse()
+	if o.clients < 1 {
+		fmt.Fprintln(os.Stderr, "hbbench: flag -clients: must be positive")
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "hbbench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, o options, w io.Writer) error {
+	env, err := newBenchEnv(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer env.close()
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return err
+	}
+	var report strings.Builder
+	out := io.MultiWriter(w, &report)
+	fmt.Fprintf(out, "# hbbench results, %s\n\n", time.Now().Format(time.RFC3339))
+	fmt.Fprintf(out, "machine: %s\n\n", machine())
+	results, err := env.compare(ctx, o)
+	if err != nil {
+		return err
+	}
+	printTable(out, results)
+	fmt.Fprintf(out, "\nratio hot queue/lock: %s\n", ratio(results, "hot", "queue", "lock"))
+	if o.sweep != "" {
+		if err := env.plot(ctx, o, out); err != nil {
+			return err
+		}
+	}
+	if o.memory > 0 {
+		if err := env.memoryRun(ctx, o.memory, out); err != nil {
+			return err
+		}
+	}
+	if o.e2e != "" {
+		if err := endToEnd(ctx, o, env, out); err != nil {
+			return err
+		}
+	}
+	return os.WriteFile(o.out+"/results.md", []byte(report.String()), 0o644)
+}

@@ -1,0 +1,221 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/schema"
+)
+
+// job is one open to make.
+type job struct {
+	id   hongbao.PacketID
+	user hongbao.UserID
+}
+
+// result is one design's run of one scenario.
+type result struct {
+	scenario, design string
+	clients          int
+	answers          int // final answers
+	opened           int // answers that took a share
+	openedSum        int64
+	busy             int // busy answers retried
+	errors           int // client-visible failures
+	firstErr         string
+	took             time.Duration
+	lat              []time.Duration
+	commits          int64
+	invariants       string
+}
+
+func (r *result) rate() float64 { return float64(r.answers) / r.took.Seconds() }
+
+func (r *result) pct(p float64) time.Duration {
+	if len(r.lat) == 0 {
+		return 0
+	}
+	return r.lat[min(len(r.lat)-1, int(float64(len(r.lat))*p))]
+}
+
+// drive runs clients goroutines taking jobs from next until it is empty or
+// the deadline passes. Busy answers are retried (after a short pause) and
+// counted; anything else is a final answer.
+func drive(ctx context.Context, d design, clients int, dur time.Duration, next func() (job, bool)) *result {
+	r := &result{design: d.name(), clients: clients}
+	var mu sync.Mutex
+	var busy atomic.Int64
+	deadline := time.Now().Add(dur)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lat := make([]time.Duration, 0, 1024)
+			var answers, opened, errs int
+			var sum int64
+			var firstErr string
+			for time.Now().Before(deadline) {
+				j, ok := next()
+				if !ok {
+					break
+				}
+				t0 := time.Now()
+				amount, err := openRetrying(ctx, d, j, &busy)
+				lat = append(lat, time.Since(t0))
+				answers++
+				switch {
+				case err == nil:
+					opened++
+					sum += amount
+				case errors.Is(err, hongbao.ErrSoldOut), errors.Is(err, hongbao.ErrAlreadyOpened):
+				default:
+					errs++
+					if firstErr == "" {
+						firstErr = err.Error()
+					}
+				}
+			}
+			mu.Lock()
+			r.lat = append(r.lat, lat...)
+			r.answers += answers
+			r.opened += opened
+			r.openedSum += sum
+			r.errors += errs
+			if r.firstErr == "" {
+				r.firstErr = firstErr
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	r.took = time.Since(start)
+	r.busy = int(busy.Load())
+	slices.Sort(r.lat)
+	return r
+}
+
+// openRetrying opens, retrying busy answers as a client following
+// Retry-After would (bounded, with a short pause).
+func openRetrying(ctx context.Context, d design, j job, busy *atomic.Int64) (int64, error) {
+	for attempt := 0; ; attempt++ {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		amount, err := d.open(cctx, j.id, j.user)
+		cancel()
+		if !errors.Is(err, hongbao.ErrBusy) || attempt >= 100 {
+			return amount, err
+		}
+		busy.Add(1)
+		time.Sleep(time.Duration(1+rand.IntN(5)) * time.Millisecond)
+	}
+}
+
+// commits reads MariaDB's commit counter.
+func commits(ctx context.Context, db *sql.DB) int64 {
+	var name string
+	var n int64
+	_ = db.QueryRowContext(ctx, "SHOW GLOBAL STATUS LIKE 'Com_commit'").Scan(&name, &n) // 0 on error: the column shows it
+	return n
+}
+
+// seed inserts funded packets straight into their day tables, many per
+// statement (the bench measures opens, not sends).
+func seed(ctx context.Context, db *sql.DB, loc *time.Location, ps []*hongbao.Packet) error {
+	en := schema.NewEnsurer(db)
+	if err := en.EnsureSet(ctx); err != nil {
+		return err
+	}
+	byTable := map[hongbao.DayTable][]*hongbao.Packet{}
+	for _, p := range ps {
+		t := p.ID.Table(loc)
+		byTable[t] = append(byTable[t], p)
+	}
+	for t, group := range byTable {
+		if err := en.Ensure(ctx, t); err != nil {
+			return err
+		}
+		for len(group) > 0 {
+			n := min(len(group), 500)
+			var vals []string
+			var args []any
+			for _, p := range group[:n] {
+				vals = append(vals, "(?,?,?,?,?,?,?,?,?,?,1)")
+				args = append(args, p.ID, p.Sender, string(p.Type), p.Total, p.Count, "", p.Total, p.Count,
+					p.ID.Time().UTC(), p.ID.Time().Add(24*time.Hour).UTC())
+			}
+			if _, err := db.ExecContext(ctx, "INSERT INTO "+t.Packets()+" (id, sender, type, total, count, greeting, remaining_amount, remaining_count, created_at, expires_at, funding) VALUES "+
+				strings.Join(vals, ","), args...); err != nil {
+				return fmt.Errorf("seed %s: %w", t.Packets(), err)
+			}
+			group = group[n:]
+		}
+	}
+	return nil
+}
+
+// newPackets mints n packets of count shares in random buckets.
+func newPackets(m *hongbao.Minter, n int, total int64, count int, typ hongbao.Type) ([]*hongbao.Packet, error) {
+	ps := make([]*hongbao.Packet, n)
+	for i := range ps {
+		id, err := m.Next(hongbao.Bucket(rand.IntN(hongbao.Buckets)))
+		if err != nil {
+			return nil, err
+		}
+		ps[i] = &hongbao.Packet{ID: id, Sender: 1, Type: typ, Total: total, Count: count, Funding: hongbao.Funded}
+	}
+	return ps, nil
+}
+
+// check verifies invariants 1 and 2 for the packets of a run and that every
+// share answered was written: the answers' count and sum equal the rows'.
+func check(ctx context.Context, db *sql.DB, loc *time.Location, ps []*hongbao.Packet, r *result) string {
+	byTable := map[hongbao.DayTable][]any{}
+	for _, p := range ps {
+		t := p.ID.Table(loc)
+		byTable[t] = append(byTable[t], p.ID)
+	}
+	var rows int
+	var sum int64
+	var bad []string
+	for t, ids := range byTable {
+		in := "(?" + strings.Repeat(",?", len(ids)-1) + ")"
+		q := `SELECT p.id, p.total, p.count, p.remaining_amount, p.remaining_count, COALESCE(d.s,0), COALESCE(d.n,0), COALESCE(d.m,1), COALESCE(d.u,0)
+			FROM ` + t.Packets() + ` p LEFT JOIN (SELECT packet_id, SUM(amount) s, COUNT(*) n, MIN(amount) m, COUNT(DISTINCT user_id) u FROM ` +
+			t.Details() + ` WHERE packet_id IN ` + in + ` GROUP BY packet_id) d ON d.packet_id = p.id WHERE p.id IN ` + in
+		res, err := db.QueryContext(ctx, q, append(slices.Clone(ids), ids...)...)
+		if err != nil {
+			return "check failed: " + err.Error()
+		}
+		for res.Next() {
+			var id, total, remA, s, m int64
+			var count, remC, n, u int
+			if err := res.Scan(&id, &total, &count, &remA, &remC, &s, &n, &m, &u); err != nil {
+				res.Close()
+				return "check failed: " + err.Error()
+			}
+			if s+remA != total || n+remC != count || m < 1 || u != n {
+				bad = append(bad, fmt.Sprintf("packet %d: %d+%d/%d fen, %d+%d/%d shares", id, s, remA, total, n, remC, count))
+			}
+			rows += n
+			sum += s
+		}
+		res.Close()
+	}
+	if rows != r.opened || sum != r.openedSum {
+		bad = append(bad, fmt.Sprintf("%d shares (%d fen) answered but %d (%d fen) in MySQL", r.opened, r.openedSum, rows, sum))
+	}
+	if len(bad) > 0 {
+		return fmt.Sprintf("VIOLATED (%d): %s", len(bad), bad[0])
+	}
+	return "held"
+}

@@ -1,5 +1,5 @@
 # hongbao: `make run` starts everything, `make test` tests everything.
-.PHONY: run up down test build deps bench
+.PHONY: run up down test build deps bench bench-compare
 
 run: ## start the dev cluster in the foreground; Ctrl-C stops it
 	@scripts/dev.sh run
@@ -18,3 +18,9 @@ deps: ## install MariaDB and memcached if missing
 
 build:
 	go build -o .run/bin/ ./cmd/...
+
+bench-compare: ## the design comparison, end to end and memory; writes docs/bench/results.md
+	@scripts/dev.sh bench
+
+bench: ## go test micro-benchmarks of the hot functions
+	go test -run '^$$' -bench . -benchmem . ./queue ./router

@@ -142,7 +142,7 @@ func Defaults() *Config {
 		Cache:         Cache{Timeout: Duration(200 * time.Millisecond), Conns: 64},
 		Router:        Router{Listen: "127.0.0.1:8080"},
 		Archive:       Archive{RetentionDays: 7, AheadDays: 2},
-		DBConns:       32,
+		DBConns:       64,
 		ShutdownGrace: Duration(20 * time.Second),
 		LogLevel:      "info",
 	}

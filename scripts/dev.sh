@@ -155,6 +155,25 @@ test_env() {
   export HB_TEST_MEMCACHED_B=127.0.0.1:21212
 }
 
+# bench: the comparison of issue 6 on a cluster with activity limits (large
+# packets), Redis for the redis+lua baseline and wrk as an independent client.
+bench() {
+  deps
+  command -v redis-server >/dev/null && command -v wrk >/dev/null ||
+    { local sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
+      DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq redis-server wrk >>"$RUN/apt.log" 2>&1 ||
+      { $sudo apt-get update -qq >>"$RUN/apt.log" 2>&1 && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq redis-server wrk >>"$RUN/apt.log" 2>&1; }; }
+  down
+  export HB_LIMITS_MAX_TOTAL=100000000000 HB_LIMITS_MAX_COUNT=1000000 HB_LIMITS_MAX_SHARE=0 HB_LOG_LEVEL=warn
+  up
+  alive "$RUN/redis-bench.pid" || redis-server --port 26379 --bind 127.0.0.1 --save '' --appendonly no \
+    --daemonize yes --pidfile "$RUN/redis-bench.pid" --logfile "$RUN/redis-bench.log"
+  local i; for i in $(seq 1 50); do alive "$RUN/redis-bench.pid" && break; sleep 0.1; done
+  (cd "$ROOT" && go run ./cmd/hbbench -config "$CONFIG" -redis 127.0.0.1:26379 -e2e http://127.0.0.1:8080 -out docs/bench "$@")
+  stop "$RUN/redis-bench.pid"
+  down
+}
+
 case "${1:-}" in
   deps) deps ;;
   up) up; usage_info ;;
@@ -171,6 +190,7 @@ case "${1:-}" in
     go vet ./...
     go test -race -count=1 -timeout 20m "$@" ./...
     ;;
+  bench) shift; bench "$@" ;;
   test-env) test_env; env | grep '^HB_TEST_' | sed "s/^\([^=]*\)=\(.*\)$/export \1='\2'/" ;;
   *) sed -n '2,10p' "$0"; exit 2 ;;
 esac

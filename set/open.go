@@ -118,11 +118,22 @@ func (s *Server) apply(ctx context.Context, id hongbao.PacketID, users []hongbao
 	}
 	for _, o := range b.Outcomes {
 		if o.Err == nil && o.Result.Status == hongbao.Opened {
-			s.cache.SetOpened(id, o.Result.User, o.Result.Amount, b.Packet.ExpiresAt)
 			s.log.Info("share opened", zap.Stringer("packet_id", id), zap.Stringer("user", o.Result.User),
 				zap.Int64("amount", o.Result.Amount))
 		}
 	}
-	s.cache.SetState(id, store.StateOf(b.Packet))
+	// The cache learns after the worker moved on: it is only a shortcut,
+	// and a late or lost write can only make it look less sold out than
+	// the database, which the transaction then corrects.
+	s.caching.Add(1)
+	go func() {
+		defer s.caching.Done()
+		for _, o := range b.Outcomes {
+			if o.Err == nil && o.Result.Status == hongbao.Opened {
+				s.cache.SetOpened(id, o.Result.User, o.Result.Amount, b.Packet.ExpiresAt)
+			}
+		}
+		s.cache.SetState(id, store.StateOf(b.Packet))
+	}()
 	return b.Outcomes, nil
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -34,6 +35,8 @@ type Server struct {
 	now     func() time.Time
 	log     *zap.Logger
 	ready   atomic.Bool
+	// caching counts cache updates still running after a transaction.
+	caching sync.WaitGroup
 }
 
 // Deps are the Server's collaborators.
@@ -69,7 +72,9 @@ func NewServer(d Deps) *Server {
 // Close stops taking requests and drains every packet queue.
 func (s *Server) Close(ctx context.Context) error {
 	s.ready.Store(false)
-	return s.queue.Close(ctx)
+	err := s.queue.Close(ctx)
+	s.caching.Wait()
+	return err
 }
 
 // Queue exposes the queue manager's statistics.

@@ -70,7 +70,7 @@ func endToEnd(ctx context.Context, o options, e *benchEnv, w io.Writer) error {
 	if err := topUp(ctx, e, sender, 1e11); err != nil {
 		return err
 	}
-	hot, err := hd.send(ctx, sender, 20_000_000, 10_000_000)
+	hot, err := hd.send(ctx, sender, 2_000_000, 1_000_000)
 	if err != nil {
 		return fmt.Errorf("e2e hot packet (start the cluster with activity limits: make bench-compare does): %w", err)
 	}

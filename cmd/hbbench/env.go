@@ -66,7 +66,7 @@ func (e *benchEnv) nextUser() hongbao.UserID { return hongbao.UserID(e.users.Add
 
 // newDesign builds a design with its own pool sized for clients.
 func (e *benchEnv) newDesign(name string, clients int, redisAddr string) (design, func(), error) {
-	conns := 32
+	conns := e.cfg.DBConns
 	if name == "lock" || name == "optimistic" {
 		conns = min(clients, 1500) // one connection per client, as such services run
 	}

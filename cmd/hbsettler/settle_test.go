@@ -42,11 +42,16 @@ func topUp(t testing.TB, c *routertest.Cluster, user hongbao.UserID, amount int6
 	}
 }
 
-// credit is topUp for any goroutine.
-func credit(c *routertest.Cluster, user hongbao.UserID, amount int64) error {
-	out, err := c.Ctl("wallet", "credit", "--user", user.String(), "--amount", strconv.FormatInt(amount, 10))
+// credit is topUp for any goroutine; a non-empty key makes the top-up
+// idempotent (hbctl wallet credit --key).
+func credit(c *routertest.Cluster, user hongbao.UserID, amount int64, key ...string) error {
+	args := []string{"wallet", "credit", "--user", user.String(), "--amount", strconv.FormatInt(amount, 10)}
+	if len(key) > 0 {
+		args = append(args, "--key", key[0])
+	}
+	out, err := c.Ctl(args...)
 	if err != nil {
-		return fmt.Errorf("hbctl wallet credit --user %s --amount %d: %v\n%s", user, amount, err, out)
+		return fmt.Errorf("hbctl %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return nil
 }
@@ -351,14 +356,23 @@ func TestRandomWorkloadWithCrashes(t *testing.T) {
 	}
 	slices.SortFunc(events, func(a, b chaos) int { return cmp.Compare(a.at, b.at) })
 
-	// Top-ups, four hbctl processes at a time.
+	// Top-ups, four hbctl processes at a time. Each has its own key, so
+	// an operator may retry a failed one without paying twice: concurrent
+	// first credits can fail on a wallet deadlock (TestConcurrentFirstCredits).
 	b := &book{topUps: topUps, sent: map[string]sent{}, shares: map[string]map[hongbao.UserID]int64{}, outcomes: map[string]int{}}
 	var wg sync.WaitGroup
 	work := make(chan hongbao.UserID)
 	for range 4 {
 		wg.Go(func() {
 			for u := range work {
-				if err := credit(c, u, topUps[u]); err != nil {
+				var err error
+				for try := range 3 {
+					if err = credit(c, u, topUps[u], fmt.Sprintf("wl-%d-%s", seed, u)); err == nil {
+						break
+					}
+					t.Logf("top-up of %s failed (try %d), retrying with its key: %v", u, try+1, err)
+				}
+				if err != nil {
 					t.Error(err)
 				}
 			}
@@ -371,6 +385,9 @@ func TestRandomWorkloadWithCrashes(t *testing.T) {
 	wg.Wait()
 	if t.Failed() {
 		t.FailNow()
+	}
+	if n := len(ledger(t, c, "kind = 'topup'")); n != nSenders {
+		t.Fatalf("%d top-ups in the ledger, want %d", n, nSenders)
 	}
 
 	// The load: sends on their schedule, each followed by its opens (at
@@ -569,6 +586,52 @@ func TestRandomWorkloadWithCrashes(t *testing.T) {
 	}
 }
 
+// ---- first credits at once ----------------------------------------------------
+
+// TestConcurrentFirstCredits credits users who have no account yet, eight
+// at a time, as hbctl wallet credit (an operator's top-ups) and the
+// settlers (first credits to new openers) do: store.Wallet.Apply on the
+// cluster's wallet. Every credit must be applied; none may fail because
+// another user's account was being created at the same moment.
+func TestConcurrentFirstCredits(t *testing.T) {
+	c := routertest.Start(t, routertest.Options{ServersPerSet: 1})
+	w, err := store.OpenWallet(t.Context(), c.WalletDSN, 16, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	var failed []string
+	var mu sync.Mutex
+	for round := range 5 {
+		var wg sync.WaitGroup
+		for i := range 8 {
+			wg.Go(func() {
+				u := hongbao.UserID(8000 + 10*round + i)
+				_, _, err := w.Apply(t.Context(), store.Entry{Key: fmt.Sprintf("topup:first-%s", u), User: u, Amount: 100, Kind: store.KindTopUp})
+				if err != nil {
+					mu.Lock()
+					failed = append(failed, fmt.Sprintf("user %s: %v", u, err))
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+	}
+	if len(failed) > 0 {
+		t.Errorf("%d of 40 first credits failed:\n%s", len(failed), strings.Join(failed, "\n"))
+	}
+	sums := ledgerSums(t, c)
+	for round := range 5 {
+		for i := range 8 {
+			u := hongbao.UserID(8000 + 10*round + i)
+			if got := balance(t, c, u); got != sums[u] {
+				t.Errorf("user %s: balance %d, ledger sum %d", u, got, sums[u])
+			}
+		}
+	}
+	c.CheckInvariants(t)
+}
+
 // ---- idempotent sends ----------------------------------------------------------
 
 // TestIdempotentSend sends the same request under one Idempotency-Key
@@ -638,7 +701,7 @@ func TestIdempotentSend(t *testing.T) {
 // money, leaves no funded packet in any SET and nothing anyone can open;
 // concurrent sends never overdraw.
 func TestInsufficientFunds(t *testing.T) {
-	c := routertest.Start(t, routertest.Options{})
+	c := routertest.Start(t, routertest.Options{ServersPerSet: 1})
 	cl := c.Client.Retrying(10 * time.Second)
 	const poor, never, exact, racer, opener hongbao.UserID = 31, 32, 33, 34, 35
 	topUp(t, c, poor, 500)
@@ -847,7 +910,7 @@ func TestExpiryRacesOpens(t *testing.T) {
 // balance once. An entry whose key is taken by a different entry is never
 // applied and is reported by hbctl verify.
 func TestDuplicateDelivery(t *testing.T) {
-	c := routertest.Start(t, routertest.Options{})
+	c := routertest.Start(t, routertest.Options{ServersPerSet: 1})
 	cl := c.Client.Retrying(10 * time.Second)
 	const sender hongbao.UserID = 600
 	users := []hongbao.UserID{601, 602, 603}
@@ -1001,13 +1064,125 @@ func outboxRows(t testing.TB, db *sql.DB, id hongbao.PacketID) []store.OutboxRow
 	return out
 }
 
+// ---- sends left pending by a crash --------------------------------------------
+
+// TestSweepPendingSends plays a server that crashed in the middle of three
+// sends (packet inserted, debit not yet made or not yet recorded on the
+// packet): nobody can open them meanwhile; the client's retry of one of
+// them, before the sweeper, funds it once; the sweeper (-sweep-after)
+// funds the one whose debit was made and cancels the one whose debit was
+// not, and a retry afterwards gets the same decision. No money is moved
+// twice or lost.
+func TestSweepPendingSends(t *testing.T) {
+	const sweepAfter = 3 * time.Second
+	c := routertest.Start(t, routertest.Options{ServersPerSet: 1, SweepAfter: sweepAfter})
+	cl := c.Client.Retrying(10 * time.Second)
+	const sender, opener hongbao.UserID = 900, 901
+	topUp(t, c, sender, 10000)
+	ctx := t.Context()
+	loc, err := time.LoadLocation("Asia/Shanghai")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := store.OpenWallet(ctx, c.WalletDSN, 4, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+
+	// What the crashed server left: a pending packet per key, in the
+	// bucket a retry with the key lands in; for crash-2 the debit too.
+	minter := hongbao.NewMinter(time.Now)
+	reqs := map[string]hongbao.SendRequest{
+		"crash-1": {Total: 1000, Count: 2, Type: hongbao.Random, Greeting: "one"},
+		"crash-2": {Total: 2000, Count: 2, Type: hongbao.Random, Greeting: "two"},
+		"crash-3": {Total: 3000, Count: 2, Type: hongbao.Random, Greeting: "three"},
+	}
+	ids := map[string]hongbao.PacketID{}
+	for _, key := range []string{"crash-1", "crash-2", "crash-3"} {
+		id, err := minter.Next(hongbao.BucketFor(sender, []byte(key)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		owner, err := c.SetOf(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sdb, err := store.OpenDB(c.Sets[slices.IndexFunc(c.Sets, func(s routertest.Set) bool { return s.Name == owner })].DSN, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sdb.Close()
+		st := store.New(sdb, owner, loc, time.Now, rand.Int64N)
+		if _, created, err := st.Create(ctx, store.NewPacket{ID: id, Sender: sender, Req: reqs[key], Expiry: 24 * time.Hour,
+			IdempotencyKey: key, Funding: hongbao.Pending}); err != nil || !created {
+			t.Fatalf("create pending %s: created %v, %v", key, created, err)
+		}
+		ids[key] = id
+	}
+	if _, _, err := w.Apply(ctx, store.Entry{Key: store.SendKey(ids["crash-2"]), User: sender, Amount: -2000,
+		Kind: store.KindSend, Packet: ids["crash-2"]}); err != nil {
+		t.Fatal(err)
+	}
+	for key, id := range ids {
+		if r := cl.Open(opener, id.String()); r.Status != http.StatusNotFound {
+			t.Errorf("open of pending %s: %v; want 404", key, r)
+		}
+	}
+	c.CheckInvariants(t) // the paid pending send is accounted for
+
+	// The client retries crash-3 before the sweeper: the server finishes it.
+	if r := cl.Send(sender, reqs["crash-3"], "crash-3"); r.Status != http.StatusCreated || r.Body.ID != ids["crash-3"].String() {
+		t.Fatalf("retry of crash-3: %v; want 201 with packet %s", r, ids["crash-3"])
+	}
+
+	waitSettled(t, c, false, 5*sweepAfter)
+	void := ledger(t, c, "entry_key = ?", store.SendKey(ids["crash-1"]))
+	if len(void) != 1 || void[0].kind != store.KindVoid || void[0].amount != 0 {
+		t.Errorf("ledger under %s: %+v; want one void of 0", store.SendKey(ids["crash-1"]), void)
+	}
+	funding := map[hongbao.PacketID]hongbao.Funding{}
+	for _, p := range packetsOf(t, c, sender) {
+		funding[p.id] = p.funding
+	}
+	for key, want := range map[string]hongbao.Funding{"crash-1": hongbao.Cancelled, "crash-2": hongbao.Funded, "crash-3": hongbao.Funded} {
+		if funding[ids[key]] != want {
+			t.Errorf("%s: funding %d, want %d", key, funding[ids[key]], want)
+		}
+	}
+
+	// Retries after the sweep get its decision.
+	if r := cl.Send(sender, reqs["crash-1"], "crash-1"); r.Status != http.StatusPaymentRequired {
+		t.Errorf("retry of the cancelled crash-1: %v; want 402", r)
+	}
+	if r := cl.Send(sender, reqs["crash-2"], "crash-2"); r.Status != http.StatusCreated || r.Body.ID != ids["crash-2"].String() {
+		t.Errorf("retry of the swept crash-2: %v; want 201 with packet %s", r, ids["crash-2"])
+	}
+	if r := cl.Open(opener, ids["crash-1"].String()); r.Status != http.StatusNotFound {
+		t.Errorf("open of the cancelled crash-1: %v; want 404", r)
+	}
+	for _, key := range []string{"crash-2", "crash-3"} {
+		if r := cl.Open(opener, ids[key].String()); r.Status != http.StatusOK || r.Body.Status != hongbao.Opened {
+			t.Errorf("open of %s: %v; want opened", key, r)
+		}
+	}
+	if got := balance(t, c, sender); got != 10000-2000-3000 {
+		t.Errorf("sender's balance %d, want %d", got, 10000-2000-3000)
+	}
+	if es := ledger(t, c, "user_id = ? AND kind = 'send'", sender); len(es) != 2 {
+		t.Errorf("debits: %+v; want two", es)
+	}
+	waitSettled(t, c, false, 10*time.Second)
+	c.CheckInvariants(t)
+}
+
 // ---- history ---------------------------------------------------------------------
 
 // TestHistoryPaging: /v1/me/sent and /v1/me/received list newest first, and
 // walking them two at a time with the cursor yields every item exactly once
 // with its amount.
 func TestHistoryPaging(t *testing.T) {
-	c := routertest.Start(t, routertest.Options{})
+	c := routertest.Start(t, routertest.Options{ServersPerSet: 1})
 	cl := c.Client.Retrying(10 * time.Second)
 	const sender, receiver hongbao.UserID = 700, 701
 	topUp(t, c, sender, 20000)

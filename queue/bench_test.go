@@ -1,0 +1,37 @@
+package queue_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/queue"
+)
+
+// BenchmarkHandOff measures the queue alone: submit, batch, answer, with an
+// apply that does no I/O, from many goroutines on one hot packet.
+func BenchmarkHandOff(b *testing.B) {
+	apply := func(_ context.Context, _ hongbao.PacketID, us []hongbao.UserID) ([]hongbao.Outcome, error) {
+		out := make([]hongbao.Outcome, len(us))
+		for i, u := range us {
+			out[i].Result = hongbao.OpenResult{User: u, Amount: 1, Status: hongbao.Opened}
+		}
+		return out, nil
+	}
+	m := queue.New(queue.Config{Size: 1 << 16, Batch: 32, Idle: time.Second, TxTimeout: time.Second, SlotCap: 1}, apply, nil, zap.NewNop())
+	defer m.Close(context.Background())
+	var user atomic.Int64
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		ctx := context.Background()
+		for pb.Next() {
+			if _, err := m.Submit(ctx, 1, hongbao.UserID(user.Add(1))); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

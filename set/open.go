@@ -15,10 +15,10 @@ import (
 // It never writes to MySQL; on a cache miss it reads the packet row once
 // and caches it.
 func (s *Server) grab(ctx context.Context, id hongbao.PacketID, user hongbao.UserID) (bool, string, error) {
-	if _, ok := s.cache.Opened(id, user); ok {
+	_, opened, st, ok := s.cache.Lookup(id, user)
+	if opened {
 		return false, hongbao.AlreadyOpened, nil
 	}
-	st, ok := s.cache.State(id)
 	if !ok {
 		p, err := s.store.Head(ctx, id)
 		if err != nil {
@@ -50,10 +50,11 @@ func (s *Server) Open(ctx context.Context, id hongbao.PacketID, user hongbao.Use
 // settles whether a user of an over packet had a share); everything else
 // goes through the packet's queue to its one transaction at a time.
 func (s *Server) open(ctx context.Context, id hongbao.PacketID, user hongbao.UserID) (hongbao.OpenResult, error) {
-	if amount, ok := s.cache.Opened(id, user); ok {
+	amount, opened, st, ok := s.cache.Lookup(id, user)
+	if opened {
 		return hongbao.OpenResult{User: user, Amount: amount, Status: hongbao.AlreadyOpened}, nil
 	}
-	if st, ok := s.cache.State(id); ok {
+	if ok {
 		switch st.Status(s.now()) {
 		case hongbao.SoldOut:
 			return s.over(ctx, id, user, hongbao.ErrSoldOut)

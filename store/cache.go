@@ -102,7 +102,12 @@ func (c *Cache) State(id hongbao.PacketID) (State, bool) {
 	if c.do(func() (err error) { it, err = c.mc.Get(stateKey(id)); return err }) != nil {
 		return State{}, false
 	}
-	parts := strings.Split(string(it.Value), ",")
+	return parseState(it.Value)
+}
+
+// parseState reads "remaining_count,expires_unix_ms,closed".
+func parseState(v []byte) (State, bool) {
+	parts := strings.Split(string(v), ",")
 	if len(parts) != 3 {
 		return State{}, false
 	}
@@ -134,6 +139,25 @@ func (c *Cache) Opened(id hongbao.PacketID, user hongbao.UserID) (int64, bool) {
 	}
 	amount, err := strconv.ParseInt(string(it.Value), 10, 64)
 	return amount, err == nil
+}
+
+// Lookup reads, in one round trip, what the cache knows of user's share
+// in id and of id's state.
+func (c *Cache) Lookup(id hongbao.PacketID, user hongbao.UserID) (amount int64, opened bool, st State, stOK bool) {
+	var items map[string]*memcache.Item
+	uk, sk := userKey(id, user), stateKey(id)
+	if c.do(func() (err error) { items, err = c.mc.GetMulti([]string{uk, sk}); return err }) != nil {
+		return 0, false, State{}, false
+	}
+	if it, ok := items[uk]; ok {
+		if a, err := strconv.ParseInt(string(it.Value), 10, 64); err == nil {
+			amount, opened = a, true
+		}
+	}
+	if it, ok := items[sk]; ok {
+		st, stOK = parseState(it.Value)
+	}
+	return amount, opened, st, stOK
 }
 
 // SetOpened records a committed share.

@@ -26,10 +26,17 @@ var ErrCacheDown = errors.New("memcached unavailable")
 // database committed, remaining counts only decrease, so a stale or lost
 // entry makes the server do more work, never answer differently.
 type Cache struct {
-	mc   *memcache.Client
-	log  *zap.Logger
-	down atomic.Int64 // unix nanos until which memcached is not tried
-	seq  atomic.Uint64
+	mc *memcache.Client
+	// conns bounds concurrent calls to what gomemcache keeps idle: beyond
+	// it every call would dial (and then close) a connection of its own.
+	conns chan struct{}
+	// slotMC is a client of its own for the CAS slots: the queue workers'
+	// critical path must not wait behind the crowd's lookups.
+	slotMC     *memcache.Client
+	slotsConns chan struct{}
+	log        *zap.Logger
+	down       atomic.Int64 // unix nanos until which memcached is not tried
+	seq        atomic.Uint64
 }
 
 // NewCache returns a Cache on the given memcached servers. conns should be
@@ -39,20 +46,35 @@ func NewCache(servers []string, timeout time.Duration, conns int, log *zap.Logge
 	mc := memcache.New(servers...)
 	mc.Timeout = timeout
 	mc.MaxIdleConns = conns
-	return &Cache{mc: mc, log: log}
+	sl := memcache.New(servers...)
+	sl.Timeout = timeout
+	sl.MaxIdleConns = slotConns
+	return &Cache{mc: mc, log: log, conns: make(chan struct{}, conns), slotMC: sl, slotsConns: make(chan struct{}, slotConns)}
 }
+
+// slotConns bounds the slot client's connections.
+const slotConns = 64
 
 // breakFor is how long memcached is left alone after a failure, so a dead
 // cache costs one timeout per interval instead of one per request.
 const breakFor = time.Second
 
-// do runs op unless memcached is known to be down, and turns connection
-// failures into ErrCacheDown (a miss or CAS conflict is passed through).
-func (c *Cache) do(op func() error) error {
+// do runs op on the lookup client's connections.
+func (c *Cache) do(op func() error) error { return c.guard(c.conns, op) }
+
+// doSlot runs op on the slot client's connections.
+func (c *Cache) doSlot(op func() error) error { return c.guard(c.slotsConns, op) }
+
+// guard runs op with one of conns unless memcached is known to be down, and
+// turns connection failures into ErrCacheDown (a miss or CAS conflict is
+// passed through).
+func (c *Cache) guard(conns chan struct{}, op func() error) error {
 	if time.Now().UnixNano() < c.down.Load() {
 		return ErrCacheDown
 	}
+	conns <- struct{}{}
 	err := op()
+	<-conns
 	if err == nil || errors.Is(err, memcache.ErrCacheMiss) || errors.Is(err, memcache.ErrCASConflict) ||
 		errors.Is(err, memcache.ErrNotStored) {
 		return err
@@ -225,7 +247,7 @@ func (c *Cache) ReleaseSlot(id hongbao.PacketID, token string, hold time.Duratio
 // slots reads the holder list; it is nil (and the item nil) when absent.
 func (c *Cache) slots(id hongbao.PacketID) (*memcache.Item, []string, error) {
 	var it *memcache.Item
-	err := c.do(func() (err error) { it, err = c.mc.Get(slotKey(id)); return err })
+	err := c.doSlot(func() (err error) { it, err = c.slotMC.Get(slotKey(id)); return err })
 	switch {
 	case errors.Is(err, memcache.ErrCacheMiss):
 		return nil, nil, nil
@@ -244,10 +266,10 @@ func (c *Cache) putSlots(id hongbao.PacketID, it *memcache.Item, holders []strin
 	if it == nil {
 		it = &memcache.Item{Key: slotKey(id)}
 		it.Value, it.Expiration = []byte(strings.Join(holders, ";")), exp
-		return c.do(func() error { return c.mc.Add(it) })
+		return c.doSlot(func() error { return c.slotMC.Add(it) })
 	}
 	it.Value, it.Expiration = []byte(strings.Join(holders, ";")), exp
-	return c.do(func() error { return c.mc.CompareAndSwap(it) })
+	return c.doSlot(func() error { return c.slotMC.CompareAndSwap(it) })
 }
 
 // live drops holders whose deadline has passed.

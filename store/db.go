@@ -30,6 +30,9 @@ func OpenDB(dsn string, maxConns int) (*sql.DB, error) {
 		return nil, fmt.Errorf("store: parse dsn: %w", err)
 	}
 	cfg.ParseTime = true
+	// One round trip per statement instead of prepare + execute + close:
+	// the open transaction is a handful of statements, each on the hot path.
+	cfg.InterpolateParams = true
 	cfg.Loc = time.UTC
 	if cfg.Params == nil {
 		cfg.Params = map[string]string{}

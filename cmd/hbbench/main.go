@@ -15,6 +15,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -34,6 +35,7 @@ type options struct {
 	e2e       string
 	wrk       bool
 	memory    int
+	cpuprof   string
 }
 
 func main() {
@@ -50,6 +52,7 @@ func main() {
 	flag.StringVar(&o.e2e, "e2e", "", "router URL for the end-to-end runs, e.g. http://127.0.0.1:8080 (empty: skip)")
 	flag.BoolVar(&o.wrk, "wrk", true, "with -e2e, also run wrk against the open endpoint")
 	flag.IntVar(&o.memory, "memory", 100000, "packets for the memory measurement (0: skip)")
+	flag.StringVar(&o.cpuprof, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
 	if o.clients < 1 {
 		fmt.Fprintln(os.Stderr, "hbbench: flag -clients: must be positive")
@@ -57,6 +60,17 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if o.cpuprof != "" {
+		f, err := os.Create(o.cpuprof)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "hbbench: flag -cpuprofile:", err)
+			os.Exit(2)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if err := run(ctx, o, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "hbbench:", err)
 		os.Exit(1)

@@ -133,7 +133,8 @@ func (a *Archiver) day(ctx context.Context, d store.Day, asOf time.Time, dryRun 
 		r.Action = "would-archive"
 		return r, nil
 	}
-	if _, err := a.Store.Copy(ctx, a.Cold, d); err != nil {
+	sum, err := a.Store.Copy(ctx, a.Cold, d)
+	if err != nil {
 		return r, err
 	}
 	if a.AfterCopy != nil {
@@ -141,7 +142,13 @@ func (a *Archiver) day(ctx context.Context, d store.Day, asOf time.Time, dryRun 
 			return r, err
 		}
 	}
-	if err := a.Store.Purge(ctx, d); err != nil {
+	if err := a.Store.Purge(ctx, d, sum, asOf); errors.Is(err, store.ErrDayChanged) {
+		// A send or an open reached the day after the copy: leave it
+		// whole; the copy is kept (the next run adds nothing twice).
+		r.Action, r.Reason = "skipped", err.Error()
+		a.Log.Warn("archive: day changed during the run", zap.String("table", r.Table), zap.String("date", r.Date), zap.Error(err))
+		return r, nil
+	} else if err != nil {
 		return r, err
 	}
 	r.Action = "archived"

@@ -19,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -72,8 +73,54 @@ func (p *archPk) opened() int64 {
 	return s
 }
 
-// archStartMu serialises the start of private MariaDB servers.
+// archStartMu serialises this package's starts of private MariaDB servers.
 var archStartMu sync.Mutex
+
+// archStartMariaDB starts a private MariaDB, retrying a failed start:
+// storetest.StartMariaDB leaves tmpdir at /tmp, and a mariadbd starting
+// anywhere on the host (another test process) removes the #sql temporary
+// files a concurrent mariadb-install-db is using, which fails it with
+// "Unknown table 'mysql.tmp_user_sys'".
+func archStartMariaDB(t *testing.T) *storetest.MariaDB {
+	t.Helper()
+	archStartMu.Lock()
+	defer archStartMu.Unlock()
+	for attempt := 1; ; attempt++ {
+		tb := &archTryTB{TB: t}
+		var m *storetest.MariaDB
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			m = storetest.StartMariaDB(tb)
+		}()
+		<-done
+		if m != nil {
+			return m
+		}
+		if attempt == 4 {
+			t.Fatalf("private MariaDB: %s", tb.msg)
+		}
+		t.Logf("private MariaDB: attempt %d failed, retrying: %.120s", attempt, tb.msg)
+	}
+}
+
+// archTryTB turns a fatal failure of a helper into an early return of the
+// goroutine running it, so that the caller may retry.
+type archTryTB struct {
+	testing.TB
+	msg string
+}
+
+func (a *archTryTB) Helper() {}
+func (a *archTryTB) Fatalf(format string, args ...any) {
+	a.msg = fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+func (a *archTryTB) Fatal(args ...any) {
+	a.msg = fmt.Sprint(args...)
+	runtime.Goexit()
+}
+func (a *archTryTB) FailNow() { runtime.Goexit() }
 
 func newArchFix(t *testing.T) *archFix {
 	t.Helper()
@@ -83,9 +130,7 @@ func newArchFix(t *testing.T) *archFix {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	t.Cleanup(cancel)
-	archStartMu.Lock() // mariadb-install-db runs fail now and then when several run at once
-	m := storetest.StartMariaDB(t)
-	archStartMu.Unlock()
+	m := archStartMariaDB(t)
 	db, err := store.OpenDB(m.DSN, 8)
 	if err != nil {
 		t.Fatal(err)
@@ -974,6 +1019,9 @@ func TestArchiveSkipsUnsettledDays(t *testing.T) {
 		t.Errorf("summary %+v, want 2 days archived (2 packets), 5 skipped", sum)
 	}
 	reports := f.reports(sum)
+	for _, r := range sum.Days {
+		t.Logf("%s %s: %s %d packets %s", r.Table, r.Date, r.Action, r.Rows, r.Reason)
+	}
 	skipped := map[hongbao.PacketID]string{
 		live: "live (sold out, not expired)", notClosed: "expired, not closed", refundWaiting: "refund in the outbox",
 		creditsWaiting: "credits in the outbox", pending: "debit undecided",
@@ -1265,6 +1313,7 @@ func TestArchiveUsageErrors(t *testing.T) {
 				t.Errorf("dry run output lacks %q:\n%s", w, out)
 			}
 		}
+		t.Logf("dry run output:\n%s", out)
 		if strings.Count(out, "would-archive") != 4 {
 			t.Errorf("dry run output:\n%s", out)
 		}
@@ -1511,11 +1560,20 @@ func TestArchiveFutureAsOfKeepsNewSends(t *testing.T) {
 		}
 		return nil
 	}
-	if _, err := a.Run(f.ctx, time.Now().AddDate(0, 0, 30), false); err != nil {
+	_, err := a.Run(f.ctx, time.Now().AddDate(0, 0, 30), false)
+	if err != nil && late == 0 {
+		// Refusing an --as-of in the future is a fix too.
+		t.Logf("future as-of refused before any copy: %v", err)
+		if _, _, err := f.st.Packet(f.ctx, sold); err != nil {
+			t.Errorf("packet %s lost: %v", sold, err)
+		}
+		return
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	if late == 0 {
-		t.Skip("today's day was not archived; nothing to check")
+		t.Fatal("today's settled day was neither archived nor refused")
 	}
 	if _, _, err := f.st.Packet(f.ctx, late); err != nil {
 		t.Errorf("packet %s, sent during the run, is in neither the day table nor the archive: %v", late, err)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
@@ -39,7 +40,7 @@ func ArchiveCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 	only := fs.String("set", "", "only this SET (default: every SET)")
 	asOfStr := fs.String("as-of", "", "act as if on this date, YYYY-MM-DD (default: today)")
 	dryRun := fs.Bool("dry-run", false, "run: print what would be archived, change nothing")
-	retention := fs.Int("retention-days", 0, "override archive.retention_days")
+	retention := fs.Int("retention-days", 0, "override archive.retention_days (1..26)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return fmt.Errorf("%w: %v", ErrUsage, err)
 	}
@@ -55,9 +56,11 @@ func ArchiveCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 		}
 	}
 	days := cfg.Archive.RetentionDays
-	if *retention != 0 {
-		days = *retention
-	}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "retention-days" {
+			days = *retention
+		}
+	})
 	if days < 1 || days > MaxRetentionDays {
 		return fmt.Errorf("%w: retention %d days refused: must be 1..%d so each day table is empty at least a day before it is reused",
 			ErrUsage, days, MaxRetentionDays)
@@ -84,13 +87,16 @@ func ArchiveCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 		if f, ok := os.Stderr.Stat(); ok == nil && f.Mode()&os.ModeCharDevice != 0 && stderr == os.Stderr {
 			a.Progress = stderr
 		}
-		if os.Getenv("HB_ARCHIVE_FAULT") == "after-copy" {
+		if lookupEnv(environ, "HB_ARCHIVE_FAULT") == "after-copy" {
 			a.AfterCopy = func(d store.Day) error {
 				return fmt.Errorf("injected fault after copying %s %s", d.Table.Packets(), d.Date.Format(time.DateOnly))
 			}
 		}
 		err = archiveSet(ctx, args[0], a, cfg, sc, asOf, *dryRun, stdout)
 		closeAll()
+		if errors.Is(err, ErrArchiveLocked) {
+			return err // it names the SET already
+		}
 		if err != nil {
 			return fmt.Errorf("SET %s: %w", sc.Name, err)
 		}
@@ -135,7 +141,11 @@ func archiveSet(ctx context.Context, cmd string, a *Archiver, cfg *configs.Confi
 				fmt.Fprintf(out, "SET %s %s %s: %s %d packets %s\n", sc.Name, d.Date, d.Table, d.Action, d.Rows, d.Reason)
 			}
 		}
-		fmt.Fprintf(out, "SET %s: archived %d days (%d packets), skipped %d, kept %d\n", sc.Name, sum.Archived, sum.Packets, sum.Skipped, sum.Kept)
+		verb := "archived"
+		if dryRun {
+			verb = "would archive"
+		}
+		fmt.Fprintf(out, "SET %s: %s %d days (%d packets), skipped %d, kept %d\n", sc.Name, verb, sum.Archived, sum.Packets, sum.Skipped, sum.Kept)
 	case "status":
 		days, err := a.Status(ctx, asOf)
 		if err != nil {
@@ -154,6 +164,16 @@ func archiveSet(ctx context.Context, cmd string, a *Archiver, cfg *configs.Confi
 		}
 	}
 	return nil
+}
+
+// lookupEnv returns the value of name in environ (os.Environ form).
+func lookupEnv(environ []string, name string) string {
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == name {
+			return v
+		}
+	}
+	return ""
 }
 
 // ownedBuckets are the buckets of SET name in the topology, or every bucket

@@ -97,6 +97,11 @@ type Checksum struct {
 
 const bucketOf = "(packet_id >> 12) & 1023"
 
+// unsettled selects packets that may still change: not cancelled, and not
+// past expiry, or not funded, or neither closed nor sold out. Its one
+// argument is the time of the check.
+const unsettled = "funding <> 2 AND (expires_at > ? OR funding = 0 OR (closed = 0 AND remaining_count > 0))"
+
 // Stats counts a Day's rows and the ones not settled at now: a packet is
 // settled when it is past expiry and sold out, closed or cancelled, and no
 // credit, refund or funding decision of it is still waiting.
@@ -107,14 +112,13 @@ func (s *Store) Stats(ctx context.Context, d Day, now time.Time) (DayStats, erro
 		return st, err
 	}
 	st.Packets, st.Details, st.Money = sum.Packets, sum.Details, sum
-	q := "SELECT COUNT(*) FROM " + d.Table.Packets() + " WHERE id >= ? AND id < ? AND funding <> 2 AND " +
-		"(expires_at > ? OR (funding = 0) OR (closed = 0 AND remaining_count > 0))"
+	q := "SELECT COUNT(*) FROM " + d.Table.Packets() + " WHERE id >= ? AND id < ? AND " + unsettled
 	if err := s.db.QueryRowContext(ctx, q, d.lo, d.hi, now.UTC()).Scan(&st.Unsettled); err != nil {
 		return st, fmt.Errorf("store: unsettled in %s: %w", d.Table.Packets(), err)
 	}
 	for _, table := range []string{"hb_set.outbox", "hb_set.pending"} {
 		var n int
-		err := s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+table+" WHERE packet_id >= ? AND packet_id < ? AND "+bucketOf+" = ?",
+		err := s.db.QueryRowContext(ctx, "SELECT COUNT(DISTINCT packet_id) FROM "+table+" WHERE packet_id >= ? AND packet_id < ? AND "+bucketOf+" = ?",
 			d.lo, d.hi, int(d.Table.Bucket)).Scan(&n)
 		if err != nil && !missingTable(err) {
 			return st, fmt.Errorf("store: waiting in %s: %w", table, err)
@@ -139,9 +143,10 @@ func checksum(ctx context.Context, db *sql.DB, packets, details string, lo, hi h
 	return c, nil
 }
 
-// Copy copies a Day to the cold store (rows already there are kept, so a
-// rerun after a crash adds nothing twice) and verifies the copy: row counts
-// and money sums of the Day must be equal on both sides.
+// Copy copies a Day to the cold store and verifies the copy: row counts and
+// money sums of the Day must be equal on both sides. Rows already in the
+// cold store are replaced (the live rows are the truth until the purge), so
+// a rerun after a crash adds nothing twice and fixes a stale copy.
 func (s *Store) Copy(ctx context.Context, cold *sql.DB, d Day) (Checksum, error) {
 	a := d.Archive()
 	for _, stmt := range schema.ArchiveStatements(a) {
@@ -149,12 +154,12 @@ func (s *Store) Copy(ctx context.Context, cold *sql.DB, d Day) (Checksum, error)
 			return Checksum{}, fmt.Errorf("store: archive schema %s: %w", a.Packets(), err)
 		}
 	}
-	if err := copyRows(ctx, s.db, cold, "SELECT * FROM "+d.Table.Packets()+" WHERE id >= ? AND id < ?",
-		[]any{d.lo, d.hi}, a.Packets()); err != nil {
+	if err := copyRowsAs(ctx, s.db, cold, "SELECT * FROM "+d.Table.Packets()+" WHERE id >= ? AND id < ?",
+		[]any{d.lo, d.hi}, "REPLACE", a.Packets()); err != nil {
 		return Checksum{}, fmt.Errorf("store: archive %s: %w", d.Table.Packets(), err)
 	}
-	if err := copyRows(ctx, s.db, cold, "SELECT * FROM "+d.Table.Details()+" WHERE packet_id >= ? AND packet_id < ?",
-		[]any{d.lo, d.hi}, a.Details()); err != nil {
+	if err := copyRowsAs(ctx, s.db, cold, "SELECT * FROM "+d.Table.Details()+" WHERE packet_id >= ? AND packet_id < ?",
+		[]any{d.lo, d.hi}, "REPLACE", a.Details()); err != nil {
 		return Checksum{}, fmt.Errorf("store: archive %s: %w", d.Table.Details(), err)
 	}
 	live, err := checksum(ctx, s.db, d.Table.Packets(), d.Table.Details(), d.lo, d.hi)
@@ -172,11 +177,38 @@ func (s *Store) Copy(ctx context.Context, cold *sql.DB, d Day) (Checksum, error)
 	return live, nil
 }
 
-// Purge empties a Day from the live tables after Copy verified it, in one
-// transaction, with the Day's leftover bookkeeping (idempotency keys, the
-// expiry marks of sold-out packets).
-func (s *Store) Purge(ctx context.Context, d Day) error {
+// ErrDayChanged means a Day changed between its verified copy and its purge.
+var ErrDayChanged = errors.New("the day changed after it was copied; run again")
+
+// Purge empties a Day from the live tables after Copy verified it as
+// copied, in one transaction, with the Day's leftover bookkeeping
+// (idempotency keys, the expiry marks of sold-out packets). It locks the
+// Day's rows and refuses if they no longer match the copy.
+func (s *Store) Purge(ctx context.Context, d Day, copied Checksum, asOf time.Time) error {
 	return inTx(ctx, s.db, func(tx *sql.Tx) error {
+		var now Checksum
+		err := tx.QueryRowContext(ctx, "SELECT COUNT(*), COALESCE(SUM(total),0), COALESCE(SUM(remaining_amount),0) FROM "+d.Table.Packets()+
+			" WHERE id >= ? AND id < ? FOR UPDATE", d.lo, d.hi).Scan(&now.Packets, &now.Total, &now.Remaining)
+		if err == nil {
+			err = tx.QueryRowContext(ctx, "SELECT COUNT(*), COALESCE(SUM(amount),0) FROM "+d.Table.Details()+
+				" WHERE packet_id >= ? AND packet_id < ? FOR UPDATE", d.lo, d.hi).Scan(&now.Details, &now.Opened)
+		}
+		if err != nil {
+			return fmt.Errorf("store: purge %s: %w", d.Table.Packets(), err)
+		}
+		if now != copied {
+			return fmt.Errorf("store: purge %s %s: %w", d.Table.Packets(), d.Date.Format(time.DateOnly), ErrDayChanged)
+		}
+		// The rows are locked now: none can be opened, closed or added
+		// while the settlement is checked again.
+		var live int
+		if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+d.Table.Packets()+" WHERE id >= ? AND id < ? AND "+unsettled,
+			d.lo, d.hi, asOf.UTC()).Scan(&live); err != nil {
+			return fmt.Errorf("store: purge %s: %w", d.Table.Packets(), err)
+		}
+		if live > 0 {
+			return fmt.Errorf("store: purge %s %s: %d packets not settled: %w", d.Table.Packets(), d.Date.Format(time.DateOnly), live, ErrDayChanged)
+		}
 		for _, q := range []string{
 			"DELETE FROM " + d.Table.Details() + " WHERE packet_id >= ? AND packet_id < ?",
 			"DELETE FROM " + d.Table.Packets() + " WHERE id >= ? AND id < ?",

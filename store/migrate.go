@@ -66,6 +66,12 @@ func copyDay(ctx context.Context, from, to *sql.DB, dst *schema.Ensurer, t hongb
 // copyRows streams the rows of query into table, in chunks, keeping rows
 // the destination already has. Both sides have the same columns.
 func copyRows(ctx context.Context, from, to *sql.DB, query string, args []any, table string) error {
+	return copyRowsAs(ctx, from, to, query, args, "INSERT IGNORE", table)
+}
+
+// copyRowsAs is copyRows with the insert verb: "INSERT IGNORE" keeps rows
+// the destination has, "REPLACE" overwrites them with the source's.
+func copyRowsAs(ctx context.Context, from, to *sql.DB, query string, args []any, verb, table string) error {
 	rows, err := from.QueryContext(ctx, query, args...)
 	if err != nil {
 		return err
@@ -83,7 +89,7 @@ func copyRows(ctx context.Context, from, to *sql.DB, query string, args []any, t
 			return nil
 		}
 		tuple := "(?" + strings.Repeat(",?", cols-1) + ")"
-		q := "INSERT IGNORE INTO " + table + " VALUES " + tuple + strings.Repeat(","+tuple, len(batch)/cols-1)
+		q := verb + " INTO " + table + " VALUES " + tuple + strings.Repeat(","+tuple, len(batch)/cols-1)
 		_, err := to.ExecContext(ctx, q, batch...)
 		batch = batch[:0]
 		return err

@@ -4,6 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"time"
+
+	hongbao "github.com/hongbao-dev/hongbao"
 )
 
 // SetTotals are one SET's money as its MySQL sees it.
@@ -34,7 +37,15 @@ func VerifySet(ctx context.Context, db, cold *sql.DB, paid func(packet int64) (b
 			return tot, nil, err
 		}
 		for _, t := range tables {
-			b, err := verifyTable(ctx, src.db, t, &tot, paid)
+			var skip map[int64]bool
+			if src.pattern == archiveTablePattern {
+				// A day copied but not yet purged (an interrupted run)
+				// is in both places: count its live rows only.
+				if skip, err = stillLive(ctx, db, t); err != nil {
+					return tot, nil, err
+				}
+			}
+			b, err := verifyTable(ctx, src.db, t, &tot, paid, skip)
 			if err != nil {
 				return tot, nil, fmt.Errorf("verify %s: %w", t, err)
 			}
@@ -98,7 +109,59 @@ func listTables(ctx context.Context, db *sql.DB, pattern string) ([]string, erro
 	return ts, rows.Err()
 }
 
-func verifyTable(ctx context.Context, db *sql.DB, t string, tot *SetTotals, paid func(int64) (bool, error)) ([]string, error) {
+// stillLive returns the IDs of archive table t (db_xx_archive.t_y_yyyymmdd)
+// that are still in their live day table.
+func stillLive(ctx context.Context, live *sql.DB, t string) (map[int64]bool, error) {
+	var xx, y int
+	var date string
+	if n, err := fmt.Sscanf(t, "db_%02d_archive.t_%1d_%8s", &xx, &y, &date); n != 3 || err != nil {
+		return nil, fmt.Errorf("verify: archive table name %q", t)
+	}
+	d, err := time.Parse("20060102", date)
+	if err != nil {
+		return nil, fmt.Errorf("verify: archive table name %q: %w", t, err)
+	}
+	// The live table of that day; the whole day of IDs, with a day of
+	// margin for the time zone (the ID's bucket and day pin it anyway).
+	lt := hongbao.DayTable{Bucket: hongbao.Bucket(xx*10 + y), Day: d.Day()}
+	lo, hi := idAt(d.Add(-24*time.Hour)), idAt(d.Add(48*time.Hour))
+	rows, err := live.QueryContext(ctx, "SELECT p.id FROM "+lt.Packets()+" p JOIN "+t+" a ON a.id = p.id WHERE p.id >= ? AND p.id < ?", lo, hi)
+	if missingTable(err) {
+		return nil, nil
+	}
+	if err != nil {
+		// Cold storage on another server: compare ID lists instead.
+		return stillLiveApart(ctx, live, lt, lo, hi)
+	}
+	defer rows.Close()
+	return scanIDs(rows)
+}
+
+func stillLiveApart(ctx context.Context, live *sql.DB, lt hongbao.DayTable, lo, hi hongbao.PacketID) (map[int64]bool, error) {
+	rows, err := live.QueryContext(ctx, "SELECT id FROM "+lt.Packets()+" WHERE id >= ? AND id < ?", lo, hi)
+	if missingTable(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	return scanIDs(rows)
+}
+
+func scanIDs(rows *sql.Rows) (map[int64]bool, error) {
+	ids := map[int64]bool{}
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids[id] = true
+	}
+	return ids, rows.Err()
+}
+
+func verifyTable(ctx context.Context, db *sql.DB, t string, tot *SetTotals, paid func(int64) (bool, error), skip map[int64]bool) ([]string, error) {
 	rows, err := db.QueryContext(ctx, `SELECT p.id, p.total, p.count, p.remaining_amount, p.remaining_count, p.closed, p.funding,
 		COALESCE(d.s, 0), COALESCE(d.n, 0), COALESCE(d.m, 1)
 		FROM `+t+` p LEFT JOIN (SELECT packet_id, SUM(amount) s, COUNT(*) n, MIN(amount) m FROM `+t+`_detail GROUP BY packet_id) d
@@ -113,6 +176,9 @@ func verifyTable(ctx context.Context, db *sql.DB, t string, tot *SetTotals, paid
 		var count, remCount, n, closed, funding int
 		if err := rows.Scan(&id, &total, &count, &remAmount, &remCount, &closed, &funding, &sum, &n, &minShare); err != nil {
 			return nil, err
+		}
+		if skip[id] {
+			continue
 		}
 		if sum+remAmount != total || n+remCount != count || minShare < 1 {
 			bad = append(bad, fmt.Sprintf("packet %d (%s): shares %d + remaining %d != total %d, or %d opens + %d left != count %d, or a share < 1 fen (%d)",

@@ -136,13 +136,18 @@ func StartMariaDB(t testing.TB) *MariaDB {
 	if os.Geteuid() == 0 {
 		user = []string{"--user=root"}
 	}
-	install := exec.Command("mariadb-install-db", append([]string{"--no-defaults", "--datadir=" + dir + "/data",
+	// A private tmpdir: a mariadbd starting elsewhere on the host must not
+	// clean up the temporary tables of this install.
+	if err := os.Mkdir(dir+"/tmp", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	install := exec.Command("mariadb-install-db", append([]string{"--no-defaults", "--datadir=" + dir + "/data", "--tmpdir=" + dir + "/tmp",
 		"--auth-root-authentication-method=normal", "--skip-test-db"}, user...)...)
 	if out, err := install.CombinedOutput(); err != nil {
 		t.Fatalf("mariadb-install-db: %v\n%s", err, out)
 	}
 	m.cmd = exec.Command("mariadbd", append([]string{"--no-defaults", "--datadir=" + dir + "/data",
-		"--socket=" + dir + "/sock", fmt.Sprintf("--port=%d", m.Port), "--bind-address=127.0.0.1",
+		"--socket=" + dir + "/sock", "--tmpdir=" + dir + "/tmp", fmt.Sprintf("--port=%d", m.Port), "--bind-address=127.0.0.1",
 		"--skip-name-resolve", "--skip-log-bin", "--innodb-buffer-pool-size=32M", "--innodb-log-file-size=16M",
 		"--max-connections=500", "--log-error=" + dir + "/error.log"}, user...)...)
 	if err := m.cmd.Start(); err != nil {

@@ -1,0 +1,429 @@
+package main
+
+// The real hbarchive binary against a private MariaDB: exit codes (2 usage,
+// 3 locked, 1 failure), a run stopped by HB_ARCHIVE_FAULT=after-copy between
+// the verified copy and the purge, and the rerun that finishes it with
+// exact counts.
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/store"
+	"github.com/hongbao-dev/hongbao/store/storetest"
+)
+
+// startMariaDB starts a private MariaDB, retrying a failed start (a
+// mariadbd started elsewhere on the host can remove the temporary files of
+// a concurrent mariadb-install-db, since storetest leaves tmpdir at /tmp).
+func startMariaDB(t *testing.T) *storetest.MariaDB {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		tb := &tryTB{TB: t}
+		var m *storetest.MariaDB
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			m = storetest.StartMariaDB(tb)
+		}()
+		<-done
+		if m != nil {
+			return m
+		}
+		if attempt == 4 {
+			t.Fatalf("private MariaDB: %s", tb.msg)
+		}
+		t.Logf("private MariaDB: attempt %d failed, retrying: %.120s", attempt, tb.msg)
+	}
+}
+
+type tryTB struct {
+	testing.TB
+	msg string
+}
+
+func (a *tryTB) Helper() {}
+func (a *tryTB) Fatalf(format string, args ...any) {
+	a.msg = fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+func (a *tryTB) Fatal(args ...any) {
+	a.msg = fmt.Sprint(args...)
+	runtime.Goexit()
+}
+func (a *tryTB) FailNow() { runtime.Goexit() }
+
+// day is one local date of one day table, with what the test put in it.
+type day struct {
+	table                    hongbao.DayTable
+	date                     string // yyyymmdd
+	packets, details         int
+	total, remaining, opened int64
+}
+
+func (d day) cold() string {
+	return fmt.Sprintf("db_%02d_archive.t_%d_%s", int(d.table.Bucket)/10, int(d.table.Bucket)%10, d.date)
+}
+
+type fixture struct {
+	t   *testing.T
+	ctx context.Context
+	m   *storetest.MariaDB
+	db  *sql.DB
+	st  *store.Store
+	loc *time.Location
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (f *fixture) clock() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.now
+}
+
+func (f *fixture) setNow(t time.Time) {
+	f.mu.Lock()
+	f.now = t
+	f.mu.Unlock()
+}
+
+// create makes a funded packet at a local time, opens `opens` shares,
+// closes it after its hour and delivers its outbox: a settled packet.
+func (f *fixture) create(at time.Time, b hongbao.Bucket, seq int, total int64, count, opens int, days map[string]*day) hongbao.PacketID {
+	f.t.Helper()
+	id, err := hongbao.NewPacketID(at, b, seq)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.setNow(at)
+	if _, _, err := f.st.Create(f.ctx, store.NewPacket{ID: id, Sender: hongbao.UserID(seq + 1), Expiry: time.Hour, Funding: hongbao.Funded,
+		Req: hongbao.SendRequest{Total: total, Count: count, Type: hongbao.Random}}); err != nil {
+		f.t.Fatal(err)
+	}
+	var opened int64
+	if opens > 0 {
+		users := make([]hongbao.UserID, opens)
+		for i := range users {
+			users[i] = hongbao.UserID(seq*1000 + i + 1)
+		}
+		f.setNow(at.Add(time.Minute))
+		batch, err := f.st.OpenBatch(f.ctx, id, users)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		for _, o := range batch.Outcomes {
+			if o.Err != nil {
+				f.t.Fatal(o.Err)
+			}
+			opened += o.Result.Amount
+		}
+	}
+	f.setNow(at.Add(2 * time.Hour))
+	if _, err := f.st.Close(f.ctx, id); err != nil {
+		f.t.Fatal(err)
+	}
+	rows, err := f.st.Outbox(f.ctx, 10000)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	var ids []int64
+	for _, r := range rows {
+		ids = append(ids, r.ID)
+	}
+	if err := f.st.Delivered(f.ctx, ids); err != nil {
+		f.t.Fatal(err)
+	}
+	lt := at.In(f.loc)
+	key := fmt.Sprintf("%s %s", id.Table(f.loc).Packets(), lt.Format("20060102"))
+	d := days[key]
+	if d == nil {
+		d = &day{table: id.Table(f.loc), date: lt.Format("20060102")}
+		days[key] = d
+	}
+	d.packets++
+	d.details += opens
+	d.total += total
+	d.opened += opened
+	d.remaining += total - opened
+	return id
+}
+
+// sums reads counts and money of a packet table and its detail.
+func (f *fixture) sums(table string) day {
+	f.t.Helper()
+	var d day
+	if err := f.db.QueryRowContext(f.ctx, "SELECT COUNT(*), COALESCE(SUM(total),0), COALESCE(SUM(remaining_amount),0) FROM "+table).
+		Scan(&d.packets, &d.total, &d.remaining); err != nil {
+		f.t.Fatalf("%s: %v", table, err)
+	}
+	if err := f.db.QueryRowContext(f.ctx, "SELECT COUNT(*), COALESCE(SUM(amount),0) FROM "+table+"_detail").Scan(&d.details, &d.opened); err != nil {
+		f.t.Fatalf("%s_detail: %v", table, err)
+	}
+	return d
+}
+
+func (f *fixture) exists(table string) bool {
+	f.t.Helper()
+	db, name, _ := strings.Cut(table, ".")
+	var n int
+	if err := f.db.QueryRowContext(f.ctx, "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = ? AND table_name = ?", db, name).Scan(&n); err != nil {
+		f.t.Fatal(err)
+	}
+	return n == 1
+}
+
+// snapshot checksums every day, archive and hb_set table.
+func (f *fixture) snapshot() map[string]int64 {
+	f.t.Helper()
+	rows, err := f.db.QueryContext(f.ctx, `SELECT CONCAT(table_schema, '.', table_name) FROM information_schema.tables
+		WHERE table_schema LIKE 'db\_%' OR table_schema = 'hb_set'`)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	var names []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			f.t.Fatal(err)
+		}
+		names = append(names, n)
+	}
+	rows.Close()
+	out := map[string]int64{}
+	for _, n := range names {
+		var table string
+		var sum sql.NullInt64
+		if err := f.db.QueryRowContext(f.ctx, "CHECKSUM TABLE "+n).Scan(&table, &sum); err != nil {
+			f.t.Fatal(err)
+		}
+		out[n] = sum.Int64
+	}
+	return out
+}
+
+// buildBinary builds hbarchive into a temporary directory.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "hbarchive")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// run runs the binary with a clean environment plus extra and returns its
+// exit code and output.
+func run(t *testing.T, bin string, extra []string, args ...string) (int, string, string) {
+	t.Helper()
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "HB_") {
+			env = append(env, kv)
+		}
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(env, extra...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("run %v: %v", args, err)
+	}
+	return code, out.String(), errOut.String()
+}
+
+func TestHbarchiveBinary(t *testing.T) {
+	loc, err := time.LoadLocation("Asia/Shanghai")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	m := startMariaDB(t)
+	db, err := store.OpenDB(m.DSN, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := schema.Own(ctx, db, "a", 1, schema.AllBuckets()); err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{t: t, ctx: ctx, m: m, db: db, loc: loc}
+	f.st = store.New(db, "a", loc, f.clock, mrand.Int64N).WithArchive(db)
+	bin := buildBinary(t)
+
+	days := map[string]*day{}
+	at := func(mo time.Month, d, h, mi int) time.Time { return time.Date(2025, mo, d, h, mi, 0, 0, loc) }
+	ids := []hongbao.PacketID{
+		f.create(at(3, 3, 9, 0), 7, 1, 1000, 10, 10, days),
+		f.create(at(3, 3, 10, 0), 7, 2, 500, 5, 2, days),
+		f.create(at(3, 3, 11, 0), 7, 3, 300, 3, 0, days),
+		f.create(at(3, 3, 12, 0), 123, 4, 2000, 20, 20, days),
+		f.create(at(3, 3, 13, 0), 123, 5, 800, 8, 5, days),
+		f.create(at(3, 10, 23, 59), 999, 6, 900, 9, 4, days),
+	}
+	type read struct {
+		P    hongbao.Packet
+		Recs []hongbao.Record
+	}
+	reads := func() map[hongbao.PacketID]read {
+		out := map[hongbao.PacketID]read{}
+		for _, id := range ids {
+			p, recs, err := f.st.Packet(ctx, id)
+			if err != nil {
+				t.Fatalf("read %s: %v", id, err)
+			}
+			out[id] = read{*p, recs}
+		}
+		return out
+	}
+	before := reads()
+	if len(days) != 3 {
+		t.Fatalf("%d days, want 3", len(days))
+	}
+
+	cfg := filepath.Join(t.TempDir(), "hb.yaml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`timezone: Asia/Shanghai
+secret: hbarchive-test-secret-0123456789
+internal_secret: hbarchive-test-internal-0123456789
+wallet_dsn: "root@tcp(127.0.0.1:1)/hb_wallet"
+log_level: error
+archive:
+  retention_days: 7
+sets:
+  - name: a
+    servers: [127.0.0.1:1]
+    mysql_dsn: %q
+    memcached: [127.0.0.1:1]
+`, m.DSN)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	snap := f.snapshot()
+
+	t.Run("usage exits 2", func(t *testing.T) {
+		for _, c := range []struct {
+			args []string
+			says string
+		}{
+			{nil, "usage: hbarchive ensure|run|status"},
+			{[]string{"purge", "--config", cfg}, "usage: hbarchive"},
+			{[]string{"run", "--retention-days", "27", "--as-of", "2025-04-19", "--config", cfg}, "1..26"},
+			{[]string{"run", "--as-of", "2026-13-01", "--config", cfg}, "--as-of"},
+			{[]string{"run", "--set", "nope", "--config", cfg}, "nope"},
+		} {
+			code, _, stderr := run(t, bin, nil, c.args...)
+			if code != 2 || !strings.Contains(stderr, c.says) {
+				t.Errorf("hbarchive %v: exit %d, stderr %q; want 2 saying %q", c.args, code, stderr, c.says)
+			}
+		}
+		if !reflect.DeepEqual(snap, f.snapshot()) {
+			t.Error("usage errors changed tables")
+		}
+	})
+
+	t.Run("locked exits 3", func(t *testing.T) {
+		conn, err := db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		var got int
+		if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK('hb_archive:a', 0)").Scan(&got); err != nil || got != 1 {
+			t.Fatalf("GET_LOCK: %d, %v", got, err)
+		}
+		code, stdout, stderr := run(t, bin, nil, "run", "--as-of", "2025-04-19", "--config", cfg)
+		if code != 3 || !strings.HasPrefix(stderr, "hbarchive: SET a: ") ||
+			!strings.HasSuffix(stderr, "SET a: another hbarchive run is in progress for this SET\n") || stdout != "" {
+			t.Errorf("locked run: exit %d, stdout %q, stderr %q; want 3 and a clear message", code, stdout, stderr)
+		}
+		t.Run("message names the SET once", func(t *testing.T) {
+			if n := strings.Count(stderr, "SET a:"); n != 1 {
+				t.Errorf("stderr %q names the SET %d times", stderr, n)
+			}
+		})
+		if !reflect.DeepEqual(snap, f.snapshot()) {
+			t.Error("a locked run changed tables")
+		}
+		if _, err := conn.ExecContext(ctx, "DO RELEASE_LOCK('hb_archive:a')"); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("fault after copy, then rerun", func(t *testing.T) {
+		code, stdout, stderr := run(t, bin, []string{"HB_ARCHIVE_FAULT=after-copy"}, "run", "--as-of", "2025-04-19", "--config", cfg)
+		if code != 1 || !strings.Contains(stderr, "injected fault after copying db_00.t_7_03 2025-03-03") {
+			t.Fatalf("faulted run: exit %d, stdout %q, stderr %q; want 1 after copying db_00.t_7_03", code, stdout, stderr)
+		}
+		first := *days["db_00.t_7_03 20250303"]
+		for _, d := range days {
+			if got := f.sums(d.table.Packets()); got.packets != d.packets || got.details != d.details || got.total != d.total ||
+				got.remaining != d.remaining || got.opened != d.opened {
+				t.Errorf("%s after the fault: %+v, want all of %+v still live", d.table.Packets(), got, *d)
+			}
+		}
+		got := f.sums(first.cold())
+		got.table, got.date = first.table, first.date
+		if got != first {
+			t.Errorf("%s after the fault: %+v, want the verified copy %+v", first.cold(), got, first)
+		}
+		for k, d := range days {
+			if k != "db_00.t_7_03 20250303" && f.exists(d.cold()) {
+				t.Errorf("%s exists though the run stopped before it", d.cold())
+			}
+		}
+		if !reflect.DeepEqual(before, reads()) {
+			t.Error("reads changed after the fault")
+		}
+
+		code, stdout, stderr = run(t, bin, nil, "run", "--as-of", "2025-04-19", "--config", cfg)
+		if code != 0 || !strings.Contains(stdout, "SET a: archived 3 days (6 packets), skipped 0, kept 0") {
+			t.Fatalf("rerun: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+		}
+		var packets, details int
+		for _, d := range days {
+			if got := f.sums(d.table.Packets()); got.packets != 0 || got.details != 0 {
+				t.Errorf("%s after the rerun: %+v, want empty", d.table.Packets(), got)
+			}
+			got := f.sums(d.cold())
+			got.table, got.date = d.table, d.date
+			if got != *d {
+				t.Errorf("%s after the rerun: %+v, want exactly %+v", d.cold(), got, *d)
+			}
+			packets += got.packets
+			details += got.details
+		}
+		if packets != 6 || details != 41 {
+			t.Errorf("archive holds %d packets and %d shares, want 6 and 41", packets, details)
+		}
+		if !reflect.DeepEqual(before, reads()) {
+			t.Error("archived packets read differently")
+		}
+
+		code, stdout, _ = run(t, bin, nil, "status", "--as-of", "2025-04-19", "--config", cfg)
+		if code != 0 || strings.Count(stdout, " archived ") != 3 || !strings.Contains(stdout, "db_00_archive.t_7_20250303") {
+			t.Errorf("status: exit %d\n%s", code, stdout)
+		}
+	})
+}

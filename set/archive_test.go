@@ -255,7 +255,7 @@ func (f *archFix) close(ids ...hongbao.PacketID) {
 	f.t.Helper()
 	for _, id := range ids {
 		f.setNow(id.Time().Add(f.pk[id].expiry + time.Minute))
-		if _, err := f.st.Close(f.ctx, id); err != nil {
+		if _, _, err := f.st.Close(f.ctx, id); err != nil {
 			f.t.Fatal(err)
 		}
 	}

@@ -157,5 +157,8 @@ func (s *Server) handleDetail(r *http.Request, _ hongbao.UserID, id hongbao.Pack
 	if err != nil {
 		return 0, nil, err
 	}
+	if p.Funding != hongbao.Funded {
+		return 0, nil, hongbao.ErrNotFound // pending or refused: nothing to show
+	}
 	return http.StatusOK, api.Packet(p, recs, s.now(), s.loc), nil
 }

@@ -24,6 +24,9 @@ func (s *Server) grab(ctx context.Context, id hongbao.PacketID, user hongbao.Use
 		if err != nil {
 			return false, "", err
 		}
+		if p.Funding != hongbao.Funded {
+			return false, "", hongbao.ErrNotFound // never openable: not a packet to anyone
+		}
 		st = store.StateOf(p)
 		s.cache.SetState(id, st)
 	}

@@ -99,7 +99,7 @@ func (s *Settler) CloseExpired(ctx context.Context) (int, error) {
 	}
 	n := 0
 	for _, id := range ids {
-		refund, err := s.store.Close(ctx, id)
+		done, refund, err := s.store.Close(ctx, id)
 		if errors.Is(err, hongbao.ErrWrongSet) {
 			continue // moved away; its new SET closes it
 		}
@@ -109,7 +109,9 @@ func (s *Settler) CloseExpired(ctx context.Context) (int, error) {
 		if refund > 0 {
 			s.log.Info("packet expired; refund queued", zap.Stringer("packet_id", id), zap.Int64("refund", refund))
 		}
-		n++
+		if done { // a pending one waits for the sweeper: not work done
+			n++
+		}
 	}
 	return n, nil
 }

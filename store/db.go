@@ -8,9 +8,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	hongbao "github.com/hongbao-dev/hongbao"
 )
 
 // MySQL error numbers the store reacts to.
@@ -82,12 +85,23 @@ func retryable(err error) bool {
 // Commit itself is returned as is, since the outcome is then unknown.
 func inTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
 	var err error
-	for attempt := 0; attempt < 3; attempt++ {
+	for attempt := range 6 {
+		if attempt > 0 {
+			// Jittered backoff, so the transactions that deadlocked do
+			// not meet again at once.
+			pause := time.Duration(1+rand.IntN(5<<attempt)) * time.Millisecond
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(pause):
+			}
+		}
 		if err = tryTx(ctx, db, fn); err == nil || !retryable(err) {
 			return err
 		}
 	}
-	return err
+	// Still fighting after every retry: tell the client to come back.
+	return fmt.Errorf("%v: %w", err, hongbao.ErrBusy)
 }
 
 func tryTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {

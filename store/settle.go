@@ -43,18 +43,21 @@ func (s *Store) Fund(ctx context.Context, id hongbao.PacketID, to hongbao.Fundin
 // Close ends an expired packet: in a transaction serialised with its opens
 // (it locks the same row) it marks the packet closed and writes the refund
 // of what is left to the outbox. An open after it answers expired. It
-// returns the amount refunded (0 when nothing was left or it was closed).
-func (s *Store) Close(ctx context.Context, id hongbao.PacketID) (int64, error) {
+// returns whether it settled the packet's expiry (false when it is not due
+// yet or still pending) and the amount refunded.
+func (s *Store) Close(ctx context.Context, id hongbao.PacketID) (bool, int64, error) {
 	t := s.Table(id)
 	var refund int64
+	var done bool
 	err := inTx(ctx, s.db, func(tx *sql.Tx) error {
-		refund = 0
+		refund, done = 0, false
 		now := s.now() // fixed for the whole transaction
 		if err := fence(ctx, tx, s.set, id.Bucket()); err != nil {
 			return err
 		}
 		p, err := scanPacket(tx.QueryRowContext(ctx, selectPacket+t.Packets()+" WHERE id = ? FOR UPDATE", id))
 		if errors.Is(err, hongbao.ErrNotFound) {
+			done = true
 			_, err = tx.ExecContext(ctx, "DELETE FROM hb_set.expiry WHERE packet_id = ?", id)
 			return err
 		}
@@ -74,13 +77,14 @@ func (s *Store) Close(ctx context.Context, id hongbao.PacketID) (int64, error) {
 				return err
 			}
 		}
+		done = true
 		_, err = tx.ExecContext(ctx, "DELETE FROM hb_set.expiry WHERE packet_id = ?", id)
 		return err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("store: close %s: %w", id, err)
+		return false, 0, fmt.Errorf("store: close %s: %w", id, err)
 	}
-	return refund, nil
+	return done, refund, nil
 }
 
 // Due lists up to limit packets of the table ("expiry" or "pending") whose

@@ -131,28 +131,26 @@ func (s *Store) replay(ctx context.Context, n NewPacket) (*hongbao.Packet, bool,
 }
 
 // claimKey records the idempotency key for n, or returns the packet an
-// earlier request with the key created.
+// earlier request with the key created. It inserts first: a concurrent
+// send with the same key then waits on the key's row and sees the winner,
+// where a locking read of a missing row would take gap locks that deadlock.
 func claimKey(ctx context.Context, tx *sql.Tx, t hongbao.DayTable, n NewPacket, now time.Time) (hongbao.PacketID, error) {
-	var id hongbao.PacketID
-	var h []byte
-	err := tx.QueryRowContext(ctx, "SELECT packet_id, req_hash FROM "+t.DB()+".t_idem WHERE sender = ? AND idem_key = ? FOR UPDATE",
-		n.Sender, n.IdempotencyKey).Scan(&id, &h)
-	switch {
-	case err == nil && !bytes.Equal(h, n.hash()):
-		return 0, hongbao.ErrIdempotencyReuse
-	case err == nil:
-		return id, nil
-	case !errors.Is(err, sql.ErrNoRows):
+	_, err := tx.ExecContext(ctx, "INSERT INTO "+t.DB()+".t_idem (sender, idem_key, packet_id, req_hash, created_at) VALUES (?, ?, ?, ?, ?)",
+		n.Sender, n.IdempotencyKey, n.ID, n.hash(), now)
+	if !mysqlErr(err, errDupEntry) {
 		return 0, err
 	}
-	_, err = tx.ExecContext(ctx, "INSERT INTO "+t.DB()+".t_idem (sender, idem_key, packet_id, req_hash, created_at) VALUES (?, ?, ?, ?, ?)",
-		n.Sender, n.IdempotencyKey, n.ID, n.hash(), now)
-	if mysqlErr(err, errDupEntry) {
-		// A concurrent send with the same key won; a retry of the
-		// transaction will find its row.
-		return 0, &mysqlRetry{err}
+	var id hongbao.PacketID
+	var h []byte
+	err = tx.QueryRowContext(ctx, "SELECT packet_id, req_hash FROM "+t.DB()+".t_idem WHERE sender = ? AND idem_key = ? LOCK IN SHARE MODE",
+		n.Sender, n.IdempotencyKey).Scan(&id, &h)
+	switch {
+	case err != nil:
+		return 0, err
+	case !bytes.Equal(h, n.hash()):
+		return 0, hongbao.ErrIdempotencyReuse
 	}
-	return 0, err
+	return id, nil
 }
 
 // insertPacket writes the packet, its expiry (for the settler's close) and,

@@ -115,25 +115,24 @@ func (w *Wallet) Apply(ctx context.Context, e Entry) (Entry, bool, error) {
 
 // move changes the balance by e.Amount, refusing an overdraft.
 func move(ctx context.Context, tx *sql.Tx, e Entry) error {
-	if e.Amount == 0 {
-		return nil
-	}
-	res, err := tx.ExecContext(ctx, "UPDATE accounts SET balance = balance + ?, updated_at = ? WHERE user_id = ? AND balance + ? >= 0",
-		e.Amount, e.At, e.User, e.Amount)
-	if err != nil {
+	switch {
+	case e.Amount > 0:
+		// An upsert: crediting a user without an account yet must not
+		// take the gap locks an UPDATE-then-INSERT would deadlock on.
+		_, err := tx.ExecContext(ctx, "INSERT INTO accounts (user_id, balance, updated_at) VALUES (?,?,?) "+
+			"ON DUPLICATE KEY UPDATE balance = balance + VALUES(balance), updated_at = VALUES(updated_at)", e.User, e.Amount, e.At)
 		return err
+	case e.Amount < 0:
+		res, err := tx.ExecContext(ctx, "UPDATE accounts SET balance = balance + ?, updated_at = ? WHERE user_id = ? AND balance + ? >= 0",
+			e.Amount, e.At, e.User, e.Amount)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return hongbao.ErrInsufficientFunds
+		}
 	}
-	if n, _ := res.RowsAffected(); n == 1 {
-		return nil
-	}
-	if e.Amount < 0 {
-		return hongbao.ErrInsufficientFunds
-	}
-	_, err = tx.ExecContext(ctx, "INSERT INTO accounts (user_id, balance, updated_at) VALUES (?,?,?)", e.User, e.Amount, e.At)
-	if mysqlErr(err, errDupEntry) {
-		return &mysqlRetry{err} // created concurrently: the retry updates it
-	}
-	return err
+	return nil
 }
 
 func (w *Wallet) entry(ctx context.Context, key string) (Entry, error) {

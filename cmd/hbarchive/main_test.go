@@ -135,7 +135,7 @@ func (f *fixture) create(at time.Time, b hongbao.Bucket, seq int, total int64, c
 		}
 	}
 	f.setNow(at.Add(2 * time.Hour))
-	if _, err := f.st.Close(f.ctx, id); err != nil {
+	if _, _, err := f.st.Close(f.ctx, id); err != nil {
 		f.t.Fatal(err)
 	}
 	rows, err := f.st.Outbox(f.ctx, 10000)

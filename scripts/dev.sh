@@ -122,7 +122,10 @@ up() {
 down() {
   local f
   for f in "$RUN"/router-*.pid "$RUN"/server-*.pid "$RUN"/settler-*.pid; do [ -e "$f" ] && stop "$f"; done
-  for f in "$RUN"/memcached-*.pid "$RUN"/mariadb-*.pid; do [ -e "$f" ] && stop "$f"; done
+  for f in "$RUN"/memcached-*.pid "$RUN"/mariadb-*.pid; do
+    case "$f" in *-test-*) continue ;; esac # the test instances belong to make test
+    [ -e "$f" ] && stop "$f"
+  done
   return 0
 }
 

@@ -20,6 +20,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -60,6 +61,7 @@ type harness struct {
 	url    string
 	client *http.Client
 	auth   *api.Internal
+	gaveUp atomic.Bool // a client of openFinal found no final answer in time
 }
 
 // uniqueName returns a name no other test (or run) uses.
@@ -101,7 +103,9 @@ func newHarness(t testing.TB, opts harnessOpts) *harness {
 	}
 	setName := opts.Set
 	t.Cleanup(func() {
-		_, _ = db.Exec("DELETE FROM hb_fence.owned WHERE set_name = ?", setName)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _ = db.ExecContext(ctx, "DELETE FROM hb_fence.owned WHERE set_name = ?", setName)
 	})
 	if opts.Memcached == "" {
 		opts.Memcached = storetest.Memcached(t, "a")
@@ -302,7 +306,7 @@ type tries struct {
 // already_opened if the first attempt took a share). It is safe in any
 // goroutine.
 func (h *harness) openFinal(user hongbao.UserID, id string) (reply, tries) {
-	deadline := time.Now().Add(45 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	var tr tries
 	for {
 		r := h.open(user, id)
@@ -317,7 +321,10 @@ func (h *harness) openFinal(user hongbao.UserID, id string) (reply, tries) {
 				tr.First = r.String()
 			}
 		}
-		if time.Now().After(deadline) {
+		// One client giving up means the stack is down: the others stop
+		// too, so a dead database fails the test quickly.
+		if h.gaveUp.Load() || time.Now().After(deadline) {
+			h.gaveUp.Store(true)
 			return r, tr
 		}
 		time.Sleep(time.Duration(5+mrand.IntN(20)) * time.Millisecond)
@@ -359,19 +366,28 @@ type packetRow struct {
 	RowsInDetail, DetailSum, MinAmt int64
 }
 
+// sqlCtx bounds the harness's own SQL, so a stuck database fails the test
+// instead of hanging it.
+func sqlCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
 // checkInvariants asserts DESIGN.md's invariants 1 and 2 for packet id from
 // the tables themselves, and returns the packet row and its shares in
 // opening order.
 func checkInvariants(t testing.TB, db *sql.DB, id hongbao.PacketID) (packetRow, []share) {
 	t.Helper()
 	pt, dt := tablesOf(t, id)
+	ctx := sqlCtx(t)
 	var p packetRow
-	err := db.QueryRow("SELECT sender, type, total, count, remaining_amount, remaining_count, created_at, expires_at FROM "+pt+" WHERE id = ?", id).
+	err := db.QueryRowContext(ctx, "SELECT sender, type, total, count, remaining_amount, remaining_count, created_at, expires_at FROM "+pt+" WHERE id = ?", id).
 		Scan(&p.Sender, &p.Type, &p.Total, &p.Count, &p.RemainingAmount, &p.RemainingCount, &p.CreatedAt, &p.ExpiresAt)
 	if err != nil {
 		t.Fatalf("packet %d in %s: %v", id, pt, err)
 	}
-	err = db.QueryRow("SELECT COUNT(*), COALESCE(SUM(amount), 0), COALESCE(MIN(amount), 0) FROM "+dt+" WHERE packet_id = ?", id).
+	err = db.QueryRowContext(ctx, "SELECT COUNT(*), COALESCE(SUM(amount), 0), COALESCE(MIN(amount), 0) FROM "+dt+" WHERE packet_id = ?", id).
 		Scan(&p.RowsInDetail, &p.DetailSum, &p.MinAmt)
 	if err != nil {
 		t.Fatalf("details of %d: %v", id, err)
@@ -391,7 +407,7 @@ func checkInvariants(t testing.TB, db *sql.DB, id hongbao.PacketID) (packetRow, 
 	if p.RemainingCount == 0 && p.RemainingAmount != 0 {
 		t.Errorf("packet %d: sold out with %d fen left", id, p.RemainingAmount)
 	}
-	rows, err := db.Query("SELECT user_id, COUNT(*) FROM "+dt+" WHERE packet_id = ? GROUP BY user_id HAVING COUNT(*) > 1", id)
+	rows, err := db.QueryContext(ctx, "SELECT user_id, COUNT(*) FROM "+dt+" WHERE packet_id = ? GROUP BY user_id HAVING COUNT(*) > 1", id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -403,7 +419,7 @@ func checkInvariants(t testing.TB, db *sql.DB, id hongbao.PacketID) (packetRow, 
 		t.Errorf("packet %d: user %d has %d shares", id, u, n)
 	}
 	rows.Close()
-	rows, err = db.Query("SELECT user_id, amount, seq FROM "+dt+" WHERE packet_id = ? ORDER BY seq", id)
+	rows, err = db.QueryContext(ctx, "SELECT user_id, amount, seq FROM "+dt+" WHERE packet_id = ? ORDER BY seq", id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -440,9 +456,10 @@ func sharesByUser(shares []share) map[hongbao.UserID]int64 {
 // of month.
 func dayTables(t testing.TB, db *sql.DB, days ...int) []string {
 	t.Helper()
+	ctx := sqlCtx(t)
 	var names []string
 	for _, d := range days {
-		rows, err := db.Query(`SELECT table_schema, table_name FROM information_schema.tables
+		rows, err := db.QueryContext(ctx, `SELECT table_schema, table_name FROM information_schema.tables
 			WHERE table_schema LIKE 'db\_%' AND table_name LIKE ?`, fmt.Sprintf("t\\_%%\\_%02d", d))
 		if err != nil {
 			t.Fatal(err)
@@ -476,6 +493,7 @@ func rowsBySenders(t testing.TB, db *sql.DB, senders []hongbao.UserID, at ...tim
 			days = append(days, d)
 		}
 	}
+	ctx := sqlCtx(t)
 	in := strings.TrimSuffix(strings.Repeat("?,", len(senders)), ",")
 	args := make([]any, len(senders))
 	for i, s := range senders {
@@ -492,7 +510,7 @@ func rowsBySenders(t testing.TB, db *sql.DB, senders []hongbao.UserID, at ...tim
 				qa = append(qa, args...)
 			}
 			var c int
-			if err := db.QueryRow("SELECT COALESCE(SUM(n), 0) FROM ("+strings.Join(parts, " UNION ALL ")+") x", qa...).Scan(&c); err != nil {
+			if err := db.QueryRowContext(ctx, "SELECT COALESCE(SUM(n), 0) FROM ("+strings.Join(parts, " UNION ALL ")+") x", qa...).Scan(&c); err != nil {
 				t.Fatal(err)
 			}
 			total += c
@@ -501,7 +519,7 @@ func rowsBySenders(t testing.TB, db *sql.DB, senders []hongbao.UserID, at ...tim
 		return total
 	}
 	var idemTables []string
-	rows, err := db.Query(`SELECT table_schema FROM information_schema.tables WHERE table_schema LIKE 'db\_%' AND table_name = 't_idem'`)
+	rows, err := db.QueryContext(ctx, `SELECT table_schema FROM information_schema.tables WHERE table_schema LIKE 'db\_%' AND table_name = 't_idem'`)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,16 +30,17 @@ func (s *Server) grab(ctx context.Context, id hongbao.PacketID, user hongbao.Use
 		st = store.StateOf(p)
 		s.cache.SetState(id, st)
 	}
-	status := st.Status(s.now())
-	if status == hongbao.Active {
-		return true, "", nil
-	}
-	if _, opened, err := s.store.Opened(ctx, id, user); err != nil {
+	// The cache may have lost (or not yet have) this user's share: one
+	// primary-key read settles it, so a lost entry never changes the answer.
+	if _, had, err := s.store.Opened(ctx, id, user); err != nil {
 		return false, "", err
-	} else if opened {
+	} else if had {
 		return false, hongbao.AlreadyOpened, nil
 	}
-	return false, string(status), nil
+	if status := st.Status(s.now()); status != hongbao.Active {
+		return false, string(status), nil
+	}
+	return true, "", nil
 }
 
 // Open opens packet id for user in process, exactly as the HTTP API does:
@@ -126,9 +127,11 @@ func (s *Server) apply(ctx context.Context, id hongbao.PacketID, users []hongbao
 				zap.Int64("amount", o.Result.Amount))
 		}
 	}
-	// The cache learns after the worker moved on: it is only a shortcut,
-	// and a late or lost write can only make it look less sold out than
-	// the database, which the transaction then corrects.
+	// The packet's state is cached before anyone hears the outcome, so a
+	// grab right after the last share says sold_out. The openers' entries
+	// follow off the worker's path: until they land, a repeated open goes
+	// to the queue and a grab reads the share from MySQL.
+	s.cache.SetState(id, store.StateOf(b.Packet))
 	s.caching.Add(1)
 	go func() {
 		defer s.caching.Done()
@@ -137,7 +140,6 @@ func (s *Server) apply(ctx context.Context, id hongbao.PacketID, users []hongbao
 				s.cache.SetOpened(id, o.Result.User, o.Result.Amount, b.Packet.ExpiresAt)
 			}
 		}
-		s.cache.SetState(id, store.StateOf(b.Packet))
 	}()
 	return b.Outcomes, nil
 }

@@ -1,6 +1,7 @@
 package set_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
@@ -925,7 +926,11 @@ func TestFenceCoversEveryWrite(t *testing.T) {
 	if err := schema.Own(ctx, db, name, 1, []hongbao.Bucket{b}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = db.Exec("DELETE FROM hb_fence.owned WHERE set_name = ?", name) })
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _ = db.ExecContext(ctx, "DELETE FROM hb_fence.owned WHERE set_name = ?", name)
+	})
 	loc := shanghai(t)
 	st := store.New(db, name, loc, time.Now, mrand.Int64N)
 	minter := hongbao.NewMinter(time.Now)
@@ -958,7 +963,7 @@ func TestFenceCoversEveryWrite(t *testing.T) {
 	if _, err := st.OpenBatch(ctx, funded, []hongbao.UserID{freshUser()}); !errors.Is(err, hongbao.ErrWrongSet) {
 		t.Errorf("OpenBatch after the move: %v, want wrong_set", err)
 	}
-	if _, err := st.Close(ctx, funded); !errors.Is(err, hongbao.ErrWrongSet) {
+	if _, _, err := st.Close(ctx, funded); !errors.Is(err, hongbao.ErrWrongSet) {
 		t.Errorf("Close after the move: %v, want wrong_set", err)
 	}
 	if _, err := st.Fund(ctx, pending, hongbao.Funded); !errors.Is(err, hongbao.ErrWrongSet) {
@@ -966,14 +971,14 @@ func TestFenceCoversEveryWrite(t *testing.T) {
 	}
 	pt, _ := tablesOf(t, pending)
 	var funding int
-	if err := db.QueryRow("SELECT funding FROM "+pt+" WHERE id = ?", pending).Scan(&funding); err != nil {
+	if err := db.QueryRowContext(sqlCtx(t), "SELECT funding FROM "+pt+" WHERE id = ?", pending).Scan(&funding); err != nil {
 		t.Fatal(err)
 	}
 	if funding != int(hongbao.Pending) {
 		t.Errorf("the moved-away SET funded packet %d: funding %d", pending, funding)
 	}
 	var stillPending int
-	if err := db.QueryRow("SELECT COUNT(*) FROM hb_set.pending WHERE packet_id = ?", pending).Scan(&stillPending); err != nil {
+	if err := db.QueryRowContext(sqlCtx(t), "SELECT COUNT(*) FROM hb_set.pending WHERE packet_id = ?", pending).Scan(&stillPending); err != nil {
 		t.Fatal(err)
 	}
 	if stillPending != 1 {

@@ -5,6 +5,7 @@ package set
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"errors"
 	"fmt"
 	"net/http"
@@ -117,6 +118,11 @@ func (s *Server) authed(h handler) http.HandlerFunc {
 		}
 		addField(r.Context(), zap.Stringer("user", user))
 		status, body, err := h(r, user)
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, sql.ErrTxDone) {
+			// Out of time, or the outcome of a commit is unknown: either
+			// way a retry gets the truth (opens are idempotent).
+			err = fmt.Errorf("%v: %w", err, hongbao.ErrBusy)
+		}
 		if err != nil {
 			if api.Status(err) >= 500 {
 				s.log.Error("request failed", zap.String("request_id", rid), zap.Error(err))

@@ -17,6 +17,9 @@ func (s *Store) Fund(ctx context.Context, id hongbao.PacketID, to hongbao.Fundin
 	t := s.Table(id)
 	var p *hongbao.Packet
 	err := inTx(ctx, s.db, func(tx *sql.Tx) error {
+		if err := fence(ctx, tx, s.set, id.Bucket()); err != nil {
+			return err
+		}
 		var err error
 		p, err = scanPacket(tx.QueryRowContext(ctx, selectPacket+t.Packets()+" WHERE id = ? FOR UPDATE", id))
 		if err != nil || p.Funding != hongbao.Pending {

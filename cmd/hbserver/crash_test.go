@@ -6,6 +6,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
@@ -120,7 +121,11 @@ func TestKill9WhileOpening(t *testing.T) {
 	if err := schema.Own(t.Context(), db, setName, 1, schema.AllBuckets()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = db.Exec("DELETE FROM hb_fence.owned WHERE set_name = ?", setName) })
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _ = db.ExecContext(ctx, "DELETE FROM hb_fence.owned WHERE set_name = ?", setName)
+	})
 
 	addr := fmt.Sprintf("127.0.0.1:%d", storetest.FreePort(t))
 	// Senders are fresh users, so one wallet database serves every run.
@@ -254,6 +259,7 @@ sets:
 		all      = map[pair][]openAnswer{} // every answer, in order
 		answered atomic.Int64              // final answers
 		retried  atomic.Int64
+		gaveUp   atomic.Bool
 		wg       sync.WaitGroup
 	)
 	start := make(chan struct{})
@@ -263,7 +269,7 @@ sets:
 			<-start
 			for _, j := range mrand.Perm(packets) {
 				id := ids[j]
-				deadline := time.Now().Add(60 * time.Second)
+				deadline := time.Now().Add(30 * time.Second)
 				for {
 					a := open(u, id)
 					mu.Lock()
@@ -276,9 +282,14 @@ sets:
 					if a.err != nil {
 						retried.Add(1)
 					}
+					if gaveUp.Load() {
+						return
+					}
 					if time.Now().After(deadline) {
+						// The server or MySQL is down: every client stops.
+						gaveUp.Store(true)
 						t.Errorf("packet %d user %d: no final answer: %v", id, u, a.err)
-						break
+						return
 					}
 					time.Sleep(time.Duration(10+mrand.IntN(30)) * time.Millisecond)
 				}
@@ -300,6 +311,9 @@ sets:
 	}
 	srv = startServer(t, bin, cfg, setName, addr, logPath)
 	wg.Wait()
+	if gaveUp.Load() {
+		t.FailNow()
+	}
 	t.Logf("%d answers after the restart; %d connection errors and 5xx answers retried", answered.Load()-atKill, retried.Load())
 	srv.kill()
 
@@ -351,7 +365,7 @@ sets:
 	// Each share's wallet credit was written in the open's transaction.
 	credits := map[pair]int64{}
 	for _, id := range ids {
-		rs, err := db.Query("SELECT user_id, amount FROM hb_set.outbox WHERE packet_id = ? AND kind = 'open'", id)
+		rs, err := db.QueryContext(t.Context(), "SELECT user_id, amount FROM hb_set.outbox WHERE packet_id = ? AND kind = 'open'", id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -394,11 +408,11 @@ func crashInvariants(t *testing.T, db *sql.DB, id hongbao.PacketID) (map[hongbao
 	pt := fmt.Sprintf("db_%02d.t_%d_%02d", bucket/10, bucket%10, day)
 	var total, remAmount int64
 	var count, remCount int
-	if err := db.QueryRow("SELECT total, count, remaining_amount, remaining_count FROM "+pt+" WHERE id = ?", id).
+	if err := db.QueryRowContext(t.Context(), "SELECT total, count, remaining_amount, remaining_count FROM "+pt+" WHERE id = ?", id).
 		Scan(&total, &count, &remAmount, &remCount); err != nil {
 		t.Fatalf("packet %d in %s: %v", id, pt, err)
 	}
-	rows, err := db.Query("SELECT user_id, amount FROM "+pt+"_detail WHERE packet_id = ?", id)
+	rows, err := db.QueryContext(t.Context(), "SELECT user_id, amount FROM "+pt+"_detail WHERE packet_id = ?", id)
 	if err != nil {
 		t.Fatal(err)
 	}

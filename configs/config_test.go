@@ -59,7 +59,7 @@ func TestLoadDev(t *testing.T) {
 	if c.Cache.Timeout.D() != 200*time.Millisecond || c.Cache.Conns != 64 {
 		t.Errorf("cache = %+v", c.Cache)
 	}
-	if c.DBConns != 32 || c.ShutdownGrace.D() != 20*time.Second || c.LogLevel != "info" || c.Router.Listen != "127.0.0.1:8080" {
+	if c.DBConns != 64 || c.ShutdownGrace.D() != 20*time.Second || c.LogLevel != "info" || c.Router.Listen != "127.0.0.1:8080" {
 		t.Errorf("db_conns %d, shutdown_grace %s, log_level %q, router %q", c.DBConns, c.ShutdownGrace.D(), c.LogLevel, c.Router.Listen)
 	}
 	if len(c.Sets) != 2 || c.Sets[0].Name != "a" || c.Sets[1].Name != "b" {

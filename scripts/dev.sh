@@ -189,6 +189,8 @@ case "${1:-}" in
   test)
     shift
     test_env
+    # The test instances stop with the tests; their data stays for a quick restart.
+    trap 'for f in "$RUN"/mariadb-test-*.pid "$RUN"/memcached-test-*.pid; do [ -e "$f" ] && stop "$f"; done' EXIT
     cd "$ROOT"
     go vet ./...
     go test -race -count=1 -timeout 20m "$@" ./...

@@ -38,6 +38,10 @@ type Config struct {
 	Idle      time.Duration // a packet's worker exits after this long without opens
 	TxTimeout time.Duration // bound on one transaction, and on a held slot
 	SlotCap   int           // transactions of one packet in the DB at once, SET-wide
+	// Parallel bounds the transactions this server runs at once, all
+	// packets together (its MySQL pool size); 0: no bound. Workers wait
+	// for a turn in arrival order, so none starves behind the others.
+	Parallel int
 }
 
 // Manager owns the per-packet queues and their workers.
@@ -49,8 +53,9 @@ type Manager struct {
 	shards [64]shard
 	wg     sync.WaitGroup
 	closed atomic.Bool
-	depth  atomic.Int64 // opens queued or in flight, all packets
-	live   atomic.Int64 // packets with a worker
+	depth  atomic.Int64  // opens queued or in flight, all packets
+	live   atomic.Int64  // packets with a worker
+	turns  chan struct{} // nil: no bound on parallel transactions
 }
 
 type shard struct {
@@ -76,6 +81,9 @@ func New(cfg Config, apply Apply, slots Slots, log *zap.Logger) *Manager {
 		cfg.TxTimeout = 5 * time.Second
 	}
 	m := &Manager{cfg: cfg, apply: apply, slots: slots, log: log}
+	if cfg.Parallel > 0 {
+		m.turns = make(chan struct{}, cfg.Parallel)
+	}
 	for i := range m.shards {
 		m.shards[i].queues = make(map[hongbao.PacketID]chan *request)
 	}

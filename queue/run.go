@@ -59,6 +59,10 @@ func (m *Manager) run(id hongbao.PacketID, batch []*request) {
 // applyOnce runs one transaction. It is shared by several clients, so no
 // single client's cancellation may abort it; TxTimeout bounds it instead.
 func (m *Manager) applyOnce(id hongbao.PacketID, us []hongbao.UserID) ([]hongbao.Outcome, error) {
+	if m.turns != nil {
+		m.turns <- struct{}{} // blocked senders are served first come, first served
+		defer func() { <-m.turns }()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.TxTimeout)
 	defer cancel()
 	out, err := m.apply(ctx, id, us)

@@ -43,7 +43,6 @@ const detailsDDL = `CREATE TABLE IF NOT EXISTS %s (
   opened_at  DATETIME(3) NOT NULL,
   PRIMARY KEY (packet_id, user_id),
   UNIQUE KEY by_seq (packet_id, seq),
-  KEY by_user (user_id, packet_id),
   CONSTRAINT positive_share CHECK (amount >= 1)
 ) ENGINE=InnoDB`
 

@@ -9,7 +9,10 @@ import (
 // SetStatements is the DDL of a SET's own bookkeeping (database hb_set in
 // the SET's MySQL, so it shares local transactions with the day tables):
 //   - outbox: wallet entries (credits to openers, refunds) written in the
-//     same transaction as the open or the close, delivered by the settler;
+//     same transaction as the open or the close, delivered by the settler.
+//     Its keys need no unique index here: the detail row (one per user)
+//     and the closed flag already make each entry once, and the ledger's
+//     unique key makes delivery exactly once;
 //   - expiry: every packet until it is closed, so the settler finds expired
 //     packets without scanning day tables;
 //   - pending: packets whose debit is not settled yet, for the sweeper.
@@ -23,7 +26,6 @@ var SetStatements = []string{
   kind       VARCHAR(16) NOT NULL,
   packet_id  BIGINT      NOT NULL,
   created_at DATETIME(3) NOT NULL,
-  UNIQUE KEY by_key (entry_key),
   KEY by_packet (packet_id)
 ) ENGINE=InnoDB`,
 	`CREATE TABLE IF NOT EXISTS hb_set.expiry (

@@ -100,13 +100,17 @@ wait_http() { # wait_http URL
   echo "$1 did not answer" >&2; return 1
 }
 
-up() {
-  deps
-  build
+infra() {
   mariadb_start a 3316
   mariadb_start b 3326
   memcached_start a 11221
   memcached_start b 11231
+}
+
+up() {
+  deps
+  build
+  infra
   "$RUN/bin/hbctl" topology init -config "$CONFIG" >"$RUN/topology.log"
   "$RUN/bin/hbctl" schema ensure -config "$CONFIG" --days 1 >>"$RUN/topology.log"
   proc server a1 "$RUN/bin/hbserver" -config "$CONFIG" -set a -listen 127.0.0.1:8081
@@ -168,12 +172,18 @@ bench() {
       { $sudo apt-get update -qq >>"$RUN/apt.log" 2>&1 && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq redis-server wrk >>"$RUN/apt.log" 2>&1; }; }
   down
   export HB_LIMITS_MAX_TOTAL=100000000000 HB_LIMITS_MAX_COUNT=1000000 HB_LIMITS_MAX_SHARE=0 HB_LOG_LEVEL=warn
-  up
+  build
+  # The designs side by side first, with nothing else running on the machine.
+  infra
+  "$RUN/bin/hbctl" topology init -config "$CONFIG" >"$RUN/topology.log"
   alive "$RUN/redis-bench.pid" || redis-server --port 26379 --bind 127.0.0.1 --save '' --appendonly no \
     --daemonize yes --pidfile "$RUN/redis-bench.pid" --logfile "$RUN/redis-bench.log"
   local i; for i in $(seq 1 50); do alive "$RUN/redis-bench.pid" && break; sleep 0.1; done
-  (cd "$ROOT" && go run ./cmd/hbbench -config "$CONFIG" -redis 127.0.0.1:26379 -e2e http://127.0.0.1:8080 -out docs/bench "$@")
+  "$RUN/bin/hbbench" -config "$CONFIG" -redis 127.0.0.1:26379 -out "$ROOT/docs/bench" "$@"
   stop "$RUN/redis-bench.pid"
+  # Then the whole system, end to end through the router.
+  up
+  "$RUN/bin/hbbench" -config "$CONFIG" -e2e http://127.0.0.1:8080 -compare=false -out "$ROOT/docs/bench" "$@"
   down
 }
 
@@ -196,6 +206,7 @@ case "${1:-}" in
     go test -race -count=1 -timeout 20m "$@" ./...
     ;;
   bench) shift; bench "$@" ;;
+  infra) deps; infra ;;
   test-env) test_env; env | grep '^HB_TEST_' | sed "s/^\([^=]*\)=\(.*\)$/export \1='\2'/" ;;
   *) sed -n '2,10p' "$0"; exit 2 ;;
 esac

@@ -127,11 +127,14 @@ func (s *Server) apply(ctx context.Context, id hongbao.PacketID, users []hongbao
 				zap.Int64("amount", o.Result.Amount))
 		}
 	}
-	// The packet's state is cached before anyone hears the outcome, so a
-	// grab right after the last share says sold_out. The openers' entries
+	// A sold-out packet's state is cached before anyone hears the outcome,
+	// so a grab right after the last share says sold_out (the count alone
+	// changes no answer, and expiry is fixed at send). The openers' entries
 	// follow off the worker's path: until they land, a repeated open goes
 	// to the queue and a grab reads the share from MySQL.
-	s.cache.SetState(id, store.StateOf(b.Packet))
+	if b.Packet.RemainingCount == 0 {
+		s.cache.SetState(id, store.StateOf(b.Packet))
+	}
 	s.caching.Add(1)
 	go func() {
 		defer s.caching.Done()

@@ -202,6 +202,14 @@ const slotAttempts = 8
 // (or the races for them were lost), or ErrCacheDown.
 func (c *Cache) AcquireSlot(id hongbao.PacketID, limit int, hold time.Duration) (token string, ok bool, err error) {
 	token = strconv.FormatInt(time.Now().UnixNano(), 36) + strconv.FormatInt(int64(c.seq.Add(1)), 36)
+	mine := func(now time.Time) string { return token + ":" + strconv.FormatInt(now.Add(hold).UnixMilli(), 10) }
+	// Fast path, one round trip: nobody holds a slot of the packet.
+	switch err := c.putSlots(id, nil, []string{mine(time.Now())}, hold); {
+	case err == nil:
+		return token, true, nil
+	case errors.Is(err, ErrCacheDown):
+		return "", false, err
+	}
 	for range slotAttempts {
 		now := time.Now()
 		it, holders, err := c.slots(id)
@@ -212,8 +220,7 @@ func (c *Cache) AcquireSlot(id hongbao.PacketID, limit int, hold time.Duration) 
 		if len(holders) >= limit {
 			return "", false, nil
 		}
-		holders = append(holders, token+":"+strconv.FormatInt(now.Add(hold).UnixMilli(), 10))
-		err = c.putSlots(id, it, holders, hold)
+		err = c.putSlots(id, it, append(holders, mine(now)), hold)
 		switch {
 		case err == nil:
 			return token, true, nil

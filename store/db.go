@@ -36,6 +36,9 @@ func OpenDB(dsn string, maxConns int) (*sql.DB, error) {
 	// One round trip per statement instead of prepare + execute + close:
 	// the open transaction is a handful of statements, each on the hot path.
 	cfg.InterpolateParams = true
+	// Several statements per round trip where the open transaction sends
+	// them together (every value is still escaped by the driver).
+	cfg.MultiStatements = true
 	cfg.Loc = time.UTC
 	if cfg.Params == nil {
 		cfg.Params = map[string]string{}

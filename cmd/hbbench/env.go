@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -39,7 +40,7 @@ type benchEnv struct {
 }
 
 func newBenchEnv(ctx context.Context, o options) (*benchEnv, error) {
-	cfg, err := configs.Load(o.config, nil)
+	cfg, err := configs.Load(o.config, os.Environ())
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +84,7 @@ func (e *benchEnv) newDesign(name string, clients int, redisAddr string) (design
 			Auth:   api.NewInternal([]byte("bench-internal-secret"), time.Now),
 			Limits: hongbao.Limits{MaxTotal: 1e12, MaxCount: 1e7, Expiry: 24 * time.Hour},
 			Queue: queue.Config{Size: 4096, Batch: e.cfg.Queue.Batch, Idle: 2 * time.Second,
-				TxTimeout: 5 * time.Second, SlotCap: e.cfg.Queue.SlotCap},
+				TxTimeout: 5 * time.Second, SlotCap: e.cfg.Queue.SlotCap, Parallel: e.cfg.DBConns},
 			Loc: e.loc, Now: time.Now, Log: zap.NewNop(),
 		})
 		return &ours{srv: srv}, done, nil
@@ -191,7 +192,7 @@ func (e *benchEnv) runOne(ctx context.Context, o options, sc scenario, name stri
 	if r.invariants == "" {
 		r.invariants = check(ctx, e.admin, e.loc, ps, r)
 	}
-	return r, nil
+	return r, cleanup(ctx, e.admin, e.loc, ps)
 }
 
 // compare runs every scenario for every design.

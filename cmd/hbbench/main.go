@@ -36,6 +36,7 @@ type options struct {
 	wrk       bool
 	memory    int
 	cpuprof   string
+	compare   bool
 }
 
 func main() {
@@ -53,6 +54,7 @@ func main() {
 	flag.BoolVar(&o.wrk, "wrk", true, "with -e2e, also run wrk against the open endpoint")
 	flag.IntVar(&o.memory, "memory", 100000, "packets for the memory measurement (0: skip)")
 	flag.StringVar(&o.cpuprof, "cpuprofile", "", "write a CPU profile of the whole run to this file")
+	flag.BoolVar(&o.compare, "compare", true, "run the in-process design comparison, plot and memory (false: only -e2e)")
 	flag.Parse()
 	if o.clients < 1 {
 		fmt.Fprintln(os.Stderr, "hbbench: flag -clients: must be positive")
@@ -90,19 +92,10 @@ func run(ctx context.Context, o options, w io.Writer) error {
 	out := io.MultiWriter(w, &report)
 	fmt.Fprintf(out, "# hbbench results, %s\n\n", time.Now().Format(time.RFC3339))
 	fmt.Fprintf(out, "machine: %s\n\n", machine())
-	results, err := env.compare(ctx, o)
-	if err != nil {
-		return err
-	}
-	printTable(out, results)
-	fmt.Fprintf(out, "\nratio hot queue/lock: %s\n", ratio(results, "hot", "queue", "lock"))
-	if o.sweep != "" {
-		if err := env.plot(ctx, o, out); err != nil {
-			return err
-		}
-	}
-	if o.memory > 0 {
-		if err := env.memoryRun(ctx, o.memory, out); err != nil {
+	name := "results-e2e.md"
+	if o.compare {
+		name = "results.md"
+		if err := env.compareAll(ctx, o, out); err != nil {
 			return err
 		}
 	}
@@ -111,5 +104,25 @@ func run(ctx context.Context, o options, w io.Writer) error {
 			return err
 		}
 	}
-	return os.WriteFile(o.out+"/results.md", []byte(report.String()), 0o644)
+	return os.WriteFile(o.out+"/"+name, []byte(report.String()), 0o644)
+}
+
+// compareAll is the in-process part: designs side by side, the sweep
+// behind the plot, and memory.
+func (e *benchEnv) compareAll(ctx context.Context, o options, out io.Writer) error {
+	results, err := e.compare(ctx, o)
+	if err != nil {
+		return err
+	}
+	printTable(out, results)
+	fmt.Fprintf(out, "\nratio hot queue/lock: %s\n", ratio(results, "hot", "queue", "lock"))
+	if o.sweep != "" {
+		if err := e.plot(ctx, o, out); err != nil {
+			return err
+		}
+	}
+	if o.memory > 0 {
+		return e.memoryRun(ctx, o.memory, out)
+	}
+	return nil
 }

@@ -62,7 +62,7 @@ func (e *benchEnv) memoryRun(ctx context.Context, n int, w io.Writer) error {
 		mib(m0.HeapAlloc), mib(m1.HeapAlloc), mib(m2.HeapAlloc))
 	fmt.Fprintf(w, "| RSS before / after idle queues freed | %s / %s |\n", rss0, rss())
 	fmt.Fprintf(w, "| invariants | %s |\n", check(ctx, e.admin, e.loc, ps, r))
-	return nil
+	return cleanup(ctx, e.admin, e.loc, ps)
 }
 
 func mib(b uint64) float64 { return float64(b) / (1 << 20) }

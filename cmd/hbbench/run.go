@@ -219,3 +219,29 @@ func check(ctx context.Context, db *sql.DB, loc *time.Location, ps []*hongbao.Pa
 	}
 	return "held"
 }
+
+// cleanup deletes a run's packets, shares and credits once checked, so runs
+// do not slow each other down with tables no settler or archiver drains.
+func cleanup(ctx context.Context, db *sql.DB, loc *time.Location, ps []*hongbao.Packet) error {
+	byTable := map[hongbao.DayTable][]any{}
+	for _, p := range ps {
+		byTable[p.ID.Table(loc)] = append(byTable[p.ID.Table(loc)], p.ID)
+	}
+	for t, ids := range byTable {
+		for len(ids) > 0 {
+			n := min(len(ids), 500)
+			in := "(?" + strings.Repeat(",?", n-1) + ")"
+			for _, q := range []string{
+				"DELETE FROM hb_set.outbox WHERE packet_id IN " + in,
+				"DELETE FROM " + t.Details() + " WHERE packet_id IN " + in,
+				"DELETE FROM " + t.Packets() + " WHERE id IN " + in,
+			} {
+				if _, err := db.ExecContext(ctx, q, ids[:n]...); err != nil {
+					return fmt.Errorf("cleanup: %w", err)
+				}
+			}
+			ids = ids[n:]
+		}
+	}
+	return nil
+}

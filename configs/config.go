@@ -33,9 +33,11 @@ type Config struct {
 	Sets           []Set    `yaml:"sets"`
 	MetaDSN        string   `yaml:"meta_dsn"`   // topology database
 	WalletDSN      string   `yaml:"wallet_dsn"` // accounts and ledger
-	DBConns        int      `yaml:"db_conns"`   // MySQL pool size per server
-	ShutdownGrace  Duration `yaml:"shutdown_grace"`
-	LogLevel       string   `yaml:"log_level"` // debug, info, warn, error
+	// DevGrant credits each sender once on first send (fen); dev only.
+	DevGrant      int64    `yaml:"dev_grant"`
+	DBConns       int      `yaml:"db_conns"` // MySQL pool size per server
+	ShutdownGrace Duration `yaml:"shutdown_grace"`
+	LogLevel      string   `yaml:"log_level"` // debug, info, warn, error
 }
 
 // Limits bound what a sender may create (fen, shares, time).

@@ -99,6 +99,16 @@ type Stats struct {
 // Stats returns current queue sizes.
 func (m *Manager) Stats() Stats { return Stats{Queued: m.depth.Load(), Packets: m.live.Load()} }
 
+// Live reports whether packet id has a worker on this server right now: a
+// hot packet, whose opens are cheapest answered by its batches.
+func (m *Manager) Live(id hongbao.PacketID) bool {
+	sh := &m.shards[uint64(id)%uint64(len(m.shards))]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	_, ok := sh.queues[id]
+	return ok
+}
+
 // Submit queues an open of id by user and waits for its outcome. A full
 // queue answers hongbao.ErrBusy at once. If ctx ends first, Submit returns
 // ctx.Err(); the open may still be applied (it is idempotent, so the client

@@ -31,6 +31,9 @@ func (s *Server) handleSend(r *http.Request, sender hongbao.UserID) (int, any, e
 	n := store.NewPacket{Sender: sender, Req: req, Expiry: s.limits.Expiry, IdempotencyKey: key, Funding: hongbao.Funded}
 	if s.wallet != nil {
 		n.Funding = hongbao.Pending
+		if err := s.devGrant(r.Context(), sender); err != nil {
+			return 0, nil, err
+		}
 		if err := s.covers(r.Context(), sender, req.Total, key); err != nil {
 			return 0, nil, err
 		}
@@ -53,6 +56,17 @@ func (s *Server) handleSend(r *http.Request, sender hongbao.UserID) (int, any, e
 			zap.Stringer("sender", sender), zap.Int64("total", p.Total), zap.Int("count", p.Count), zap.String("type", string(p.Type)))
 	}
 	return http.StatusCreated, api.Packet(p, nil, s.now(), s.loc), nil
+}
+
+// devGrant credits a sender once (the ledger key makes it once) when the
+// dev grant is configured.
+func (s *Server) devGrant(ctx context.Context, sender hongbao.UserID) error {
+	if s.grant <= 0 {
+		return nil
+	}
+	_, _, err := s.wallet.Apply(ctx, store.Entry{Key: "topup:dev-grant:" + sender.String(), User: sender,
+		Amount: s.grant, Kind: store.KindTopUp})
+	return err
 }
 
 // covers refuses a send the balance cannot pay, before anything is

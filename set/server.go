@@ -26,6 +26,7 @@ type Server struct {
 	store   *store.Store
 	cache   *store.Cache
 	wallet  *store.Wallet // nil: packets are funded without a debit (tests, benchmarks)
+	grant   int64
 	queue   *queue.Manager
 	auth    *api.Internal
 	owns    func(hongbao.Bucket) bool
@@ -46,7 +47,11 @@ type Deps struct {
 	Cache *store.Cache
 	// Wallet is debited at send; nil moves no money (tests and benchmarks).
 	Wallet *store.Wallet
-	Auth   *api.Internal // verifies that requests come from a router
+	// DevGrant, when positive, credits every sender once with that many
+	// fen on their first send: a dev cluster's users can send at once.
+	// Never set it in production.
+	DevGrant int64
+	Auth     *api.Internal // verifies that requests come from a router
 	// Owns reports whether this server's SET owns a bucket at the current
 	// topology version; nil leaves the decision to the MySQL fence alone.
 	Owns func(hongbao.Bucket) bool
@@ -63,7 +68,7 @@ type Deps struct {
 // NewServer wires a Server. It owns the queue manager it creates; Close
 // drains it.
 func NewServer(d Deps) *Server {
-	s := &Server{store: d.Store, cache: d.Cache, wallet: d.Wallet, auth: d.Auth, owns: d.Owns, recheck: d.Recheck, minter: hongbao.NewMinter(d.Now),
+	s := &Server{store: d.Store, cache: d.Cache, wallet: d.Wallet, grant: d.DevGrant, auth: d.Auth, owns: d.Owns, recheck: d.Recheck, minter: hongbao.NewMinter(d.Now),
 		limits: d.Limits, loc: d.Loc, now: d.Now, log: d.Log}
 	s.queue = queue.New(d.Queue, s.apply, d.Cache, d.Log)
 	s.ready.Store(true)

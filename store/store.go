@@ -173,37 +173,47 @@ func insertPacket(ctx context.Context, tx *sql.Tx, t hongbao.DayTable, n NewPack
 	return err
 }
 
-// Packet reads a packet and its records in opening order.
+// Packet reads a packet and its records in opening order, from one
+// snapshot (an archive run cannot slip between the two reads). A packet
+// not in its day table is looked for in the archive.
 func (s *Store) Packet(ctx context.Context, id hongbao.PacketID) (*hongbao.Packet, []hongbao.Record, error) {
 	t := s.Table(id)
-	db, packets, details := s.db, t.Packets(), t.Details()
-	p, err := scanPacket(db.QueryRowContext(ctx, selectPacket+packets+" WHERE id = ?", id))
+	p, recs, err := readPacket(ctx, s.db, t.Packets(), t.Details(), id)
 	if errors.Is(err, hongbao.ErrNotFound) && s.cold != nil {
 		// The ID names its day, so an archived packet is one lookup away.
 		a := dayOf(t, id, s.loc).Archive()
-		db, packets, details = s.cold, a.Packets(), a.Details()
-		p, err = scanPacket(db.QueryRowContext(ctx, selectPacket+packets+" WHERE id = ?", id))
+		p, recs, err = readPacket(ctx, s.cold, a.Packets(), a.Details(), id)
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("store: packet %s: %w", id, err)
 	}
-	rows, err := db.QueryContext(ctx, "SELECT user_id, amount, opened_at, seq FROM "+details+" WHERE packet_id = ? ORDER BY seq", id)
+	return p, recs, nil
+}
+
+func readPacket(ctx context.Context, db *sql.DB, packets, details string, id hongbao.PacketID) (*hongbao.Packet, []hongbao.Record, error) {
+	tx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
-		return nil, nil, fmt.Errorf("store: records of %s: %w", id, err)
+		return nil, nil, err
+	}
+	defer tx.Rollback() //nolint:errcheck // read-only: nothing to keep
+	p, err := scanPacket(tx.QueryRowContext(ctx, selectPacket+packets+" WHERE id = ?", id))
+	if err != nil {
+		return nil, nil, err
+	}
+	rows, err := tx.QueryContext(ctx, "SELECT user_id, amount, opened_at, seq FROM "+details+" WHERE packet_id = ? ORDER BY seq", id)
+	if err != nil {
+		return nil, nil, err
 	}
 	defer rows.Close()
 	var recs []hongbao.Record
 	for rows.Next() {
 		var r hongbao.Record
 		if err := rows.Scan(&r.User, &r.Amount, &r.At, &r.Seq); err != nil {
-			return nil, nil, fmt.Errorf("store: records of %s: %w", id, err)
+			return nil, nil, err
 		}
 		recs = append(recs, r)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, nil, fmt.Errorf("store: records of %s: %w", id, err)
-	}
-	return p, recs, nil
+	return p, recs, rows.Err()
 }
 
 // Opened returns the share user took of id, if any: a point read on the

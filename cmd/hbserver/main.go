@@ -92,13 +92,14 @@ func run(args []string) error {
 	}
 	defer wallet.Close()
 	srv := set.NewServer(set.Deps{
-		Owns:    owns,
-		Recheck: recheck,
-		Wallet:  wallet,
-		Store:   store.New(db, sc.Name, cfg.Location(), time.Now, rand.Int64N).WithArchive(cold),
-		Cache:   store.NewCache(sc.Memcached, cfg.Cache.Timeout.D(), cfg.Cache.Conns, log),
-		Auth:    api.NewInternal([]byte(cfg.InternalSecret), time.Now),
-		Limits:  cfg.DomainLimits(),
+		Owns:     owns,
+		Recheck:  recheck,
+		Wallet:   wallet,
+		DevGrant: cfg.DevGrant,
+		Store:    store.New(db, sc.Name, cfg.Location(), time.Now, rand.Int64N).WithArchive(cold),
+		Cache:    store.NewCache(sc.Memcached, cfg.Cache.Timeout.D(), cfg.Cache.Conns, log),
+		Auth:     api.NewInternal([]byte(cfg.InternalSecret), time.Now),
+		Limits:   cfg.DomainLimits(),
 		Queue: queue.Config{Size: cfg.Queue.Size, Batch: cfg.Queue.Batch, Idle: cfg.Queue.Idle.D(),
 			TxTimeout: cfg.Queue.TxTimeout.D(), SlotCap: cfg.Queue.SlotCap, Parallel: cfg.DBConns},
 		Loc: cfg.Location(), Now: time.Now, Log: log,

@@ -194,7 +194,6 @@ func (m *Manager) work(sh *shard, id hongbao.PacketID, q chan *request) {
 				}
 			}
 			m.run(id, batch)
-			m.depth.Add(-int64(len(batch)))
 			idle.Reset(m.cfg.Idle)
 		case <-idle.C:
 			if m.retire(sh, id, q) {

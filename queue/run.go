@@ -16,7 +16,7 @@ func (m *Manager) run(id hongbao.PacketID, batch []*request) {
 	live := batch[:0:0]
 	for _, r := range batch {
 		if err := r.ctx.Err(); err != nil {
-			r.done <- hongbao.Outcome{Err: err}
+			m.reply(r, hongbao.Outcome{Err: err})
 			continue
 		}
 		live = append(live, r)
@@ -26,7 +26,7 @@ func (m *Manager) run(id hongbao.PacketID, batch []*request) {
 	}
 	release, err := m.slot(id)
 	if err != nil {
-		answer(live, err)
+		m.answer(live, err)
 		return
 	}
 	defer release()
@@ -39,20 +39,20 @@ func (m *Manager) run(id hongbao.PacketID, batch []*request) {
 			zap.Int("batch", len(live)), zap.Error(err))
 		for _, r := range live {
 			if err := r.ctx.Err(); err != nil {
-				r.done <- hongbao.Outcome{Err: err}
+				m.reply(r, hongbao.Outcome{Err: err})
 				continue
 			}
 			one, err := m.applyOnce(id, []hongbao.UserID{r.user})
-			r.done <- first(one, err)
+			m.reply(r, first(one, err))
 		}
 		return
 	}
 	if err != nil {
-		answer(live, err)
+		m.answer(live, err)
 		return
 	}
 	for i, r := range live {
-		r.done <- out[i]
+		m.reply(r, out[i])
 	}
 }
 
@@ -104,8 +104,15 @@ func first(out []hongbao.Outcome, err error) hongbao.Outcome {
 	return out[0]
 }
 
-func answer(reqs []*request, err error) {
+func (m *Manager) answer(reqs []*request, err error) {
 	for _, r := range reqs {
-		r.done <- hongbao.Outcome{Err: err}
+		m.reply(r, hongbao.Outcome{Err: err})
 	}
+}
+
+// reply answers one request. It is counted out of the queue first, so a
+// client that has its answer never sees itself in Stats.
+func (m *Manager) reply(r *request, o hongbao.Outcome) {
+	m.depth.Add(-1)
+	r.done <- o
 }

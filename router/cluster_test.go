@@ -1,12 +1,15 @@
 package router_test
 
 // Integration tests of the whole cluster (issue 3): real hbrouter, hbserver
-// and hbctl processes over real MariaDB and memcached. See
-// cluster_harness_test.go for the harness.
+// and hbctl processes over private MariaDB and memcached instances
+// (routertest), and the tests talk HTTP to the router like any client, or
+// straight to the servers. The invariants are checked with the tests' own
+// SQL (storetest), straight from each SET's MySQL.
 
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -23,14 +26,17 @@ import (
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/api"
 	"github.com/hongbao-dev/hongbao/router"
+	"github.com/hongbao-dev/hongbao/router/routertest"
+	"github.com/hongbao-dev/hongbao/set"
 	"github.com/hongbao-dev/hongbao/store"
+	"github.com/hongbao-dev/hongbao/store/storetest"
 )
 
 // TestClusterPacketsLandOnBothSets: packets sent through the router are
 // spread over both SETs, and each one's rows are in the MySQL of exactly the
 // SET the topology says owns its bucket.
 func TestClusterPacketsLandOnBothSets(t *testing.T) {
-	c := getCluster(t)
+	c := startCluster(t)
 	const n = 100
 	sender := c.richUser(t)
 	bodies := make([]sendBody, n)
@@ -72,9 +78,9 @@ func TestClusterPacketsLandOnBothSets(t *testing.T) {
 			t.Errorf("packet %s stored as %+v, sent %+v by %s", id, *p, b, sender)
 		}
 	}
-	for _, s := range c.setNames {
-		if perSet[s] == 0 {
-			t.Errorf("no packet of %d landed on SET %s (per SET: %v)", n, s, perSet)
+	for _, s := range c.Sets {
+		if perSet[s.Name] == 0 {
+			t.Errorf("no packet of %d landed on SET %s (per SET: %v)", n, s.Name, perSet)
 		}
 	}
 	var debited int64
@@ -87,8 +93,8 @@ func TestClusterPacketsLandOnBothSets(t *testing.T) {
 	t.Logf("packets per SET: %v", perSet)
 	// And the router finds each of them again.
 	for i, id := range ids[:10] {
-		r := c.detail(freshUser(), id)
-		if total, _ := r.num("total"); r.Status != http.StatusOK || r.str("id") != id.String() || total != bodies[i].Total {
+		r := c.detail(storetest.FreshUser(), id)
+		if total, _ := r.Num("total"); r.Status != http.StatusOK || r.Str("id") != id.String() || total != bodies[i].Total {
 			t.Errorf("detail of %s: %v", id, r)
 		}
 	}
@@ -98,11 +104,11 @@ func TestClusterPacketsLandOnBothSets(t *testing.T) {
 // five times and partly at once, makes one packet (one ID, one row); the
 // key reused for a different body is refused with 422.
 func TestClusterIdempotentSend(t *testing.T) {
-	c := getCluster(t)
+	c := startCluster(t)
 	sender := c.richUser(t)
-	key := "idem-" + randHex(8)
+	key := storetest.UniqueName("idem-")
 	body := sendBody{Total: 888, Count: 8, Type: "random", Greeting: "一次就好"}
-	var replies [5]reply
+	var replies [5]routertest.Reply
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	for i := range 4 {
@@ -122,13 +128,13 @@ func TestClusterIdempotentSend(t *testing.T) {
 			t.Errorf("send %d with the same key: %v", i+1, r)
 			continue
 		}
-		got := r.id(t)
+		got := replyID(t, r)
 		if id == 0 {
 			id = got
 		} else if got != id {
 			t.Errorf("send %d with the same key created packet %s, an earlier one %s", i+1, got, id)
 		}
-		if total, _ := r.num("total"); total != body.Total {
+		if total, _ := r.Num("total"); total != body.Total {
 			t.Errorf("send %d: %v", i+1, r)
 		}
 	}
@@ -143,30 +149,12 @@ func TestClusterIdempotentSend(t *testing.T) {
 	if p == nil {
 		return
 	}
-	countRows := func() (packets, keys int) {
-		t.Helper()
-		for _, s := range c.setNames {
-			db := c.dbs[s]
-			var n int
-			err := db.QueryRow("SELECT COUNT(*) FROM "+id.Table(c.loc).Packets()+" WHERE sender = ?", sender).Scan(&n)
-			if err != nil && !isMissingTable(err) {
-				t.Fatal(err)
-			}
-			packets += n
-			n = 0
-			err = db.QueryRow("SELECT COUNT(*) FROM "+id.Bucket().DB()+".t_idem WHERE sender = ? AND idem_key = ?", sender, key).Scan(&n)
-			if err != nil && !isMissingTable(err) {
-				t.Fatal(err)
-			}
-			keys += n
-		}
-		return packets, keys
-	}
+	countRows := func() (packets, keys int) { return c.senderRows(t, id.Table(c.loc), sender, key) }
 	if packets, keys := countRows(); packets != 1 || keys != 1 {
 		t.Errorf("5 sends with one key left %d packet rows and %d idempotency rows, want 1 and 1", packets, keys)
 	}
 	var keyFor hongbao.PacketID
-	if err := c.dbs[p.Set].QueryRow("SELECT packet_id FROM "+id.Bucket().DB()+".t_idem WHERE sender = ? AND idem_key = ?",
+	if err := c.DB(p.Set).QueryRow("SELECT packet_id FROM "+id.Bucket().DB()+".t_idem WHERE sender = ? AND idem_key = ?",
 		sender, key).Scan(&keyFor); err != nil || keyFor != id {
 		t.Errorf("idempotency row on SET %s names packet %s (%v), want %s", p.Set, keyFor, err, id)
 	}
@@ -177,7 +165,7 @@ func TestClusterIdempotentSend(t *testing.T) {
 		{Total: 888, Count: 8, Type: "fixed", Greeting: body.Greeting},
 		{Total: 888, Count: 8, Type: "random", Greeting: "另一个"},
 	} {
-		if r := c.send(sender, other, key); !r.isProblem(http.StatusUnprocessableEntity, "idempotency_key_reused") {
+		if r := c.send(sender, other, key); !r.IsProblem(http.StatusUnprocessableEntity, "idempotency_key_reused") {
 			t.Errorf("send %+v with a used key: %v, want 422 idempotency_key_reused", other, r)
 		}
 	}
@@ -188,7 +176,7 @@ func TestClusterIdempotentSend(t *testing.T) {
 		t.Errorf("sender's balance %d after one packet of %d sent 5 times, want %d (one debit)", got, body.Total, 100_000_000-body.Total)
 	}
 	// The key belongs to its sender: another sender's packet is another.
-	if r := c.send(c.richUser(t), body, key); r.Status != http.StatusCreated || r.id(t) == id {
+	if r := c.send(c.richUser(t), body, key); r.Status != http.StatusCreated || replyID(t, r) == id {
 		t.Errorf("another sender with the same key: %v, want a new packet", r)
 	}
 }
@@ -198,7 +186,7 @@ func TestClusterIdempotentSend(t *testing.T) {
 // packet twice). Every invariant holds, every answer agrees with MySQL, and
 // exactly min(count, distinct openers) opens of each packet said "opened".
 func TestClusterManyPacketsManyOpeners(t *testing.T) {
-	c := getCluster(t)
+	c := startCluster(t)
 	const packets, attempts, poolSize = 200, 25, 80
 	senders := make([]hongbao.UserID, 40) // a sender's debits take turns on its account row
 	for i := range senders {
@@ -206,7 +194,7 @@ func TestClusterManyPacketsManyOpeners(t *testing.T) {
 	}
 	pool := make([]hongbao.UserID, poolSize)
 	for i := range pool {
-		pool[i] = freshUser()
+		pool[i] = storetest.FreshUser()
 	}
 	ids := make([]hongbao.PacketID, packets)
 	bodies := make([]sendBody, packets)
@@ -318,9 +306,9 @@ func TestClusterManyPacketsManyOpeners(t *testing.T) {
 // signature or one under another secret is refused with 403 forbidden, and
 // nothing is written.
 func TestClusterServerRefusesUnsignedRequests(t *testing.T) {
-	c := getCluster(t)
+	c := startCluster(t)
 	topo := c.topology(t)
-	setA := c.setNames[0]
+	setA := c.Sets[0].Name
 	ownedByA := func(b hongbao.Bucket) bool { return topo.Owner(b).Name == setA }
 	sender := c.richUser(t)
 	key, bucket := bucketKey(t, sender, ownedByA)
@@ -328,9 +316,9 @@ func TestClusterServerRefusesUnsignedRequests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	good := api.NewInternal([]byte(c.internalSecret), time.Now)
+	good := api.NewInternal([]byte(c.InternalSecret), time.Now)
 	wrongSecret := api.NewInternal([]byte("not-the-internal-secret-0123456789"), time.Now)
-	stale := api.NewInternal([]byte(c.internalSecret), func() time.Time { return time.Now().Add(-5 * time.Minute) })
+	stale := api.NewInternal([]byte(c.InternalSecret), func() time.Time { return time.Now().Add(-5 * time.Minute) })
 	forge := func(user hongbao.UserID) func(*http.Request) {
 		return func(r *http.Request) {
 			sig := make([]byte, 32)
@@ -350,20 +338,20 @@ func TestClusterServerRefusesUnsignedRequests(t *testing.T) {
 		{"signed under another secret", func(r *http.Request, u hongbao.UserID) { wrongSecret.Sign(r, u) }},
 		{"signature 5 minutes old", func(r *http.Request, u hongbao.UserID) { stale.Sign(r, u) }},
 		{"signature of another user", func(r *http.Request, u hongbao.UserID) {
-			good.Sign(r, freshUser())
+			good.Sign(r, storetest.FreshUser())
 			r.Header.Set(api.HeaderUser, u.String())
 		}},
 	}
-	for _, srv := range c.servers[setA] {
+	for _, srv := range c.Sets[0].Addrs {
 		for _, a := range attacks {
 			for _, withID := range []bool{false, true} {
 				hdr := map[string]string{"Idempotency-Key": key}
 				if withID {
 					hdr[api.HeaderPacketID] = minted.String()
 				}
-				req := c.newReq(http.MethodPost, srv, "/v1/packets", sender, sendBody{Total: 500, Count: 5, Type: "random"}.json(), hdr)
+				req := c.Request(http.MethodPost, "http://"+srv+"/v1/packets", sender, sendBody{Total: 500, Count: 5, Type: "random"}.json(), hdr)
 				a.prep(req, sender)
-				if r := c.doReq(req); !r.isProblem(http.StatusForbidden, "forbidden") {
+				if r := c.Do(req); !r.IsProblem(http.StatusForbidden, "forbidden") {
 					t.Errorf("send straight to %s, %s (packet id header %v): %v, want 403 forbidden", srv, a.name, withID, r)
 				}
 			}
@@ -377,7 +365,7 @@ func TestClusterServerRefusesUnsignedRequests(t *testing.T) {
 		return
 	}
 	owner, _ := router.Route(topo, pkt, nil)
-	opener := freshUser()
+	opener := storetest.FreshUser()
 	for _, srv := range owner.Servers {
 		for _, a := range attacks {
 			for _, method := range []string{http.MethodPost, http.MethodGet} {
@@ -385,9 +373,9 @@ func TestClusterServerRefusesUnsignedRequests(t *testing.T) {
 				if method == http.MethodPost {
 					path += "/open"
 				}
-				req := c.newReq(method, srv, path, opener, nil, nil)
+				req := c.Request(method, "http://"+srv+path, opener, nil, nil)
 				a.prep(req, opener)
-				if r := c.doReq(req); !r.isProblem(http.StatusForbidden, "forbidden") {
+				if r := c.Do(req); !r.IsProblem(http.StatusForbidden, "forbidden") {
 					t.Errorf("%s %s straight to %s, %s: %v, want 403 forbidden", method, path, srv, a.name, r)
 				}
 			}
@@ -396,24 +384,7 @@ func TestClusterServerRefusesUnsignedRequests(t *testing.T) {
 
 	// Nothing was written.
 	day := minted.Table(c.loc)
-	rowsOf := func(u hongbao.UserID) (packets, keys int) {
-		t.Helper()
-		for _, s := range c.setNames {
-			var n int
-			err := c.dbs[s].QueryRow("SELECT COUNT(*) FROM "+day.Packets()+" WHERE sender = ?", u).Scan(&n)
-			if err != nil && !isMissingTable(err) {
-				t.Fatal(err)
-			}
-			packets += n
-			n = 0
-			err = c.dbs[s].QueryRow("SELECT COUNT(*) FROM "+day.DB()+".t_idem WHERE sender = ?", u).Scan(&n)
-			if err != nil && !isMissingTable(err) {
-				t.Fatal(err)
-			}
-			keys += n
-		}
-		return packets, keys
-	}
+	rowsOf := func(u hongbao.UserID) (packets, keys int) { return c.senderRows(t, day, u, "") }
 	if packets, keys := rowsOf(sender); packets != 0 || keys != 0 {
 		t.Errorf("refused sends wrote %d packet rows and %d idempotency rows", packets, keys)
 	}
@@ -426,10 +397,10 @@ func TestClusterServerRefusesUnsignedRequests(t *testing.T) {
 
 	// The control: the same send, signed by the router's secret, is taken,
 	// so the refusals above were the signature's doing.
-	req := c.newReq(http.MethodPost, c.servers[setA][0], "/v1/packets", 0, sendBody{Total: 500, Count: 5, Type: "random"}.json(),
+	req := c.Request(http.MethodPost, "http://"+c.Sets[0].Addrs[0]+"/v1/packets", 0, sendBody{Total: 500, Count: 5, Type: "random"}.json(),
 		map[string]string{"Idempotency-Key": key, api.HeaderPacketID: minted.String()})
 	good.Sign(req, sender)
-	if r := c.doReq(req); r.Status != http.StatusCreated || r.str("id") != minted.String() {
+	if r := c.Do(req); r.Status != http.StatusCreated || r.Str("id") != minted.String() {
 		t.Errorf("properly signed send straight to a server: %v", r)
 	}
 	if packets, keys := rowsOf(sender); packets != 1 || keys != 1 {
@@ -445,10 +416,10 @@ func TestClusterServerRefusesUnsignedRequests(t *testing.T) {
 // answer within 30 s, every answer agrees with MySQL (an "opened" is
 // durable with its amount), nobody holds two shares, every invariant holds.
 func TestClusterKillServerDuringOpens(t *testing.T) {
-	c := getCluster(t)
+	c := startCluster(t)
 	topo := c.topology(t)
-	setA := c.setNames[0]
-	victim := c.servers[setA][0]
+	setA := c.Sets[0].Name
+	victim, victimName := c.Sets[0].Addrs[0], c.Sets[0].Servers[0]
 	ownedByA := func(b hongbao.Bucket) bool { return topo.Owner(b).Name == setA }
 	const count, openers, poolSize = 20, 30, 60
 
@@ -475,15 +446,9 @@ func TestClusterKillServerDuringOpens(t *testing.T) {
 	}
 	pool := make([]hongbao.UserID, poolSize)
 	for i := range pool {
-		pool[i] = freshUser()
+		pool[i] = storetest.FreshUser()
 	}
 
-	killed := false
-	t.Cleanup(func() {
-		if killed { // failed before the restart: give later tests their server back
-			c.restartServer(t, victim)
-		}
-	})
 	answers := make([][]openAnswer, len(ids))
 	openersOf := make([]map[hongbao.UserID]bool, len(ids))
 	var mu sync.Mutex
@@ -518,8 +483,7 @@ func TestClusterKillServerDuringOpens(t *testing.T) {
 		time.Sleep(2 * time.Millisecond)
 	}
 	atKill := done.Load()
-	c.kill9(t, victim)
-	killed = true
+	c.Kill(routertest.Server, victimName)
 	killedAt := time.Since(began)
 	if atKill > total/2 {
 		t.Errorf("the kill came late: %d of %d opens were already answered", atKill, total)
@@ -556,8 +520,7 @@ func TestClusterKillServerDuringOpens(t *testing.T) {
 		len(ids), len(onVictim), victim, total, killedAt.Round(time.Millisecond), atKill, elapsed.Round(time.Millisecond),
 		slowest.Round(time.Millisecond), retries.Load(), totalOpened)
 
-	c.restartServer(t, victim)
-	killed = false
+	c.Restart(routertest.Server, victimName)
 	// The restarted server serves again: a fresh packet of SET a that ranks
 	// it first can be sent and opened.
 	for tries := 0; tries < 100; tries++ {
@@ -566,8 +529,8 @@ func TestClusterKillServerDuringOpens(t *testing.T) {
 		if _, ranked := router.Route(topo, id, nil); ranked[0] != victim {
 			continue
 		}
-		a := c.openFinal(freshUser(), id, retryAny5xx, 10*time.Second)
-		if kind, err := classify(a.R); err != nil || kind != hongbao.Opened {
+		a := c.openFinal(storetest.FreshUser(), id, retryAny5xx, 10*time.Second)
+		if kind, err := routertest.Classify(a.R); err != nil || kind != hongbao.Opened {
 			t.Errorf("open after the restart: %v", a.R)
 		}
 		break
@@ -580,16 +543,16 @@ func TestClusterKillServerDuringOpens(t *testing.T) {
 // a signed request for the bucket 421 wrong_set; SET a's fence refuses any
 // write of the bucket; topology show counts 499/501.
 func TestClusterMoveBucket(t *testing.T) {
-	c := getCluster(t)
+	c := startCluster(t)
 	topo := c.topology(t)
-	setA, setB := c.setNames[0], c.setNames[1]
+	setA, setB := c.Sets[0].Name, c.Sets[1].Name
 	if n := len(topo.Buckets(setA)); n != 500 {
 		t.Fatalf("SET %s owns %d buckets before the move, want 500 (has a move run already?)", setA, n)
 	}
 	ownedByA := func(b hongbao.Bucket) bool { return topo.Owner(b).Name == setA }
 
-	// A bucket of SET a holding no other packet today (the test MariaDB is
-	// shared with other tests, whose rows a move would carry along).
+	// A bucket of SET a holding no other packet today (a move carries
+	// along every row of the bucket).
 	sender := c.richUser(t)
 	today := time.Now().In(c.loc).Day()
 	var key string
@@ -597,8 +560,8 @@ func TestClusterMoveBucket(t *testing.T) {
 	for tries := 0; tries < 300; tries++ {
 		key, bucket = bucketKey(t, sender, ownedByA)
 		var n int
-		err := c.dbs[setA].QueryRow("SELECT COUNT(*) FROM " + hongbao.DayTable{Bucket: bucket, Day: today}.Packets()).Scan(&n)
-		if isMissingTable(err) || (err == nil && n == 0) {
+		err := c.DB(setA).QueryRow("SELECT COUNT(*) FROM " + hongbao.DayTable{Bucket: bucket, Day: today}.Packets()).Scan(&n)
+		if storetest.MissingTable(err) || (err == nil && n == 0) {
 			break
 		}
 	}
@@ -610,9 +573,9 @@ func TestClusterMoveBucket(t *testing.T) {
 	if id.Bucket() != bucket {
 		t.Fatalf("packet %s is in bucket %d, want %d", id, id.Bucket(), bucket)
 	}
-	early := []hongbao.UserID{freshUser(), freshUser()}
+	early := []hongbao.UserID{storetest.FreshUser(), storetest.FreshUser()}
 	for _, u := range early {
-		if a := c.openFinal(u, id, retryBusy, 10*time.Second); a.R.str("status") != hongbao.Opened {
+		if a := c.openFinal(u, id, retryBusy, 10*time.Second); a.R.Str("status") != hongbao.Opened {
 			t.Fatalf("open before the move: %v", a.R)
 		}
 	}
@@ -624,7 +587,7 @@ func TestClusterMoveBucket(t *testing.T) {
 	// A reader follows the packet through the router during the move.
 	type seen struct {
 		at time.Time
-		r  reply
+		r  routertest.Reply
 	}
 	var polls []seen
 	stop := make(chan struct{})
@@ -632,7 +595,7 @@ func TestClusterMoveBucket(t *testing.T) {
 	pollers.Add(1)
 	go func() {
 		defer pollers.Done()
-		reader := freshUser()
+		reader := storetest.FreshUser()
 		for {
 			select {
 			case <-stop:
@@ -654,7 +617,7 @@ func TestClusterMoveBucket(t *testing.T) {
 
 	time.Sleep(100 * time.Millisecond)
 	moveBegan := time.Now()
-	out := c.hbctl(t, "topology", "move", "--bucket", strconv.Itoa(int(bucket)), "--to", setB, "-config", c.config)
+	out := c.MustCtl(t, "topology", "move", "--bucket", strconv.Itoa(int(bucket)), "--to", setB)
 	moved := time.Now()
 	t.Logf("hbctl topology move (%v):\n%s", moved.Sub(moveBegan).Round(time.Millisecond), out)
 
@@ -664,22 +627,22 @@ func TestClusterMoveBucket(t *testing.T) {
 	type stale struct {
 		srv   string
 		after time.Duration
-		r     reply
+		r     routertest.Reply
 	}
 	var staleAnswers []stale
 	var staleMu sync.Mutex
 	var probes sync.WaitGroup
-	probeSigner := api.NewInternal([]byte(c.internalSecret), time.Now)
-	for _, srv := range c.servers[setA] {
+	probeSigner := api.NewInternal([]byte(c.InternalSecret), time.Now)
+	for _, srv := range c.Sets[0].Addrs {
 		probes.Add(1)
 		go func() {
 			defer probes.Done()
-			reader := freshUser()
+			reader := storetest.FreshUser()
 			for time.Since(moved) < 3*time.Second {
-				req := c.newReq(http.MethodGet, srv, "/v1/packets/"+id.String(), 0, nil, nil)
+				req := c.Request(http.MethodGet, "http://"+srv+"/v1/packets/"+id.String(), 0, nil, nil)
 				probeSigner.Sign(req, reader)
-				r := c.doReq(req)
-				if r.isProblem(http.StatusMisdirectedRequest, "wrong_set") {
+				r := c.Do(req)
+				if r.IsProblem(http.StatusMisdirectedRequest, "wrong_set") {
 					return
 				}
 				staleMu.Lock()
@@ -692,7 +655,7 @@ func TestClusterMoveBucket(t *testing.T) {
 
 	// Within ~3 s the router sends the packet to SET b: a new open
 	// succeeds there and the detail shows every share.
-	late := freshUser()
+	late := storetest.FreshUser()
 	var final openAnswer
 	for {
 		final = c.openFinal(late, id, retryBusy, 5*time.Second)
@@ -702,13 +665,13 @@ func TestClusterMoveBucket(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	routedAfter := time.Since(moved)
-	if final.R.str("status") != hongbao.Opened {
+	if final.R.Str("status") != hongbao.Opened {
 		t.Fatalf("open through the router after the move: %v (after %v)", final.R, routedAfter)
 	}
 	if routedAfter > 3*time.Second {
 		t.Errorf("the router took %v after the move to open the packet on SET %s, want ~3 s at most", routedAfter, setB)
 	}
-	r := c.detail(freshUser(), id)
+	r := c.detail(storetest.FreshUser(), id)
 	if r.Status != http.StatusOK || len(r.JSON["records"].([]any)) != 3 {
 		t.Errorf("detail through the router after the move: %v", r)
 	}
@@ -724,7 +687,7 @@ func TestClusterMoveBucket(t *testing.T) {
 		t.FailNow()
 	}
 	if after.Set != setB || after.Total != before.Total || after.Count != before.Count || after.Sender != sender ||
-		len(after.Shares) != 3 || after.RemainingAmount != before.RemainingAmount-final.R.amount() {
+		len(after.Shares) != 3 || after.RemainingAmount != before.RemainingAmount-final.R.Amount() {
 		t.Errorf("packet on SET %s after the move: %+v, before: %+v", after.Set, *after, *before)
 	}
 	for _, u := range early {
@@ -732,8 +695,8 @@ func TestClusterMoveBucket(t *testing.T) {
 			t.Errorf("user %s's share was %d on SET %s, is %d on SET %s", u, before.Shares[u], setA, after.Shares[u], setB)
 		}
 	}
-	if after.Shares[late] != final.R.amount() {
-		t.Errorf("user %s was told %d, SET %s holds %d", late, final.R.amount(), setB, after.Shares[late])
+	if after.Shares[late] != final.R.Amount() {
+		t.Errorf("user %s was told %d, SET %s holds %d", late, final.R.Amount(), setB, after.Shares[late])
 	}
 
 	// What a reader saw through the router while the bucket moved: the
@@ -749,7 +712,7 @@ func TestClusterMoveBucket(t *testing.T) {
 			busy++
 			continue
 		}
-		total, _ := p.r.num("total")
+		total, _ := p.r.Num("total")
 		recs, _ := p.r.JSON["records"].([]any)
 		if p.r.Status != http.StatusOK || total != body.Total {
 			t.Errorf("detail through the router %v after the move began: %v", p.at.Sub(moveBegan).Round(time.Millisecond), p.r)
@@ -780,20 +743,22 @@ func TestClusterMoveBucket(t *testing.T) {
 
 	// An old SET-a server, asked directly with a valid router signature,
 	// refuses every request of the bucket with 421 wrong_set.
-	internal := api.NewInternal([]byte(c.internalSecret), time.Now)
+	internal := api.NewInternal([]byte(c.InternalSecret), time.Now)
 	intruder := c.richUser(t) // can pay: only the bucket's owner may refuse the send
 	minted, err := hongbao.NewMinter(time.Now).Next(bucket)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, srv := range c.servers[setA] {
+	for _, srv := range c.Sets[0].Addrs {
 		reqs := map[string]func() *http.Request{
 			"open": func() *http.Request {
-				return c.newReq(http.MethodPost, srv, "/v1/packets/"+id.String()+"/open", 0, nil, nil)
+				return c.Request(http.MethodPost, "http://"+srv+"/v1/packets/"+id.String()+"/open", 0, nil, nil)
 			},
-			"detail": func() *http.Request { return c.newReq(http.MethodGet, srv, "/v1/packets/"+id.String(), 0, nil, nil) },
+			"detail": func() *http.Request {
+				return c.Request(http.MethodGet, "http://"+srv+"/v1/packets/"+id.String(), 0, nil, nil)
+			},
 			"send": func() *http.Request {
-				return c.newReq(http.MethodPost, srv, "/v1/packets", 0, sendBody{Total: 100, Count: 1, Type: "random"}.json(),
+				return c.Request(http.MethodPost, "http://"+srv+"/v1/packets", 0, sendBody{Total: 100, Count: 1, Type: "random"}.json(),
 					map[string]string{api.HeaderPacketID: minted.String()})
 			},
 		}
@@ -802,8 +767,8 @@ func TestClusterMoveBucket(t *testing.T) {
 			for {
 				req := mk()
 				internal.Sign(req, intruder)
-				r := c.doReq(req)
-				if r.isProblem(http.StatusMisdirectedRequest, "wrong_set") {
+				r := c.Do(req)
+				if r.IsProblem(http.StatusMisdirectedRequest, "wrong_set") {
 					break
 				}
 				if time.Now().After(deadline) {
@@ -818,15 +783,15 @@ func TestClusterMoveBucket(t *testing.T) {
 	// SET a's MySQL fence: no write of the bucket can commit there, even
 	// from a store that ignores the topology.
 	var fences int
-	if err := c.dbs[setA].QueryRow("SELECT COUNT(*) FROM hb_fence.owned WHERE set_name = ? AND bucket = ?", setA, int(bucket)).Scan(&fences); err != nil || fences != 0 {
+	if err := c.DB(setA).QueryRow("SELECT COUNT(*) FROM hb_fence.owned WHERE set_name = ? AND bucket = ?", setA, int(bucket)).Scan(&fences); err != nil || fences != 0 {
 		t.Errorf("SET %s's fence still has bucket %d (%d rows, %v)", setA, bucket, fences, err)
 	}
-	if err := c.dbs[setB].QueryRow("SELECT COUNT(*) FROM hb_fence.owned WHERE set_name = ? AND bucket = ?", setB, int(bucket)).Scan(&fences); err != nil || fences != 1 {
+	if err := c.DB(setB).QueryRow("SELECT COUNT(*) FROM hb_fence.owned WHERE set_name = ? AND bucket = ?", setB, int(bucket)).Scan(&fences); err != nil || fences != 1 {
 		t.Errorf("SET %s's fence lacks bucket %d (%d rows, %v)", setB, bucket, fences, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	st := store.New(c.dbs[setA], setA, c.loc, time.Now, mrand.Int64N)
+	st := store.New(c.DB(setA), setA, c.loc, time.Now, mrand.Int64N)
 	_, _, err = st.Create(ctx, store.NewPacket{ID: minted, Sender: intruder, Expiry: time.Hour, Funding: hongbao.Funded,
 		Req: hongbao.SendRequest{Total: 100, Count: 1, Type: hongbao.Random}})
 	if !errors.Is(err, hongbao.ErrWrongSet) {
@@ -835,10 +800,10 @@ func TestClusterMoveBucket(t *testing.T) {
 	if _, err := st.OpenBatch(ctx, id, []hongbao.UserID{intruder}); !errors.Is(err, hongbao.ErrWrongSet) {
 		t.Errorf("open of %s on SET %s after the move: %v, want wrong_set", id, setA, err)
 	}
-	if p := c.readPacket(t, setA, minted); p != nil {
+	if p := storetest.ReadPacket(t, c.DB(setA), minted); p != nil {
 		t.Errorf("a refused create left packet %s on SET %s", minted, setA)
 	}
-	if p := c.readPacket(t, setA, id); p != nil {
+	if p := storetest.ReadPacket(t, c.DB(setA), id); p != nil {
 		t.Errorf("packet %s still on SET %s after the move: %+v", id, setA, *p)
 	}
 	// The control: a bucket SET a still owns takes the same write.
@@ -862,7 +827,7 @@ func TestClusterMoveBucket(t *testing.T) {
 			BucketCount int    `json:"bucket_count"`
 		} `json:"sets"`
 	}
-	js := c.hbctl(t, "topology", "show", "--json", "-config", c.config)
+	js := c.MustCtl(t, "topology", "show", "--json")
 	if err := json.Unmarshal([]byte(js), &shown); err != nil {
 		t.Fatalf("topology show --json: %v\n%s", err, js)
 	}
@@ -874,4 +839,299 @@ func TestClusterMoveBucket(t *testing.T) {
 		t.Errorf("topology show --json: version %d, counts %v; want version %d, %s 499, %s 501\n%s",
 			shown.Version, counts, topo2.Version, setA, setB, strings.TrimSpace(js))
 	}
+}
+
+// ---- the cluster -------------------------------------------------------------
+
+// cluster is a routertest cluster of two SETs of two servers and a router,
+// with no settler: every share's wallet credit stays in its SET's outbox,
+// where checkPacket finds it.
+type cluster struct {
+	*routertest.Cluster
+	loc  *time.Location
+	meta *sql.DB
+}
+
+func startCluster(t *testing.T) *cluster {
+	t.Helper()
+	rc := routertest.Start(t, routertest.Options{NoSettlers: true})
+	meta, err := store.OpenDB(rc.MetaDSN, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { meta.Close() })
+	return &cluster{Cluster: rc, loc: storetest.Shanghai(t), meta: meta}
+}
+
+// richUser returns a fresh user with enough money for any test.
+func (c *cluster) richUser(t testing.TB) hongbao.UserID {
+	t.Helper()
+	u := storetest.FreshUser()
+	c.TopUp(t, u, 100_000_000)
+	return u
+}
+
+// balance reads user's wallet balance.
+func (c *cluster) balance(t testing.TB, user hongbao.UserID) int64 {
+	t.Helper()
+	b, err := c.Wallet().Balance(context.Background(), user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// do sends a request through the router as user (0: no token).
+func (c *cluster) do(method, path string, user hongbao.UserID, body []byte, hdr map[string]string) routertest.Reply {
+	return c.Do(c.Request(method, c.URL()+path, user, body, hdr))
+}
+
+// sendBody is the JSON of a send.
+type sendBody struct {
+	Total    int64  `json:"total"`
+	Count    int    `json:"count"`
+	Type     string `json:"type"`
+	Greeting string `json:"greeting"`
+}
+
+func (b sendBody) json() []byte {
+	raw, err := json.Marshal(b)
+	if err != nil {
+		panic(err)
+	}
+	return raw
+}
+
+// send posts a packet through the router; key "" sends no Idempotency-Key.
+func (c *cluster) send(user hongbao.UserID, b sendBody, key string) routertest.Reply {
+	var hdr map[string]string
+	if key != "" {
+		hdr = map[string]string{"Idempotency-Key": key}
+	}
+	return c.do(http.MethodPost, "/v1/packets", user, b.json(), hdr)
+}
+
+// mustSend sends until created (503 answers retried briefly) and returns the
+// packet's ID. Safe in any goroutine: it reports with Errorf and returns 0.
+func (c *cluster) mustSend(t testing.TB, user hongbao.UserID, b sendBody, key string) hongbao.PacketID {
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		r := c.send(user, b, key)
+		if r.Status == http.StatusCreated {
+			id, err := hongbao.ParsePacketID(r.Str("id"))
+			if err != nil {
+				t.Errorf("send answered id %q: %v", r.Str("id"), err)
+			}
+			return id
+		}
+		if (r.Err == nil && r.Status != http.StatusServiceUnavailable) || time.Now().After(deadline) {
+			t.Errorf("send %+v as %s: %v", b, user, r)
+			return 0
+		}
+		time.Sleep(time.Duration(10+mrand.IntN(20)) * time.Millisecond)
+	}
+}
+
+func (c *cluster) open(user hongbao.UserID, id hongbao.PacketID) routertest.Reply {
+	return c.do(http.MethodPost, "/v1/packets/"+id.String()+"/open", user, nil, nil)
+}
+
+func (c *cluster) detail(user hongbao.UserID, id hongbao.PacketID) routertest.Reply {
+	return c.do(http.MethodGet, "/v1/packets/"+id.String(), user, nil, nil)
+}
+
+// replyID is the packet ID of a send's answer.
+func replyID(t testing.TB, r routertest.Reply) hongbao.PacketID {
+	t.Helper()
+	id, err := hongbao.ParsePacketID(r.Str("id"))
+	if err != nil {
+		t.Fatalf("answer %v: id %q: %v", r, r.Str("id"), err)
+	}
+	return id
+}
+
+// retryPolicy says which answers openFinal retries.
+type retryPolicy int
+
+const (
+	retryBusy   retryPolicy = iota // 503 only
+	retryAny5xx                    // 503, every other 5xx and transport errors
+)
+
+// openAnswer is the final answer one client got.
+type openAnswer struct {
+	User    hongbao.UserID
+	Packet  hongbao.PacketID
+	R       routertest.Reply
+	Retries int
+	Took    time.Duration
+}
+
+// openFinal opens until the answer is final or the deadline passes,
+// sleeping a little between tries.
+func (c *cluster) openFinal(user hongbao.UserID, id hongbao.PacketID, policy retryPolicy, within time.Duration) openAnswer {
+	began := time.Now()
+	deadline := began.Add(within)
+	retries := 0
+	for {
+		r := c.open(user, id)
+		retry := r.Status == http.StatusServiceUnavailable
+		if policy == retryAny5xx {
+			retry = retry || r.Err != nil || r.Status >= 500
+		}
+		if !retry || time.Now().After(deadline) {
+			return openAnswer{User: user, Packet: id, R: r, Retries: retries, Took: time.Since(began)}
+		}
+		retries++
+		time.Sleep(time.Duration(10+mrand.IntN(30)) * time.Millisecond)
+	}
+}
+
+// topology reads the current topology from the meta database.
+func (c *cluster) topology(t testing.TB) *set.Topology {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	topo, err := set.LoadTopology(ctx, c.meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return topo
+}
+
+// dbPacket is a packet as the MySQL of its SET holds it.
+type dbPacket struct {
+	storetest.Packet
+	Set string
+}
+
+// checkPacket finds packet id in the SETs' MySQL, asserts it is held by
+// exactly the SET topo says owns its bucket, asserts DESIGN.md's invariants
+// 1 and 2 on its rows, and that every share's wallet credit waits in an
+// outbox, and returns them (nil if it is nowhere).
+func (c *cluster) checkPacket(t testing.TB, topo *set.Topology, id hongbao.PacketID) *dbPacket {
+	t.Helper()
+	owner := topo.Owner(id.Bucket()).Name
+	var found *dbPacket
+	for _, s := range c.Sets {
+		p := storetest.ReadPacket(t, c.DB(s.Name), id)
+		if p == nil {
+			continue
+		}
+		if s.Name != owner {
+			t.Errorf("packet %s (bucket %d) has rows on SET %s, but SET %s owns the bucket", id, id.Bucket(), s.Name, owner)
+			continue
+		}
+		found = &dbPacket{Packet: *p, Set: s.Name}
+	}
+	if found == nil {
+		t.Errorf("packet %s (bucket %d) is not in the MySQL of its owner SET %s", id, id.Bucket(), owner)
+		return nil
+	}
+	p := found
+	p.Check(t)
+	// Every share has its wallet credit in an outbox (no settler runs in
+	// this cluster, so none is delivered): exactly one, of the same amount.
+	credits := map[hongbao.UserID][]int64{}
+	for _, s := range c.Sets {
+		for u, cs := range storetest.OutboxCredits(t, c.DB(s.Name), id) {
+			credits[u] = append(credits[u], cs...)
+		}
+	}
+	for u, share := range p.Shares {
+		if cs := credits[u]; len(cs) != 1 || cs[0] != share {
+			t.Errorf("packet %s: user %s holds %d fen, outbox credits %v", id, u, share, cs)
+		}
+	}
+	for u, cs := range credits {
+		if _, ok := p.Shares[u]; !ok {
+			t.Errorf("packet %s: outbox credits %v to user %s, who holds no share", id, cs, u)
+		}
+	}
+	if p.Funding != hongbao.Funded {
+		t.Errorf("packet %s: funding %d, want %d (funded: the sender was debited)", id, p.Funding, hongbao.Funded)
+	}
+	if p.Type == string(hongbao.Fixed) {
+		for u, a := range p.Shares {
+			if a != p.Total/int64(p.Count) {
+				t.Errorf("fixed packet %s: user %s got %d, want %d", id, u, a, p.Total/int64(p.Count))
+			}
+		}
+	}
+	return p
+}
+
+// senderRows counts sender's rows, over every SET, in the packet table day
+// and in the idempotency table of its bucket (those of key, unless key is
+// "").
+func (c *cluster) senderRows(t testing.TB, day hongbao.DayTable, sender hongbao.UserID, key string) (packets, keys int) {
+	t.Helper()
+	idem, args := "SELECT COUNT(*) FROM "+day.DB()+".t_idem WHERE sender = ?", []any{sender}
+	if key != "" {
+		idem, args = idem+" AND idem_key = ?", append(args, key)
+	}
+	count := func(db *sql.DB, q string, args ...any) int {
+		var n int
+		if err := db.QueryRow(q, args...).Scan(&n); err != nil && !storetest.MissingTable(err) {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for _, s := range c.Sets {
+		packets += count(c.DB(s.Name), "SELECT COUNT(*) FROM "+day.Packets()+" WHERE sender = ?", sender)
+		keys += count(c.DB(s.Name), idem, args...)
+	}
+	return packets, keys
+}
+
+// checkAnswers compares the final answers clients got for packet p with its
+// rows: every answer is final, every opened/already_opened amount is the
+// user's share in MySQL, no sold_out went to a user holding a share, and no
+// user was told opened twice. It returns the number of "opened" answers.
+func checkAnswers(t testing.TB, p *dbPacket, answers []openAnswer) (opened int) {
+	t.Helper()
+	openedBy := map[hongbao.UserID]int{}
+	for _, a := range answers {
+		kind, err := routertest.Classify(a.R)
+		if err != nil {
+			t.Errorf("packet %s, user %s (after %d retries, %v): %v", a.Packet, a.User, a.Retries, a.Took, err)
+			continue
+		}
+		share, has := p.Shares[a.User]
+		switch kind {
+		case hongbao.Opened, hongbao.AlreadyOpened:
+			if kind == hongbao.Opened {
+				opened++
+				openedBy[a.User]++
+			}
+			if !has {
+				t.Errorf("packet %s: user %s was told %s %d fen, but has no share in MySQL", a.Packet, a.User, kind, a.R.Amount())
+			} else if share != a.R.Amount() {
+				t.Errorf("packet %s: user %s was told %s %d fen, MySQL says %d", a.Packet, a.User, kind, a.R.Amount(), share)
+			}
+		case "sold_out":
+			if has {
+				t.Errorf("packet %s: user %s was told sold_out, but holds a share of %d fen", a.Packet, a.User, share)
+			}
+		}
+	}
+	for u, n := range openedBy {
+		if n > 1 {
+			t.Errorf("packet %s: user %s was told opened %d times", p.ID, u, n)
+		}
+	}
+	return opened
+}
+
+// bucketKey returns an Idempotency-Key whose bucket for sender satisfies ok.
+func bucketKey(t testing.TB, sender hongbao.UserID, ok func(hongbao.Bucket) bool) (string, hongbao.Bucket) {
+	t.Helper()
+	for range 100_000 {
+		key := storetest.UniqueName("k-")
+		if b := hongbao.BucketFor(sender, []byte(key)); ok(b) {
+			return key, b
+		}
+	}
+	t.Fatal("no idempotency key found for the wanted buckets")
+	return "", 0
 }

@@ -16,10 +16,8 @@ import (
 	"fmt"
 	"maps"
 	mrand "math/rand/v2"
-	"os"
 	"path/filepath"
 	"reflect"
-	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -30,6 +28,7 @@ import (
 	"go.uber.org/zap"
 
 	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/router/routertest"
 	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/set"
 	"github.com/hongbao-dev/hongbao/store"
@@ -48,11 +47,11 @@ type archFix struct {
 	loc *time.Location
 	st  *store.Store
 
-	mu   sync.Mutex
-	now  time.Time
-	seq  int
-	user int64
-	pk   map[hongbao.PacketID]*archPk
+	clock storetest.Clock
+	mu    sync.Mutex
+	seq   int
+	user  int64
+	pk    map[hongbao.PacketID]*archPk
 }
 
 // archPk is what the test knows of one packet.
@@ -76,58 +75,18 @@ func (p *archPk) opened() int64 {
 // archStartMu serialises this package's starts of private MariaDB servers.
 var archStartMu sync.Mutex
 
-// archStartMariaDB starts a private MariaDB, retrying a failed start:
-// storetest.StartMariaDB leaves tmpdir at /tmp, and a mariadbd starting
-// anywhere on the host (another test process) removes the #sql temporary
-// files a concurrent mariadb-install-db is using, which fails it with
-// "Unknown table 'mysql.tmp_user_sys'".
+// archStartMariaDB starts a private MariaDB, one at a time in this
+// package.
 func archStartMariaDB(t *testing.T) *storetest.MariaDB {
 	t.Helper()
 	archStartMu.Lock()
 	defer archStartMu.Unlock()
-	for attempt := 1; ; attempt++ {
-		tb := &archTryTB{TB: t}
-		var m *storetest.MariaDB
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			m = storetest.StartMariaDB(tb)
-		}()
-		<-done
-		if m != nil {
-			return m
-		}
-		if attempt == 4 {
-			t.Fatalf("private MariaDB: %s", tb.msg)
-		}
-		t.Logf("private MariaDB: attempt %d failed, retrying: %.120s", attempt, tb.msg)
-	}
+	return storetest.StartMariaDB(t)
 }
-
-// archTryTB turns a fatal failure of a helper into an early return of the
-// goroutine running it, so that the caller may retry.
-type archTryTB struct {
-	testing.TB
-	msg string
-}
-
-func (a *archTryTB) Helper() {}
-func (a *archTryTB) Fatalf(format string, args ...any) {
-	a.msg = fmt.Sprintf(format, args...)
-	runtime.Goexit()
-}
-func (a *archTryTB) Fatal(args ...any) {
-	a.msg = fmt.Sprint(args...)
-	runtime.Goexit()
-}
-func (a *archTryTB) FailNow() { runtime.Goexit() }
 
 func newArchFix(t *testing.T) *archFix {
 	t.Helper()
-	loc, err := time.LoadLocation("Asia/Shanghai")
-	if err != nil {
-		t.Fatal(err)
-	}
+	loc := storetest.Shanghai(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	t.Cleanup(cancel)
 	m := archStartMariaDB(t)
@@ -140,20 +99,8 @@ func newArchFix(t *testing.T) *archFix {
 		t.Fatal(err)
 	}
 	f := &archFix{t: t, ctx: ctx, m: m, db: db, loc: loc, user: 1000, pk: map[hongbao.PacketID]*archPk{}}
-	f.st = store.New(db, "a", loc, f.clock, mrand.Int64N).WithArchive(db)
+	f.st = store.New(db, "a", loc, f.clock.Now, mrand.Int64N).WithArchive(db)
 	return f
-}
-
-func (f *archFix) clock() time.Time {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.now
-}
-
-func (f *archFix) setNow(t time.Time) {
-	f.mu.Lock()
-	f.now = t
-	f.mu.Unlock()
 }
 
 // at is a local time in Asia/Shanghai.
@@ -207,7 +154,7 @@ func (f *archFix) create(s archSpec) hongbao.PacketID {
 	if s.pending || s.cancelled {
 		funding = hongbao.Pending
 	}
-	f.setNow(s.at)
+	f.clock.Set(s.at)
 	p, created, err := f.st.Create(f.ctx, store.NewPacket{ID: id, Sender: f.newUser(), Expiry: s.expiry, Funding: funding,
 		IdempotencyKey: s.idem, Req: hongbao.SendRequest{Total: s.total, Count: s.count, Type: s.typ, Greeting: "archive test"}})
 	if err != nil || !created || p.ID != id {
@@ -225,7 +172,7 @@ func (f *archFix) create(s archSpec) hongbao.PacketID {
 		for i := range users {
 			users[i] = f.newUser()
 		}
-		f.setNow(s.at.Add(time.Minute))
+		f.clock.Set(s.at.Add(time.Minute))
 		b, err := f.st.OpenBatch(f.ctx, id, users)
 		if err != nil {
 			f.t.Fatalf("open %s: %v", id, err)
@@ -254,7 +201,7 @@ func (f *archFix) newUser() hongbao.UserID {
 func (f *archFix) close(ids ...hongbao.PacketID) {
 	f.t.Helper()
 	for _, id := range ids {
-		f.setNow(id.Time().Add(f.pk[id].expiry + time.Minute))
+		f.clock.Set(id.Time().Add(f.pk[id].expiry + time.Minute))
 		if _, _, err := f.st.Close(f.ctx, id); err != nil {
 			f.t.Fatal(err)
 		}
@@ -314,10 +261,7 @@ func (f *archFix) dayOf(id hongbao.PacketID) archDay {
 }
 
 // archSums is the row counts and money of a set of rows.
-type archSums struct {
-	Packets, Details         int
-	Total, Remaining, Opened int64
-}
+type archSums = storetest.Sums
 
 // model sums the packets the test created, per day.
 func (f *archFix) model(ids ...hongbao.PacketID) map[archDay]archSums {
@@ -338,15 +282,13 @@ func (f *archFix) model(ids ...hongbao.PacketID) map[archDay]archSums {
 
 // idRange is [lo, hi) of the IDs minted on the local date of d, from the
 // layout: 41 bits ms since 2024-01-01Z | 10 bits bucket | 12 bits seq.
-// archEpochMs is 2024-01-01T00:00:00Z, time zero of packet IDs (DESIGN.md).
-const archEpochMs = 1704067200000
 
 func (f *archFix) idRange(d archDay) (int64, int64) {
 	day, err := time.ParseInLocation("20060102", d.date, f.loc)
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	at := func(t time.Time) int64 { return (t.UnixMilli() - archEpochMs) << 22 }
+	at := func(t time.Time) int64 { return (t.UnixMilli() - storetest.EpochMs) << 22 }
 	return at(day), at(day.AddDate(0, 0, 1))
 }
 
@@ -361,9 +303,8 @@ func (f *archFix) liveSums(d archDay) archSums {
 // exist.
 func (f *archFix) coldSums(d archDay) (archSums, bool) {
 	f.t.Helper()
-	db, table, _ := strings.Cut(d.cold(), ".")
-	if !f.tableExists(db, table) {
-		if f.tableExists(db, table+"_detail") {
+	if !storetest.TableExists(f.t, f.db, d.cold()) {
+		if storetest.TableExists(f.t, f.db, d.cold()+"_detail") {
 			f.t.Errorf("%s_detail exists without %s", d.cold(), d.cold())
 		}
 		return archSums{}, false
@@ -380,48 +321,11 @@ func (f *archFix) tableCount(t hongbao.DayTable) (packets, details int) {
 
 func (f *archFix) sumsOf(packets, wherePackets, whereDetails string, args ...any) archSums {
 	f.t.Helper()
-	var s archSums
-	if err := f.db.QueryRowContext(f.ctx, "SELECT COUNT(*), COALESCE(SUM(total),0), COALESCE(SUM(remaining_amount),0) FROM "+
-		packets+" "+wherePackets, args...).Scan(&s.Packets, &s.Total, &s.Remaining); err != nil {
-		f.t.Fatalf("archSums of %s: %v", packets, err)
-	}
-	if err := f.db.QueryRowContext(f.ctx, "SELECT COUNT(*), COALESCE(SUM(amount),0) FROM "+packets+"_detail "+whereDetails,
-		args...).Scan(&s.Details, &s.Opened); err != nil {
-		f.t.Fatalf("archSums of %s_detail: %v", packets, err)
-	}
-	return s
-}
-
-func (f *archFix) tableExists(db, table string) bool {
-	f.t.Helper()
-	var n int
-	if err := f.db.QueryRowContext(f.ctx, "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = ? AND table_name = ?",
-		db, table).Scan(&n); err != nil {
-		f.t.Fatal(err)
-	}
-	return n == 1
+	return storetest.TableSums(f.t, f.db, packets, wherePackets, whereDetails, args...)
 }
 
 // tables lists db.table names in schemas matching like whose name matches re.
-func (f *archFix) tables(like, re string) []string {
-	f.t.Helper()
-	rows, err := f.db.QueryContext(f.ctx, `SELECT CONCAT(table_schema, '.', table_name) FROM information_schema.tables
-		WHERE table_schema LIKE ? AND table_name REGEXP ? ORDER BY 1`, like, re)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			f.t.Fatal(err)
-		}
-		out = append(out, s)
-	}
-	sort.Strings(out)
-	return out
-}
+func (f *archFix) tables(like, re string) []string { return storetest.TablesLike(f.t, f.db, like, re) }
 
 // archiveTables lists every table of every db_xx_archive database.
 func (f *archFix) archiveTables() []string { return f.tables(`db\_%\_archive`, ".") }
@@ -446,32 +350,11 @@ func (f *archFix) ids(table string) []hongbao.PacketID {
 }
 
 // count runs a COUNT query.
-func (f *archFix) count(q string, args ...any) int {
-	f.t.Helper()
-	var n int
-	if err := f.db.QueryRowContext(f.ctx, q, args...).Scan(&n); err != nil {
-		f.t.Fatalf("%s: %v", q, err)
-	}
-	return n
-}
+func (f *archFix) count(q string, args ...any) int { return storetest.Count(f.t, f.db, q, args...) }
 
 // snapshot is the content checksum of every table of the day tables, the
 // archives and hb_set: equal snapshots mean nothing changed.
-func (f *archFix) snapshot() map[string]int64 {
-	f.t.Helper()
-	names := f.tables(`db\_%`, ".")
-	names = append(names, "hb_set.outbox", "hb_set.expiry", "hb_set.pending")
-	out := map[string]int64{}
-	for _, n := range names {
-		var table string
-		var sum sql.NullInt64
-		if err := f.db.QueryRowContext(f.ctx, "CHECKSUM TABLE "+n).Scan(&table, &sum); err != nil {
-			f.t.Fatal(err)
-		}
-		out[n] = sum.Int64
-	}
-	return out
-}
+func (f *archFix) snapshot() map[string]int64 { return storetest.Checksums(f.t, f.db) }
 
 // records reads every packet through the store (which follows archived
 // days to the cold store).
@@ -555,24 +438,12 @@ func (f *archFix) checkLive(want map[archDay]archSums) {
 func (f *archFix) config(retention int, extra string) string {
 	f.t.Helper()
 	path := filepath.Join(f.t.TempDir(), "hb.yaml")
-	yaml := fmt.Sprintf(`timezone: Asia/Shanghai
-secret: archive-test-secret-0123456789
-internal_secret: archive-test-internal-0123456789
-wallet_dsn: "root@tcp(127.0.0.1:1)/hb_wallet"
-log_level: error
-archive:
-  retention_days: %d
-  ahead_days: 2
-%s
-sets:
-  - name: a
-    servers: [127.0.0.1:1]
-    mysql_dsn: "%s"
-    memcached: [127.0.0.1:1]
-`, retention, extra, f.m.DSN)
-	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
-		f.t.Fatal(err)
-	}
+	routertest.WriteConfig(f.t, path, routertest.Config{
+		Secret: "archive-test-secret-0123456789", InternalSecret: "archive-test-internal-0123456789", LogLevel: "error",
+		WalletDSN: "root@tcp(127.0.0.1:1)/hb_wallet",
+		Extra:     fmt.Sprintf("archive:\n  retention_days: %d\n  ahead_days: 2\n%s", retention, extra),
+		Sets:      []routertest.Set{{Name: "a", Addrs: []string{"127.0.0.1:1"}, DSN: f.m.DSN, Memcached: "127.0.0.1:1"}},
+	})
 	return path
 }
 
@@ -641,13 +512,13 @@ func TestArchiveRunMovesSettledDays(t *testing.T) {
 	ids := f.fourDays()
 
 	// Settle through the real settler and wallet.
-	w, err := store.OpenWallet(f.ctx, f.m.DSN+"hb_wallet", 4, f.clock)
+	w, err := store.OpenWallet(f.ctx, f.m.DSN+"hb_wallet", 4, f.clock.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { w.Close() })
-	f.setNow(f.date("2025-03-12"))
-	settler := set.NewSettler(f.st, w, f.clock, zap.NewNop())
+	f.clock.Set(f.date("2025-03-12"))
+	settler := set.NewSettler(f.st, w, f.clock.Now, zap.NewNop())
 	for i := 0; ; i++ {
 		n, err := settler.Round(f.ctx)
 		if err != nil {
@@ -1059,7 +930,7 @@ func TestArchiveSkipsUnsettledDays(t *testing.T) {
 	// Settle everything: the live one after its expiry, the pending one
 	// funded then closed, all refunds and credits delivered.
 	f.close(live, notClosed)
-	f.setNow(pending.Time().Add(time.Minute))
+	f.clock.Set(pending.Time().Add(time.Minute))
 	if _, err := f.st.Fund(f.ctx, pending, hongbao.Funded); err != nil {
 		t.Fatal(err)
 	}
@@ -1503,7 +1374,7 @@ func TestArchiveEnsure(t *testing.T) {
 	}
 	check()
 	for _, db := range []string{"db_00", "db_51", "db_99"} {
-		if !f.tableExists(db, "t_idem") {
+		if !storetest.TableExists(t, f.db, db+".t_idem") {
 			t.Errorf("%s.t_idem missing", db)
 		}
 	}

@@ -2,19 +2,14 @@ package set_test
 
 // The harness runs the real SET server stack (store on the test MariaDB,
 // cache on a real memcached, queues, HTTP handler) behind httptest, and
-// checks the invariants of DESIGN.md with its own SQL, independently of the
-// store's code.
+// checks the invariants of DESIGN.md with the tests' own SQL (storetest),
+// independently of the store's code.
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	mrand "math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -30,6 +25,7 @@ import (
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/api"
 	"github.com/hongbao-dev/hongbao/queue"
+	"github.com/hongbao-dev/hongbao/router/routertest"
 	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/set"
 	"github.com/hongbao-dev/hongbao/store"
@@ -64,56 +60,26 @@ type harness struct {
 	gaveUp atomic.Bool // a client of openFinal found no final answer in time
 }
 
-// uniqueName returns a name no other test (or run) uses.
-func uniqueName(prefix string) string {
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	return prefix + hex.EncodeToString(b)
-}
-
-// freshUser returns a user ID no other test uses: the tests that look rows
-// up by user across all tables rely on it.
-func freshUser() hongbao.UserID { return hongbao.UserID(mrand.Int64N(1<<62) + 1) }
-
-func shanghai(t testing.TB) *time.Location {
-	t.Helper()
-	loc, err := time.LoadLocation("Asia/Shanghai")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return loc
-}
-
 // newHarness builds the real stack behind httptest. Cleanup closes the HTTP
 // server (waiting for requests in flight), then drains the queues.
 func newHarness(t testing.TB, opts harnessOpts) *harness {
 	t.Helper()
 	db := storetest.DB(t, "a", 64)
 	if opts.Set == "" {
-		opts.Set = uniqueName("t")
+		opts.Set = storetest.UniqueName("t")
 	}
 	buckets := opts.Buckets
 	if buckets == nil {
 		buckets = schema.AllBuckets()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := schema.Own(ctx, db, opts.Set, 1, buckets); err != nil {
-		t.Fatal(err)
-	}
-	setName := opts.Set
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_, _ = db.ExecContext(ctx, "DELETE FROM hb_fence.owned WHERE set_name = ?", setName)
-	})
+	storetest.Own(t, db, opts.Set, buckets)
 	if opts.Memcached == "" {
 		opts.Memcached = storetest.Memcached(t, "a")
 	}
 	if opts.Limits == (hongbao.Limits{}) {
 		opts.Limits = hongbao.DefaultLimits()
 	}
-	loc := shanghai(t)
+	loc := storetest.Shanghai(t)
 	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
 	srv := set.NewServer(set.Deps{
 		Store:  store.New(db, opts.Set, loc, time.Now, mrand.Int64N),
@@ -143,53 +109,8 @@ func newHarness(t testing.TB, opts harnessOpts) *harness {
 	}
 }
 
-// reply is an HTTP answer with its body decoded as a JSON object (numbers
-// kept exact).
-type reply struct {
-	Status int
-	Header http.Header
-	Raw    []byte
-	JSON   map[string]any
-	Err    error // transport error; Status is 0
-}
-
-func (r reply) String() string {
-	if r.Err != nil {
-		return "transport error: " + r.Err.Error()
-	}
-	return fmt.Sprintf("%d %s", r.Status, bytes.TrimSpace(r.Raw))
-}
-
-// str returns a string field ("" when absent or not a string).
-func (r reply) str(k string) string {
-	s, _ := r.JSON[k].(string)
-	return s
-}
-
-// num returns an integer field; ok is false when absent or not an integer.
-func (r reply) num(k string) (int64, bool) {
-	n, ok := r.JSON[k].(json.Number)
-	if !ok {
-		return 0, false
-	}
-	v, err := n.Int64()
-	return v, err == nil
-}
-
-// amount is the "amount" of an open answer, or -1.
-func (r reply) amount() int64 {
-	if n, ok := r.num("amount"); ok {
-		return n
-	}
-	return -1
-}
-
-// isProblem reports whether r is problem JSON with status and code.
-func (r reply) isProblem(status int, code string) bool {
-	st, _ := r.num("status")
-	return r.Status == status && strings.HasPrefix(r.Header.Get("Content-Type"), "application/problem+json") &&
-		r.str("code") == code && st == int64(status)
-}
+// reply is an HTTP answer with its JSON body.
+type reply = routertest.Reply
 
 // request is one request to the harness; the zero Sign signs it as the
 // router would.
@@ -203,19 +124,9 @@ type request struct {
 }
 
 func (h *harness) do(rq request) reply {
-	var body io.Reader
-	if rq.body != nil {
-		body = bytes.NewReader(rq.body)
-	}
-	req, err := http.NewRequest(rq.method, h.url+rq.path, body)
+	req, err := routertest.NewRequest(rq.method, h.url+rq.path, rq.body, rq.header)
 	if err != nil {
 		return reply{Err: err}
-	}
-	if rq.body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for k, v := range rq.header {
-		req.Header.Set(k, v)
 	}
 	switch {
 	case rq.unsigned:
@@ -227,20 +138,7 @@ func (h *harness) do(rq request) reply {
 	default:
 		h.auth.Sign(req, rq.user)
 	}
-	resp, err := h.client.Do(req)
-	if err != nil {
-		return reply{Err: err}
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return reply{Err: err}
-	}
-	r := reply{Status: resp.StatusCode, Header: resp.Header, Raw: raw}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	_ = dec.Decode(&r.JSON) // non-JSON answers keep JSON nil
-	return r
+	return routertest.Do(h.client, req)
 }
 
 // jsonBody marshals v unless it already is raw bytes or a string.
@@ -286,9 +184,9 @@ func (h *harness) mustSend(t testing.TB, sender hongbao.UserID, total int64, cou
 	if r.Status != http.StatusCreated {
 		t.Fatalf("send: %v", r)
 	}
-	id, err := hongbao.ParsePacketID(r.str("id"))
+	id, err := hongbao.ParsePacketID(r.Str("id"))
 	if err != nil {
-		t.Fatalf("send answered id %q: %v", r.str("id"), err)
+		t.Fatalf("send answered id %q: %v", r.Str("id"), err)
 	}
 	return id
 }
@@ -331,149 +229,15 @@ func (h *harness) openFinal(user hongbao.UserID, id string) (reply, tries) {
 	}
 }
 
-// --- Invariants, read with the harness's own SQL -------------------------
-
-// Independent re-statement of DESIGN.md's ID layout: 41 bits of ms since
-// 2024-01-01Z | 10 bits bucket | 12 bits sequence; tables db_xx.t_y_dd.
-const idEpochMs = 1704067200000
-
-func tablesOf(t testing.TB, id hongbao.PacketID) (packets, details string) {
-	t.Helper()
-	v := int64(id)
-	bucket := (v >> 12) & (1<<10 - 1)
-	day := time.UnixMilli(v>>22 + idEpochMs).In(shanghai(t)).Day()
-	packets = fmt.Sprintf("db_%02d.t_%d_%02d", bucket/10, bucket%10, day)
-	if want := id.Table(shanghai(t)).Packets(); want != packets {
-		t.Errorf("packet %d: DESIGN.md layout names table %s, hongbao.PacketID.Table says %s", id, packets, want)
-	}
-	return packets, packets + "_detail"
-}
-
-// share is one detail row.
-type share struct {
-	User   hongbao.UserID
-	Amount int64
-	Seq    int
-}
-
-// packetRow is the packet row as stored.
-type packetRow struct {
-	Sender                          hongbao.UserID
-	Total, RemainingAmount          int64
-	Count, RemainingCount           int
-	Type                            string
-	CreatedAt, ExpiresAt            time.Time
-	RowsInDetail, DetailSum, MinAmt int64
-}
-
-// sqlCtx bounds the harness's own SQL, so a stuck database fails the test
-// instead of hanging it.
-func sqlCtx(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+// --- Invariants, read with the tests' own SQL -------------------------------
 
 // checkInvariants asserts DESIGN.md's invariants 1 and 2 for packet id from
-// the tables themselves, and returns the packet row and its shares in
-// opening order.
-func checkInvariants(t testing.TB, db *sql.DB, id hongbao.PacketID) (packetRow, []share) {
+// the tables themselves, and returns the packet and its shares in opening
+// order.
+func checkInvariants(t testing.TB, db *sql.DB, id hongbao.PacketID) (*storetest.Packet, []storetest.Share) {
 	t.Helper()
-	pt, dt := tablesOf(t, id)
-	ctx := sqlCtx(t)
-	var p packetRow
-	err := db.QueryRowContext(ctx, "SELECT sender, type, total, count, remaining_amount, remaining_count, created_at, expires_at FROM "+pt+" WHERE id = ?", id).
-		Scan(&p.Sender, &p.Type, &p.Total, &p.Count, &p.RemainingAmount, &p.RemainingCount, &p.CreatedAt, &p.ExpiresAt)
-	if err != nil {
-		t.Fatalf("packet %d in %s: %v", id, pt, err)
-	}
-	err = db.QueryRowContext(ctx, "SELECT COUNT(*), COALESCE(SUM(amount), 0), COALESCE(MIN(amount), 0) FROM "+dt+" WHERE packet_id = ?", id).
-		Scan(&p.RowsInDetail, &p.DetailSum, &p.MinAmt)
-	if err != nil {
-		t.Fatalf("details of %d: %v", id, err)
-	}
-	if p.DetailSum+p.RemainingAmount != p.Total {
-		t.Errorf("packet %d: sum(amount) %d + remaining_amount %d != total %d", id, p.DetailSum, p.RemainingAmount, p.Total)
-	}
-	if p.RowsInDetail+int64(p.RemainingCount) != int64(p.Count) {
-		t.Errorf("packet %d: count(*) %d + remaining_count %d != count %d", id, p.RowsInDetail, p.RemainingCount, p.Count)
-	}
-	if p.RowsInDetail > 0 && p.MinAmt < 1 {
-		t.Errorf("packet %d: a share of %d fen", id, p.MinAmt)
-	}
-	if p.RemainingCount < 0 || p.RemainingAmount < int64(p.RemainingCount) {
-		t.Errorf("packet %d: remaining %d fen for %d shares", id, p.RemainingAmount, p.RemainingCount)
-	}
-	if p.RemainingCount == 0 && p.RemainingAmount != 0 {
-		t.Errorf("packet %d: sold out with %d fen left", id, p.RemainingAmount)
-	}
-	rows, err := db.QueryContext(ctx, "SELECT user_id, COUNT(*) FROM "+dt+" WHERE packet_id = ? GROUP BY user_id HAVING COUNT(*) > 1", id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var u, n int64
-		if err := rows.Scan(&u, &n); err != nil {
-			t.Fatal(err)
-		}
-		t.Errorf("packet %d: user %d has %d shares", id, u, n)
-	}
-	rows.Close()
-	rows, err = db.QueryContext(ctx, "SELECT user_id, amount, seq FROM "+dt+" WHERE packet_id = ? ORDER BY seq", id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var shares []share
-	for rows.Next() {
-		var s share
-		if err := rows.Scan(&s.User, &s.Amount, &s.Seq); err != nil {
-			t.Fatal(err)
-		}
-		shares = append(shares, s)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	for i, s := range shares {
-		if s.Seq != i+1 {
-			t.Errorf("packet %d: share %d has seq %d", id, i+1, s.Seq)
-		}
-	}
-	return p, shares
-}
-
-// sharesByUser indexes shares.
-func sharesByUser(shares []share) map[hongbao.UserID]int64 {
-	m := make(map[hongbao.UserID]int64, len(shares))
-	for _, s := range shares {
-		m[s.User] = s.Amount
-	}
-	return m
-}
-
-// dayTables lists the existing db_xx.t_y_dd packet tables of the given days
-// of month.
-func dayTables(t testing.TB, db *sql.DB, days ...int) []string {
-	t.Helper()
-	ctx := sqlCtx(t)
-	var names []string
-	for _, d := range days {
-		rows, err := db.QueryContext(ctx, `SELECT table_schema, table_name FROM information_schema.tables
-			WHERE table_schema LIKE 'db\_%' AND table_name LIKE ?`, fmt.Sprintf("t\\_%%\\_%02d", d))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for rows.Next() {
-			var s, n string
-			if err := rows.Scan(&s, &n); err != nil {
-				t.Fatal(err)
-			}
-			names = append(names, s+"."+n)
-		}
-		rows.Close()
-	}
-	return names
+	p := storetest.CheckPacket(t, db, id)
+	return p, p.Details
 }
 
 // rowsBySenders counts the rows of senders in every packet table of the
@@ -484,7 +248,7 @@ func rowsBySenders(t testing.TB, db *sql.DB, senders []hongbao.UserID, at ...tim
 	if len(senders) == 0 {
 		return 0, 0
 	}
-	loc := shanghai(t)
+	loc := storetest.Shanghai(t)
 	seen := map[int]bool{}
 	var days []int
 	for _, tm := range at {
@@ -493,7 +257,8 @@ func rowsBySenders(t testing.TB, db *sql.DB, senders []hongbao.UserID, at ...tim
 			days = append(days, d)
 		}
 	}
-	ctx := sqlCtx(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	in := strings.TrimSuffix(strings.Repeat("?,", len(senders)), ",")
 	args := make([]any, len(senders))
 	for i, s := range senders {
@@ -518,20 +283,8 @@ func rowsBySenders(t testing.TB, db *sql.DB, senders []hongbao.UserID, at ...tim
 		}
 		return total
 	}
-	var idemTables []string
-	rows, err := db.QueryContext(ctx, `SELECT table_schema FROM information_schema.tables WHERE table_schema LIKE 'db\_%' AND table_name = 't_idem'`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			t.Fatal(err)
-		}
-		idemTables = append(idemTables, s+".t_idem")
-	}
-	rows.Close()
-	return count(dayTables(t, db, days...)), count(idemTables)
+	idemTables := storetest.TablesLike(t, db, `db\_%`, `^t_idem$`)
+	return count(storetest.DayTables(t, db, days...)), count(idemTables)
 }
 
 // answers collects the final open answers of concurrent clients.
@@ -550,7 +303,7 @@ type answer struct {
 // won reports whether a gave the user a share: opened, or already_opened
 // after an attempt whose outcome the client could not know.
 func (a answer) won() bool {
-	kind, err := classify(a.R)
+	kind, err := routertest.Classify(a.R)
 	return err == nil && (kind == hongbao.Opened || (kind == hongbao.AlreadyOpened && a.Tries.Unknown > 0))
 }
 
@@ -578,22 +331,55 @@ func (a *answers) add(x answer) {
 	a.mu.Unlock()
 }
 
-// errNotFinal marks an answer that is not one of open's final answers.
-var errNotFinal = errors.New("not a final open answer")
-
-// classify returns "opened", "already_opened", "sold_out" (409 problem) or
-// an error describing anything else.
-func classify(r reply) (string, error) {
-	switch {
-	case r.Status == http.StatusOK && (r.str("status") == hongbao.Opened || r.str("status") == hongbao.AlreadyOpened):
-		if r.amount() < 1 {
-			return "", fmt.Errorf("%w: %v", errNotFinal, r)
+// told returns the shares the answers gave (see answer.won), by packet and
+// user. It reports answers that are not final, or that say already_opened
+// to a user's first open, and logs the retries.
+func (a *answers) told(t testing.TB) map[hongbao.PacketID]map[hongbao.UserID]int64 {
+	t.Helper()
+	told := map[hongbao.PacketID]map[hongbao.UserID]int64{}
+	var bad firstErrors
+	for _, x := range a.list {
+		kind, err := routertest.Classify(x.R)
+		switch {
+		case err != nil:
+			bad.add("packet %d user %d: %v", x.Packet, x.User, err)
+		case x.won():
+			if told[x.Packet] == nil {
+				told[x.Packet] = map[hongbao.UserID]int64{}
+			}
+			told[x.Packet][x.User] = x.R.Amount()
+		case kind == hongbao.AlreadyOpened:
+			bad.add("packet %d user %d: first open answered %v", x.Packet, x.User, x.R)
 		}
-		return r.str("status"), nil
-	case r.isProblem(http.StatusConflict, "sold_out"):
-		return "sold_out", nil
 	}
-	return "", fmt.Errorf("%w: %v", errNotFinal, r)
+	bad.report(t, "bad answers")
+	a.summary(t)
+	return told
+}
+
+// open opens packet id as user until the answer is final (openFinal) and
+// adds the answer.
+func (a *answers) open(h *harness, user hongbao.UserID, id hongbao.PacketID) {
+	r, tr := h.openFinal(user, id.String())
+	a.add(answer{User: user, Packet: id, R: r, Tries: tr})
+}
+
+// openAtOnce opens packet id once for each of users (a user may be listed
+// more than once), all clients starting at the same moment, and returns
+// their final answers.
+func (h *harness) openAtOnce(id hongbao.PacketID, users []hongbao.UserID) *answers {
+	got := &answers{}
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, u := range users {
+		wg.Go(func() {
+			<-start
+			got.open(h, u, id)
+		})
+	}
+	close(start)
+	wg.Wait()
+	return got
 }
 
 // firstErrors collects failures of many clients and reports how many there

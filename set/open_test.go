@@ -6,6 +6,7 @@ import (
 	"fmt"
 	mrand "math/rand/v2"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/api"
+	"github.com/hongbao-dev/hongbao/router/routertest"
 	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store"
 	"github.com/hongbao-dev/hongbao/store/storetest"
@@ -42,27 +44,16 @@ func TestOpenRace(t *testing.T) {
 		t.Run(tc.typ, func(t *testing.T) {
 			h := newHarness(t, harnessOpts{})
 			const count, clients = 100, 1000
-			id := h.mustSend(t, freshUser(), tc.total, count, tc.typ)
+			id := h.mustSend(t, storetest.FreshUser(), tc.total, count, tc.typ)
 			users := distinctUsers(clients)
-			start := make(chan struct{})
-			var got answers
-			var wg sync.WaitGroup
-			for _, u := range users {
-				wg.Go(func() {
-					<-start
-					r, tr := h.openFinal(u, id.String())
-					got.add(answer{User: u, Packet: id, R: r, Tries: tr})
-				})
-			}
-			close(start)
-			wg.Wait()
+			got := h.openAtOnce(id, users)
 
 			opened := map[hongbao.UserID]int64{}
 			var sum int64
 			soldOut := 0
 			var bad firstErrors
 			for _, a := range got.list {
-				kind, err := classify(a.R)
+				kind, err := routertest.Classify(a.R)
 				switch {
 				case err != nil:
 					bad.add("user %d: %v", a.User, err)
@@ -70,10 +61,10 @@ func TestOpenRace(t *testing.T) {
 					if _, dup := opened[a.User]; dup {
 						t.Errorf("user %d answered opened twice", a.User)
 					}
-					opened[a.User] = a.R.amount()
-					sum += a.R.amount()
-					if tc.typ == "fixed" && a.R.amount() != tc.total/count {
-						t.Errorf("fixed packet: user %d got %d fen, want %d", a.User, a.R.amount(), tc.total/count)
+					opened[a.User] = a.R.Amount()
+					sum += a.R.Amount()
+					if tc.typ == "fixed" && a.R.Amount() != tc.total/count {
+						t.Errorf("fixed packet: user %d got %d fen, want %d", a.User, a.R.Amount(), tc.total/count)
 					}
 				case kind == "sold_out":
 					soldOut++
@@ -90,11 +81,11 @@ func TestOpenRace(t *testing.T) {
 			if sum != tc.total {
 				t.Errorf("opened amounts sum to %d, want %d", sum, tc.total)
 			}
-			p, shares := checkInvariants(t, h.db, id)
+			p := storetest.CheckPacket(t, h.db, id)
 			if p.RemainingCount != 0 || p.RemainingAmount != 0 {
 				t.Errorf("after the race: %d shares and %d fen left", p.RemainingCount, p.RemainingAmount)
 			}
-			assertSameShares(t, id, opened, sharesByUser(shares))
+			assertSameShares(t, id, opened, p.Shares)
 		})
 	}
 }
@@ -120,33 +111,22 @@ func assertSameShares(t *testing.T, id hongbao.PacketID, told, db map[hongbao.Us
 // gets one share; every answer names it.
 func TestOneUserConcurrentOpens(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
-	id := h.mustSend(t, freshUser(), 1000, 10, "random")
-	user := freshUser()
-	start := make(chan struct{})
-	var got answers
-	var wg sync.WaitGroup
-	for range 50 {
-		wg.Go(func() {
-			<-start
-			r, tr := h.openFinal(user, id.String())
-			got.add(answer{User: user, Packet: id, R: r, Tries: tr})
-		})
-	}
-	close(start)
-	wg.Wait()
+	id := h.mustSend(t, storetest.FreshUser(), 1000, 10, "random")
+	user := storetest.FreshUser()
+	got := h.openAtOnce(id, slices.Repeat([]hongbao.UserID{user}, 50))
 	got.summary(t)
 	kinds := map[string]int{}
 	amounts := map[int64]int{}
 	unknown := 0
 	for _, a := range got.list {
 		unknown += a.Tries.Unknown
-		kind, err := classify(a.R)
+		kind, err := routertest.Classify(a.R)
 		if err != nil {
 			t.Error(err)
 			continue
 		}
 		kinds[kind]++
-		amounts[a.R.amount()]++
+		amounts[a.R.Amount()]++
 	}
 	switch {
 	case kinds[hongbao.Opened]+kinds[hongbao.AlreadyOpened] != 50:
@@ -188,8 +168,8 @@ func TestManyPacketsOverlappingUsers(t *testing.T) {
 				if i%3 == 0 {
 					typ, total = "fixed", int64(count)*(1+mrand.Int64N(20000/int64(count)))
 				}
-				r := h.send(freshUser(), map[string]any{"total": total, "count": count, "type": typ}, "")
-				id, err := hongbao.ParsePacketID(r.str("id"))
+				r := h.send(storetest.FreshUser(), map[string]any{"total": total, "count": count, "type": typ}, "")
+				id, err := hongbao.ParsePacketID(r.Str("id"))
 				if r.Status != http.StatusCreated || err != nil {
 					t.Errorf("send %d: %v", i, r)
 					return
@@ -217,8 +197,7 @@ func TestManyPacketsOverlappingUsers(t *testing.T) {
 			wg.Go(func() {
 				<-start
 				for i := range mine {
-					r, tr := h.openFinal(u, ids[i].String())
-					got.add(answer{User: u, Packet: ids[i], R: r, Tries: tr})
+					got.open(h, u, ids[i])
 				}
 			})
 		}
@@ -228,41 +207,9 @@ func TestManyPacketsOverlappingUsers(t *testing.T) {
 	wg.Wait()
 	t.Logf("%d opens in %v", len(got.list), time.Since(began))
 
-	type key struct {
-		p hongbao.PacketID
-		u hongbao.UserID
-	}
-	told := map[key]int64{}
-	var bad firstErrors
-	for _, a := range got.list {
-		kind, err := classify(a.R)
-		switch {
-		case err != nil:
-			bad.add("packet %d user %d: %v", a.Packet, a.User, err)
-		case a.won():
-			told[key{a.Packet, a.User}] = a.R.amount()
-		case kind == hongbao.AlreadyOpened:
-			bad.add("packet %d user %d: first open answered %v", a.Packet, a.User, a.R)
-		}
-	}
-	bad.report(t, "bad answers")
-	got.summary(t)
-	inDB := map[key]int64{}
+	told := got.told(t)
 	for _, id := range ids {
-		_, shares := checkInvariants(t, h.db, id)
-		for _, s := range shares {
-			inDB[key{id, s.User}] = s.Amount
-		}
-	}
-	for k, amount := range told {
-		if got, ok := inDB[k]; !ok || got != amount {
-			t.Errorf("packet %d user %d: told %d fen, row has %d (present %v)", k.p, k.u, amount, got, ok)
-		}
-	}
-	for k, amount := range inDB {
-		if _, ok := told[k]; !ok {
-			t.Errorf("packet %d user %d: row of %d fen nobody was told about", k.p, k.u, amount)
-		}
+		assertSameShares(t, id, told[id], storetest.CheckPacket(t, h.db, id).Shares)
 	}
 }
 
@@ -270,23 +217,23 @@ func TestManyPacketsOverlappingUsers(t *testing.T) {
 func TestGrab(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
-	id := h.mustSend(t, freshUser(), 300, 2, "random").String()
-	a, b, c := freshUser(), freshUser(), freshUser()
+	id := h.mustSend(t, storetest.FreshUser(), 300, 2, "random").String()
+	a, b, c := storetest.FreshUser(), storetest.FreshUser(), storetest.FreshUser()
 	wantGrab := func(u hongbao.UserID, canOpen bool, reason string) {
 		t.Helper()
 		r := h.grab(u, id)
-		if r.Status != http.StatusOK || r.JSON["can_open"] != canOpen || r.str("reason") != reason {
+		if r.Status != http.StatusOK || r.JSON["can_open"] != canOpen || r.Str("reason") != reason {
 			t.Errorf("grab by %d: %v, want can_open %v reason %q", u, r, canOpen, reason)
 		}
 	}
 	wantGrab(a, true, "")
 	wantGrab(c, true, "")
-	if r := h.open(a, id); r.Status != http.StatusOK || r.str("status") != hongbao.Opened {
+	if r := h.open(a, id); r.Status != http.StatusOK || r.Str("status") != hongbao.Opened {
 		t.Fatalf("open by a: %v", r)
 	}
 	wantGrab(a, false, hongbao.AlreadyOpened)
 	wantGrab(b, true, "")
-	if r := h.open(b, id); r.Status != http.StatusOK || r.str("status") != hongbao.Opened {
+	if r := h.open(b, id); r.Status != http.StatusOK || r.Str("status") != hongbao.Opened {
 		t.Fatalf("open by b: %v", r)
 	}
 	wantGrab(c, false, string(hongbao.SoldOut))
@@ -298,10 +245,10 @@ func TestGrab(t *testing.T) {
 		t.Errorf("grabs changed the packet: %+v %+v", p, shares)
 	}
 	unknown, _ := hongbao.NewPacketID(time.Now(), hongbao.Bucket(mrand.IntN(1000)), 4095)
-	if r := h.grab(a, unknown.String()); !r.isProblem(http.StatusNotFound, "not_found") {
+	if r := h.grab(a, unknown.String()); !r.IsProblem(http.StatusNotFound, "not_found") {
 		t.Errorf("grab of an unknown packet: %v", r)
 	}
-	if r := h.grab(a, "abc"); !r.isProblem(http.StatusBadRequest, "invalid_id") {
+	if r := h.grab(a, "abc"); !r.IsProblem(http.StatusBadRequest, "invalid_id") {
 		t.Errorf("grab of a malformed id: %v", r)
 	}
 }
@@ -311,19 +258,19 @@ func TestGrab(t *testing.T) {
 func TestDetail(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
-	sender := freshUser()
+	sender := storetest.FreshUser()
 	const total, count = 1000, 5
 	pid := h.mustSend(t, sender, total, count, "random")
 	id := pid.String()
-	viewer := freshUser()
+	viewer := storetest.FreshUser()
 
 	r := h.detail(viewer, id)
 	if r.Status != http.StatusOK {
 		t.Fatalf("detail: %v", r)
 	}
 	checkDetailShape(t, r, id, sender)
-	if r.str("status") != "active" || num(r, "remaining_count") != count || num(r, "remaining_amount") != total ||
-		num(r, "total") != total || num(r, "count") != count || r.str("type") != "random" || r.str("greeting") != "恭喜发财" {
+	if r.Str("status") != "active" || num(r, "remaining_count") != count || num(r, "remaining_amount") != total ||
+		num(r, "total") != total || num(r, "count") != count || r.Str("type") != "random" || r.Str("greeting") != "恭喜发财" {
 		t.Errorf("fresh packet: %s", r.Raw)
 	}
 	if recs, ok := r.JSON["records"].([]any); !ok || len(recs) != 0 {
@@ -338,11 +285,11 @@ func TestDetail(t *testing.T) {
 	var sum int64
 	for i, u := range openers[:count] {
 		o := h.open(u, id)
-		if o.Status != http.StatusOK || o.str("status") != hongbao.Opened {
+		if o.Status != http.StatusOK || o.Str("status") != hongbao.Opened {
 			t.Fatalf("open %d: %v", i, o)
 		}
-		told = append(told, o.amount())
-		sum += o.amount()
+		told = append(told, o.Amount())
+		sum += o.Amount()
 		r := h.detail(viewer, id)
 		checkDetailShape(t, r, id, sender)
 		recs, _ := r.JSON["records"].([]any)
@@ -361,13 +308,13 @@ func TestDetail(t *testing.T) {
 		}
 		_, hasBest := r.JSON["best"]
 		if i < count-1 {
-			if hasBest || r.str("status") != "active" {
-				t.Errorf("after %d of %d opens: status %q, best present %v", i+1, count, r.str("status"), hasBest)
+			if hasBest || r.Str("status") != "active" {
+				t.Errorf("after %d of %d opens: status %q, best present %v", i+1, count, r.Str("status"), hasBest)
 			}
 			continue
 		}
-		if r.str("status") != string(hongbao.SoldOut) {
-			t.Errorf("all shares gone: status %q", r.str("status"))
+		if r.Str("status") != string(hongbao.SoldOut) {
+			t.Errorf("all shares gone: status %q", r.Str("status"))
 		}
 		best := 0
 		for j := range told {
@@ -375,14 +322,14 @@ func TestDetail(t *testing.T) {
 				best = j
 			}
 		}
-		if r.str("best") != openers[best].String() {
+		if r.Str("best") != openers[best].String() {
 			t.Errorf("best %v, want %s (shares %v)", r.JSON["best"], openers[best], told)
 		}
 	}
 	if sum != total {
 		t.Errorf("shares sum to %d, want %d", sum, total)
 	}
-	if o := h.open(openers[count], id); !o.isProblem(http.StatusConflict, "sold_out") {
+	if o := h.open(openers[count], id); !o.IsProblem(http.StatusConflict, "sold_out") {
 		t.Errorf("open of a sold-out packet: %v", o)
 	}
 	checkInvariants(t, h.db, pid)
@@ -390,20 +337,20 @@ func TestDetail(t *testing.T) {
 	// Equal shares: the best is the earliest.
 	fixed := h.mustSend(t, sender, 300, 3, "fixed").String()
 	for _, u := range openers[:3] {
-		if o := h.open(u, fixed); o.Status != http.StatusOK || o.amount() != 100 {
+		if o := h.open(u, fixed); o.Status != http.StatusOK || o.Amount() != 100 {
 			t.Fatalf("open of a fixed packet: %v", o)
 		}
 	}
-	if r := h.detail(viewer, fixed); r.str("best") != openers[0].String() || r.str("type") != "fixed" {
+	if r := h.detail(viewer, fixed); r.Str("best") != openers[0].String() || r.Str("type") != "fixed" {
 		t.Errorf("fixed packet: best %v, want the first opener %s", r.JSON["best"], openers[0])
 	}
-	if r := h.detail(viewer, "1.5"); !r.isProblem(http.StatusBadRequest, "invalid_id") {
+	if r := h.detail(viewer, "1.5"); !r.IsProblem(http.StatusBadRequest, "invalid_id") {
 		t.Errorf("detail of a malformed id: %v", r)
 	}
 }
 
 func num(r reply, k string) int64 {
-	n, ok := r.num(k)
+	n, ok := r.Num(k)
 	if !ok {
 		return -1
 	}
@@ -420,8 +367,8 @@ func checkDetailShape(t *testing.T, r reply, id string, sender hongbao.UserID) {
 	if got, ok := r.JSON["sender"].(string); !ok || got != sender.String() {
 		t.Errorf("sender %#v, want the string %q", r.JSON["sender"], sender)
 	}
-	created, err1 := time.Parse(time.RFC3339, r.str("created_at"))
-	expires, err2 := time.Parse(time.RFC3339, r.str("expires_at"))
+	created, err1 := time.Parse(time.RFC3339, r.Str("created_at"))
+	expires, err2 := time.Parse(time.RFC3339, r.Str("expires_at"))
 	if err1 != nil || err2 != nil {
 		t.Errorf("times not RFC 3339: %v %v", err1, err2)
 	} else if expires.Sub(created) != 24*time.Hour {
@@ -456,32 +403,32 @@ func TestExpired(t *testing.T) {
 	limits := hongbao.DefaultLimits()
 	limits.Expiry = 2500 * time.Millisecond
 	h := newHarness(t, harnessOpts{Limits: limits})
-	pid := h.mustSend(t, freshUser(), 1000, 10, "random")
+	pid := h.mustSend(t, storetest.FreshUser(), 1000, 10, "random")
 	id := pid.String()
-	a, b := freshUser(), freshUser()
+	a, b := storetest.FreshUser(), storetest.FreshUser()
 	first := h.open(a, id)
-	if first.Status != http.StatusOK || first.str("status") != hongbao.Opened {
+	if first.Status != http.StatusOK || first.Str("status") != hongbao.Opened {
 		t.Fatalf("open before expiry: %v", first)
 	}
 	d := h.detail(a, id)
-	expires, err := time.Parse(time.RFC3339, d.str("expires_at"))
+	expires, err := time.Parse(time.RFC3339, d.Str("expires_at"))
 	if err != nil {
 		t.Fatalf("expires_at: %v", d)
 	}
 	time.Sleep(time.Until(expires) + 200*time.Millisecond)
-	if r := h.open(b, id); !r.isProblem(http.StatusGone, "expired") {
+	if r := h.open(b, id); !r.IsProblem(http.StatusGone, "expired") {
 		t.Errorf("open after expiry: %v, want 410 expired", r)
 	}
-	if r := h.grab(b, id); r.Status != http.StatusOK || r.JSON["can_open"] != false || r.str("reason") != string(hongbao.Expired) {
+	if r := h.grab(b, id); r.Status != http.StatusOK || r.JSON["can_open"] != false || r.Str("reason") != string(hongbao.Expired) {
 		t.Errorf("grab after expiry: %v", r)
 	}
-	if r := h.open(a, id); r.Status != http.StatusOK || r.str("status") != hongbao.AlreadyOpened || r.amount() != first.amount() {
-		t.Errorf("reopen after expiry: %v, want already_opened %d", r, first.amount())
+	if r := h.open(a, id); r.Status != http.StatusOK || r.Str("status") != hongbao.AlreadyOpened || r.Amount() != first.Amount() {
+		t.Errorf("reopen after expiry: %v, want already_opened %d", r, first.Amount())
 	}
-	if r := h.grab(a, id); r.Status != http.StatusOK || r.JSON["can_open"] != false || r.str("reason") != hongbao.AlreadyOpened {
+	if r := h.grab(a, id); r.Status != http.StatusOK || r.JSON["can_open"] != false || r.Str("reason") != hongbao.AlreadyOpened {
 		t.Errorf("grab by the opener after expiry: %v", r)
 	}
-	if d := h.detail(b, id); d.str("status") != string(hongbao.Expired) || num(d, "remaining_count") != 9 {
+	if d := h.detail(b, id); d.Str("status") != string(hongbao.Expired) || num(d, "remaining_count") != 9 {
 		t.Errorf("detail after expiry: %s", d.Raw)
 	}
 	if p, shares := checkInvariants(t, h.db, pid); len(shares) != 1 || p.RemainingCount != 9 {
@@ -495,19 +442,19 @@ func TestIdempotencyKey(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
 	began := time.Now()
-	sender := freshUser()
+	sender := storetest.FreshUser()
 	body := map[string]any{"total": 1000, "count": 10, "type": "random", "greeting": "hi"}
-	key := uniqueName("k")
+	key := storetest.UniqueName("k")
 	r1 := h.send(sender, body, key)
 	r2 := h.send(sender, body, key)
 	if r1.Status != http.StatusCreated || r2.Status != http.StatusCreated {
 		t.Fatalf("sends: %v / %v", r1, r2)
 	}
-	if r1.str("id") == "" || r1.str("id") != r2.str("id") {
-		t.Errorf("same key, same body: ids %q and %q", r1.str("id"), r2.str("id"))
+	if r1.Str("id") == "" || r1.Str("id") != r2.Str("id") {
+		t.Errorf("same key, same body: ids %q and %q", r1.Str("id"), r2.Str("id"))
 	}
 	r3 := h.send(sender, map[string]any{"total": 1001, "count": 10, "type": "random", "greeting": "hi"}, key)
-	if !r3.isProblem(http.StatusUnprocessableEntity, "idempotency_key_reused") {
+	if !r3.IsProblem(http.StatusUnprocessableEntity, "idempotency_key_reused") {
 		t.Errorf("same key, other body: %v", r3)
 	}
 	if packets, idem := rowsBySenders(t, h.db, []hongbao.UserID{sender}, began, time.Now()); packets != 1 || idem != 1 {
@@ -524,7 +471,7 @@ func TestIdempotencyKeyConcurrentRetries(t *testing.T) {
 	body := map[string]any{"total": 1000, "count": 10, "type": "random", "greeting": "hi"}
 	for round := range 5 {
 		began := time.Now()
-		sender, key := freshUser(), uniqueName("k")
+		sender, key := storetest.FreshUser(), storetest.UniqueName("k")
 		ids := make([]string, 20)
 		failed := make([]reply, 20)
 		var wg sync.WaitGroup
@@ -534,7 +481,7 @@ func TestIdempotencyKeyConcurrentRetries(t *testing.T) {
 				if r.Status != http.StatusCreated {
 					failed[i] = r
 				}
-				ids[i] = r.str("id")
+				ids[i] = r.Str("id")
 			})
 		}
 		wg.Wait()
@@ -562,8 +509,8 @@ func TestRouterMintedID(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
 	began := time.Now()
-	sender := freshUser()
-	id, err := hongbao.NewMinter(time.Now).Next(hongbao.BucketFor(sender, []byte(uniqueName("k"))))
+	sender := storetest.FreshUser()
+	id, err := hongbao.NewMinter(time.Now).Next(hongbao.BucketFor(sender, []byte(storetest.UniqueName("k"))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -574,21 +521,21 @@ func TestRouterMintedID(t *testing.T) {
 	}
 	r1 := sendAs(sender, id.String(), body)
 	r2 := sendAs(sender, id.String(), body)
-	if r1.Status != http.StatusCreated || r1.str("id") != id.String() {
+	if r1.Status != http.StatusCreated || r1.Str("id") != id.String() {
 		t.Fatalf("send with a minted ID: %v, want 201 with id %s", r1, id)
 	}
-	if r2.Status != http.StatusCreated || r2.str("id") != id.String() {
+	if r2.Status != http.StatusCreated || r2.Str("id") != id.String() {
 		t.Errorf("retried send with the same minted ID: %v", r2)
 	}
-	other := freshUser()
-	if r := sendAs(other, id.String(), body); r.Status < 400 || r.str("id") != "" {
+	other := storetest.FreshUser()
+	if r := sendAs(other, id.String(), body); r.Status < 400 || r.Str("id") != "" {
 		t.Errorf("another sender's send under a taken ID: %v", r)
 	}
-	if r := sendAs(sender, id.String(), []byte(`{"total":2000,"count":10}`)); r.Status < 400 || r.str("id") != "" {
+	if r := sendAs(sender, id.String(), []byte(`{"total":2000,"count":10}`)); r.Status < 400 || r.Str("id") != "" {
 		t.Errorf("another packet under a taken ID: %v", r)
 	}
-	malformed := freshUser()
-	if r := sendAs(malformed, "12x", body); !r.isProblem(http.StatusBadRequest, "invalid_id") {
+	malformed := storetest.FreshUser()
+	if r := sendAs(malformed, "12x", body); !r.IsProblem(http.StatusBadRequest, "invalid_id") {
 		t.Errorf("malformed minted ID: %v", r)
 	}
 	p, _ := checkInvariants(t, h.db, id)
@@ -646,10 +593,10 @@ func TestBadInput(t *testing.T) {
 	}
 	var senders []hongbao.UserID
 	for _, c := range cases {
-		sender := freshUser()
+		sender := storetest.FreshUser()
 		senders = append(senders, sender)
 		r := h.send(sender, c.body, c.key)
-		if !r.isProblem(c.status, c.code) {
+		if !r.IsProblem(c.status, c.code) {
 			t.Errorf("%s: %v, want %d %s problem", c.name, r, c.status, c.code)
 		}
 	}
@@ -661,7 +608,7 @@ func TestBadInput(t *testing.T) {
 	future := newSigner(testSecret, func() time.Time { return time.Now().Add(2 * time.Minute) })
 	forbidden := func(name string, rq request) {
 		t.Helper()
-		if r := h.do(rq); !r.isProblem(http.StatusForbidden, "forbidden") {
+		if r := h.do(rq); !r.IsProblem(http.StatusForbidden, "forbidden") {
 			t.Errorf("%s: %v, want 403 forbidden", name, r)
 		}
 	}
@@ -674,7 +621,7 @@ func TestBadInput(t *testing.T) {
 		{"stale", func(u hongbao.UserID) request { return request{user: u, signer: stale} }},
 		{"future", func(u hongbao.UserID) request { return request{user: u, signer: future} }},
 	} {
-		sender := freshUser()
+		sender := storetest.FreshUser()
 		senders = append(senders, sender)
 		rq := f.rq(sender)
 		rq.method, rq.path, rq.body = http.MethodPost, "/v1/packets", good
@@ -682,7 +629,7 @@ func TestBadInput(t *testing.T) {
 	}
 	// A signature for one user does not carry over to another.
 	{
-		signedFor, claimed := freshUser(), freshUser()
+		signedFor, claimed := storetest.FreshUser(), storetest.FreshUser()
 		senders = append(senders, signedFor, claimed)
 		req, _ := http.NewRequest(http.MethodPost, h.url+"/v1/packets", strings.NewReader(string(good)))
 		newSigner(testSecret, time.Now).Sign(req, signedFor)
@@ -698,7 +645,7 @@ func TestBadInput(t *testing.T) {
 	}
 
 	// Malformed and unknown packet IDs, on every packet endpoint.
-	opener := freshUser()
+	opener := storetest.FreshUser()
 	offBucket := int64(time.Since(time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)).Milliseconds())<<22 | 1000<<12
 	unknownOld, _ := hongbao.NewPacketID(time.Date(2024, 6, 15, 12, 0, 0, 0, time.UTC), 123, 7)
 	unknownNow, _ := hongbao.NewPacketID(time.Now(), hongbao.Bucket(mrand.IntN(1000)), 4095)
@@ -722,14 +669,14 @@ func TestBadInput(t *testing.T) {
 			name string
 			f    func(hongbao.UserID, string) reply
 		}{{"open", h.open}, {"grab", h.grab}, {"detail", h.detail}} {
-			if r := do.f(opener, c.id); !r.isProblem(c.status, c.code) {
+			if r := do.f(opener, c.id); !r.IsProblem(c.status, c.code) {
 				t.Errorf("%s %q: %v, want %d %s", do.name, c.id, r, c.status, c.code)
 			}
 		}
 	}
 
 	// Unsigned opens of a real packet take no share.
-	pid := h.mustSend(t, freshUser(), 1000, 10, "random")
+	pid := h.mustSend(t, storetest.FreshUser(), 1000, 10, "random")
 	for _, f := range []struct {
 		name string
 		rq   request
@@ -764,7 +711,7 @@ func TestMemcachedStopped(t *testing.T) {
 	const packets, openers, count = 20, 30, 20
 	ids := make([]hongbao.PacketID, packets)
 	for i := range ids {
-		ids[i] = h.mustSend(t, freshUser(), 2000, count, []string{"random", "fixed"}[i%2])
+		ids[i] = h.mustSend(t, storetest.FreshUser(), 2000, count, []string{"random", "fixed"}[i%2])
 	}
 	us := distinctUsers(openers)
 	start := make(chan struct{})
@@ -777,8 +724,7 @@ func TestMemcachedStopped(t *testing.T) {
 			wg.Go(func() {
 				<-start
 				time.Sleep(time.Duration(mrand.IntN(400)) * time.Millisecond)
-				r, tr := h.openFinal(u, id.String())
-				got.add(answer{User: u, Packet: id, R: r, Tries: tr})
+				got.open(h, u, id)
 				if done.Add(1) == packets*openers/2 {
 					close(half)
 				}
@@ -791,27 +737,10 @@ func TestMemcachedStopped(t *testing.T) {
 	t.Logf("memcached stopped after %d of %d answers", done.Load(), packets*openers)
 	wg.Wait()
 
-	told := map[hongbao.PacketID]map[hongbao.UserID]int64{}
+	told := got.told(t)
 	for _, id := range ids {
-		told[id] = map[hongbao.UserID]int64{}
-	}
-	var bad firstErrors
-	for _, a := range got.list {
-		kind, err := classify(a.R)
-		switch {
-		case err != nil:
-			bad.add("packet %d user %d: %v", a.Packet, a.User, err)
-		case a.won():
-			told[a.Packet][a.User] = a.R.amount()
-		case kind == hongbao.AlreadyOpened:
-			bad.add("packet %d user %d: first open answered %v", a.Packet, a.User, a.R)
-		}
-	}
-	bad.report(t, "bad answers")
-	got.summary(t)
-	for _, id := range ids {
-		p, shares := checkInvariants(t, h.db, id)
-		assertSameShares(t, id, told[id], sharesByUser(shares))
+		p := storetest.CheckPacket(t, h.db, id)
+		assertSameShares(t, id, told[id], p.Shares)
 		if p.RemainingCount != 0 {
 			t.Errorf("packet %d: %d shares left after %d openers", id, p.RemainingCount, openers)
 		}
@@ -822,18 +751,18 @@ func TestMemcachedStopped(t *testing.T) {
 			r := h.open(u, id.String())
 			g := h.grab(u, id.String())
 			if amount, ok := told[id][u]; ok {
-				if r.Status != http.StatusOK || r.str("status") != hongbao.AlreadyOpened || r.amount() != amount {
+				if r.Status != http.StatusOK || r.Str("status") != hongbao.AlreadyOpened || r.Amount() != amount {
 					t.Errorf("packet %d user %d reopens: %v, want already_opened %d", id, u, r, amount)
 				}
-				if g.Status != http.StatusOK || g.JSON["can_open"] != false || g.str("reason") != hongbao.AlreadyOpened {
+				if g.Status != http.StatusOK || g.JSON["can_open"] != false || g.Str("reason") != hongbao.AlreadyOpened {
 					t.Errorf("packet %d user %d grabs: %v, want already_opened", id, u, g)
 				}
 				continue
 			}
-			if !r.isProblem(http.StatusConflict, "sold_out") {
+			if !r.IsProblem(http.StatusConflict, "sold_out") {
 				t.Errorf("packet %d user %d reopens: %v, want sold_out", id, u, r)
 			}
-			if g.Status != http.StatusOK || g.JSON["can_open"] != false || g.str("reason") != string(hongbao.SoldOut) {
+			if g.Status != http.StatusOK || g.JSON["can_open"] != false || g.Str("reason") != string(hongbao.SoldOut) {
 				t.Errorf("packet %d user %d grabs: %v, want sold_out", id, u, g)
 			}
 		}
@@ -852,14 +781,14 @@ func TestWrongSet(t *testing.T) {
 	// A packet of a bucket h does not own.
 	var pid hongbao.PacketID
 	for {
-		pid = owner.mustSend(t, freshUser(), 1000, 10, "random")
+		pid = owner.mustSend(t, storetest.FreshUser(), 1000, 10, "random")
 		if pid.Bucket() >= 5 {
 			break
 		}
 	}
 	for range 3 {
-		r := h.open(freshUser(), pid.String())
-		if !r.isProblem(http.StatusMisdirectedRequest, "wrong_set") {
+		r := h.open(storetest.FreshUser(), pid.String())
+		if !r.IsProblem(http.StatusMisdirectedRequest, "wrong_set") {
 			t.Errorf("open on the wrong SET: %v, want 421 wrong_set", r)
 		}
 	}
@@ -867,8 +796,8 @@ func TestWrongSet(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 20 {
 		wg.Go(func() {
-			r, _ := h.openFinal(freshUser(), pid.String())
-			if !r.isProblem(http.StatusMisdirectedRequest, "wrong_set") {
+			r, _ := h.openFinal(storetest.FreshUser(), pid.String())
+			if !r.IsProblem(http.StatusMisdirectedRequest, "wrong_set") {
 				t.Errorf("concurrent open on the wrong SET: %v", r)
 			}
 		})
@@ -878,12 +807,12 @@ func TestWrongSet(t *testing.T) {
 		t.Errorf("the wrong SET took shares: %+v", shares)
 	}
 	// The owner still serves it.
-	if r := owner.open(freshUser(), pid.String()); r.Status != http.StatusOK || r.str("status") != hongbao.Opened {
+	if r := owner.open(storetest.FreshUser(), pid.String()); r.Status != http.StatusOK || r.Str("status") != hongbao.Opened {
 		t.Errorf("open on the owning SET: %v", r)
 	}
 
 	// Sends whose bucket h does not own are refused; sends it owns work.
-	wrongSender, rightSender := freshUser(), freshUser()
+	wrongSender, rightSender := storetest.FreshUser(), storetest.FreshUser()
 	var wrongKey, rightKey string
 	for i := 0; wrongKey == "" || rightKey == ""; i++ {
 		k := fmt.Sprintf("key-%d", i)
@@ -895,7 +824,7 @@ func TestWrongSet(t *testing.T) {
 		}
 	}
 	body := map[string]any{"total": 100, "count": 2}
-	if r := h.send(wrongSender, body, wrongKey); !r.isProblem(http.StatusMisdirectedRequest, "wrong_set") {
+	if r := h.send(wrongSender, body, wrongKey); !r.IsProblem(http.StatusMisdirectedRequest, "wrong_set") {
 		t.Errorf("send to a bucket of another SET: %v", r)
 	}
 	if packets, idem := rowsBySenders(t, h.db, []hongbao.UserID{wrongSender}, began, time.Now()); packets != 0 || idem != 0 {
@@ -905,8 +834,8 @@ func TestWrongSet(t *testing.T) {
 	if r.Status != http.StatusCreated {
 		t.Fatalf("send to an owned bucket: %v", r)
 	}
-	own, _ := hongbao.ParsePacketID(r.str("id"))
-	if r := h.open(freshUser(), own.String()); r.Status != http.StatusOK || r.str("status") != hongbao.Opened {
+	own, _ := hongbao.ParsePacketID(r.Str("id"))
+	if r := h.open(storetest.FreshUser(), own.String()); r.Status != http.StatusOK || r.Str("status") != hongbao.Opened {
 		t.Errorf("open in an owned bucket: %v", r)
 	}
 	checkInvariants(t, h.db, own)
@@ -921,7 +850,7 @@ func TestFenceCoversEveryWrite(t *testing.T) {
 	t.Parallel()
 	db := storetest.DB(t, "a", 8)
 	ctx := t.Context()
-	name := uniqueName("t")
+	name := storetest.UniqueName("t")
 	const b = hongbao.Bucket(7)
 	if err := schema.Own(ctx, db, name, 1, []hongbao.Bucket{b}); err != nil {
 		t.Fatal(err)
@@ -931,7 +860,7 @@ func TestFenceCoversEveryWrite(t *testing.T) {
 		defer cancel()
 		_, _ = db.ExecContext(ctx, "DELETE FROM hb_fence.owned WHERE set_name = ?", name)
 	})
-	loc := shanghai(t)
+	loc := storetest.Shanghai(t)
 	st := store.New(db, name, loc, time.Now, mrand.Int64N)
 	minter := hongbao.NewMinter(time.Now)
 	create := func(funding hongbao.Funding) hongbao.PacketID {
@@ -940,7 +869,7 @@ func TestFenceCoversEveryWrite(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, _, err = st.Create(ctx, store.NewPacket{ID: id, Sender: freshUser(), Expiry: time.Hour, Funding: funding,
+		_, _, err = st.Create(ctx, store.NewPacket{ID: id, Sender: storetest.FreshUser(), Expiry: time.Hour, Funding: funding,
 			Req: hongbao.SendRequest{Total: 100, Count: 2, Type: hongbao.Random}})
 		if err != nil {
 			t.Fatal(err)
@@ -960,7 +889,7 @@ func TestFenceCoversEveryWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if _, err := st.OpenBatch(ctx, funded, []hongbao.UserID{freshUser()}); !errors.Is(err, hongbao.ErrWrongSet) {
+	if _, err := st.OpenBatch(ctx, funded, []hongbao.UserID{storetest.FreshUser()}); !errors.Is(err, hongbao.ErrWrongSet) {
 		t.Errorf("OpenBatch after the move: %v, want wrong_set", err)
 	}
 	if _, _, err := st.Close(ctx, funded); !errors.Is(err, hongbao.ErrWrongSet) {
@@ -969,19 +898,14 @@ func TestFenceCoversEveryWrite(t *testing.T) {
 	if _, err := st.Fund(ctx, pending, hongbao.Funded); !errors.Is(err, hongbao.ErrWrongSet) {
 		t.Errorf("Fund after the move: %v, want wrong_set", err)
 	}
-	pt, _ := tablesOf(t, pending)
-	var funding int
-	if err := db.QueryRowContext(sqlCtx(t), "SELECT funding FROM "+pt+" WHERE id = ?", pending).Scan(&funding); err != nil {
-		t.Fatal(err)
+	p := storetest.ReadPacket(t, db, pending)
+	if p == nil {
+		t.Fatalf("packet %d is gone from the moved-away SET", pending)
 	}
-	if funding != int(hongbao.Pending) {
-		t.Errorf("the moved-away SET funded packet %d: funding %d", pending, funding)
+	if p.Funding != hongbao.Pending {
+		t.Errorf("the moved-away SET funded packet %d: funding %d", pending, p.Funding)
 	}
-	var stillPending int
-	if err := db.QueryRowContext(sqlCtx(t), "SELECT COUNT(*) FROM hb_set.pending WHERE packet_id = ?", pending).Scan(&stillPending); err != nil {
-		t.Fatal(err)
-	}
-	if stillPending != 1 {
+	if n := storetest.Count(t, db, "SELECT COUNT(*) FROM hb_set.pending WHERE packet_id = ?", pending); n != 1 {
 		t.Errorf("the moved-away SET removed packet %d from hb_set.pending", pending)
 	}
 	if _, shares := checkInvariants(t, db, funded); len(shares) != 0 {
@@ -1003,35 +927,35 @@ func TestCacheLoss(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	live := h.mustSend(t, freshUser(), 1000, 10, "random").String()
-	over := h.mustSend(t, freshUser(), 200, 2, "random").String()
-	a, b, c := freshUser(), freshUser(), freshUser()
+	live := h.mustSend(t, storetest.FreshUser(), 1000, 10, "random").String()
+	over := h.mustSend(t, storetest.FreshUser(), 200, 2, "random").String()
+	a, b, c := storetest.FreshUser(), storetest.FreshUser(), storetest.FreshUser()
 	first := map[string]reply{}
 	for _, id := range []string{live, over} {
 		first[id] = h.open(a, id)
-		if r := first[id]; r.Status != http.StatusOK || r.str("status") != hongbao.Opened {
+		if r := first[id]; r.Status != http.StatusOK || r.Str("status") != hongbao.Opened {
 			t.Fatalf("open: %v", r)
 		}
 	}
-	if r := h.open(b, over); r.Status != http.StatusOK || r.str("status") != hongbao.Opened {
+	if r := h.open(b, over); r.Status != http.StatusOK || r.Str("status") != hongbao.Opened {
 		t.Fatalf("open: %v", r)
 	}
 	flush()
 	for _, id := range []string{live, over} {
-		if r := h.grab(a, id); r.Status != http.StatusOK || r.JSON["can_open"] != false || r.str("reason") != hongbao.AlreadyOpened {
+		if r := h.grab(a, id); r.Status != http.StatusOK || r.JSON["can_open"] != false || r.Str("reason") != hongbao.AlreadyOpened {
 			t.Errorf("grab by an opener after the cache lost its entries: %v, want can_open false, already_opened", r)
 		}
 		flush()
-		if r := h.open(a, id); r.Status != http.StatusOK || r.str("status") != hongbao.AlreadyOpened || r.amount() != first[id].amount() {
-			t.Errorf("reopen after the cache lost its entries: %v, want already_opened %d", r, first[id].amount())
+		if r := h.open(a, id); r.Status != http.StatusOK || r.Str("status") != hongbao.AlreadyOpened || r.Amount() != first[id].Amount() {
+			t.Errorf("reopen after the cache lost its entries: %v, want already_opened %d", r, first[id].Amount())
 		}
 		flush()
 	}
-	if r := h.grab(c, over); r.Status != http.StatusOK || r.JSON["can_open"] != false || r.str("reason") != string(hongbao.SoldOut) {
+	if r := h.grab(c, over); r.Status != http.StatusOK || r.JSON["can_open"] != false || r.Str("reason") != string(hongbao.SoldOut) {
 		t.Errorf("grab of a sold-out packet after the cache lost its entries: %v", r)
 	}
 	flush()
-	if r := h.open(c, over); !r.isProblem(http.StatusConflict, "sold_out") {
+	if r := h.open(c, over); !r.IsProblem(http.StatusConflict, "sold_out") {
 		t.Errorf("open of a sold-out packet after the cache lost its entries: %v", r)
 	}
 	if r := h.grab(c, live); r.Status != http.StatusOK || r.JSON["can_open"] != true {

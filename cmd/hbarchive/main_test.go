@@ -12,68 +12,25 @@ import (
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
-	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/router/routertest"
 	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store"
 	"github.com/hongbao-dev/hongbao/store/storetest"
 )
 
-// startMariaDB starts a private MariaDB, retrying a failed start (a
-// mariadbd started elsewhere on the host can remove the temporary files of
-// a concurrent mariadb-install-db, since storetest leaves tmpdir at /tmp).
-func startMariaDB(t *testing.T) *storetest.MariaDB {
-	t.Helper()
-	for attempt := 1; ; attempt++ {
-		tb := &tryTB{TB: t}
-		var m *storetest.MariaDB
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			m = storetest.StartMariaDB(tb)
-		}()
-		<-done
-		if m != nil {
-			return m
-		}
-		if attempt == 4 {
-			t.Fatalf("private MariaDB: %s", tb.msg)
-		}
-		t.Logf("private MariaDB: attempt %d failed, retrying: %.120s", attempt, tb.msg)
-	}
-}
-
-type tryTB struct {
-	testing.TB
-	msg string
-}
-
-func (a *tryTB) Helper() {}
-func (a *tryTB) Fatalf(format string, args ...any) {
-	a.msg = fmt.Sprintf(format, args...)
-	runtime.Goexit()
-}
-func (a *tryTB) Fatal(args ...any) {
-	a.msg = fmt.Sprint(args...)
-	runtime.Goexit()
-}
-func (a *tryTB) FailNow() { runtime.Goexit() }
-
 // day is one local date of one day table, with what the test put in it.
 type day struct {
-	table                    hongbao.DayTable
-	date                     string // yyyymmdd
-	packets, details         int
-	total, remaining, opened int64
+	table hongbao.DayTable
+	date  string // yyyymmdd
+	sums  storetest.Sums
 }
 
 func (d day) cold() string {
@@ -81,26 +38,13 @@ func (d day) cold() string {
 }
 
 type fixture struct {
-	t   *testing.T
-	ctx context.Context
-	m   *storetest.MariaDB
-	db  *sql.DB
-	st  *store.Store
-	loc *time.Location
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (f *fixture) clock() time.Time {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.now
-}
-
-func (f *fixture) setNow(t time.Time) {
-	f.mu.Lock()
-	f.now = t
-	f.mu.Unlock()
+	t     *testing.T
+	ctx   context.Context
+	m     *storetest.MariaDB
+	db    *sql.DB
+	st    *store.Store
+	loc   *time.Location
+	clock storetest.Clock
 }
 
 // create makes a funded packet at a local time, opens `opens` shares,
@@ -111,7 +55,7 @@ func (f *fixture) create(at time.Time, b hongbao.Bucket, seq int, total int64, c
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	f.setNow(at)
+	f.clock.Set(at)
 	if _, _, err := f.st.Create(f.ctx, store.NewPacket{ID: id, Sender: hongbao.UserID(seq + 1), Expiry: time.Hour, Funding: hongbao.Funded,
 		Req: hongbao.SendRequest{Total: total, Count: count, Type: hongbao.Random}}); err != nil {
 		f.t.Fatal(err)
@@ -122,7 +66,7 @@ func (f *fixture) create(at time.Time, b hongbao.Bucket, seq int, total int64, c
 		for i := range users {
 			users[i] = hongbao.UserID(seq*1000 + i + 1)
 		}
-		f.setNow(at.Add(time.Minute))
+		f.clock.Set(at.Add(time.Minute))
 		batch, err := f.st.OpenBatch(f.ctx, id, users)
 		if err != nil {
 			f.t.Fatal(err)
@@ -134,7 +78,7 @@ func (f *fixture) create(at time.Time, b hongbao.Bucket, seq int, total int64, c
 			opened += o.Result.Amount
 		}
 	}
-	f.setNow(at.Add(2 * time.Hour))
+	f.clock.Set(at.Add(2 * time.Hour))
 	if _, _, err := f.st.Close(f.ctx, id); err != nil {
 		f.t.Fatal(err)
 	}
@@ -156,90 +100,20 @@ func (f *fixture) create(at time.Time, b hongbao.Bucket, seq int, total int64, c
 		d = &day{table: id.Table(f.loc), date: lt.Format("20060102")}
 		days[key] = d
 	}
-	d.packets++
-	d.details += opens
-	d.total += total
-	d.opened += opened
-	d.remaining += total - opened
+	d.sums.Packets++
+	d.sums.Details += opens
+	d.sums.Total += total
+	d.sums.Opened += opened
+	d.sums.Remaining += total - opened
 	return id
-}
-
-// sums reads counts and money of a packet table and its detail.
-func (f *fixture) sums(table string) day {
-	f.t.Helper()
-	var d day
-	if err := f.db.QueryRowContext(f.ctx, "SELECT COUNT(*), COALESCE(SUM(total),0), COALESCE(SUM(remaining_amount),0) FROM "+table).
-		Scan(&d.packets, &d.total, &d.remaining); err != nil {
-		f.t.Fatalf("%s: %v", table, err)
-	}
-	if err := f.db.QueryRowContext(f.ctx, "SELECT COUNT(*), COALESCE(SUM(amount),0) FROM "+table+"_detail").Scan(&d.details, &d.opened); err != nil {
-		f.t.Fatalf("%s_detail: %v", table, err)
-	}
-	return d
-}
-
-func (f *fixture) exists(table string) bool {
-	f.t.Helper()
-	db, name, _ := strings.Cut(table, ".")
-	var n int
-	if err := f.db.QueryRowContext(f.ctx, "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = ? AND table_name = ?", db, name).Scan(&n); err != nil {
-		f.t.Fatal(err)
-	}
-	return n == 1
-}
-
-// snapshot checksums every day, archive and hb_set table.
-func (f *fixture) snapshot() map[string]int64 {
-	f.t.Helper()
-	rows, err := f.db.QueryContext(f.ctx, `SELECT CONCAT(table_schema, '.', table_name) FROM information_schema.tables
-		WHERE table_schema LIKE 'db\_%' OR table_schema = 'hb_set'`)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	var names []string
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			f.t.Fatal(err)
-		}
-		names = append(names, n)
-	}
-	rows.Close()
-	out := map[string]int64{}
-	for _, n := range names {
-		var table string
-		var sum sql.NullInt64
-		if err := f.db.QueryRowContext(f.ctx, "CHECKSUM TABLE "+n).Scan(&table, &sum); err != nil {
-			f.t.Fatal(err)
-		}
-		out[n] = sum.Int64
-	}
-	return out
-}
-
-// buildBinary builds hbarchive into a temporary directory.
-func buildBinary(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "hbarchive")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
 }
 
 // run runs the binary with a clean environment plus extra and returns its
 // exit code and output.
 func run(t *testing.T, bin string, extra []string, args ...string) (int, string, string) {
 	t.Helper()
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "HB_") {
-			env = append(env, kv)
-		}
-	}
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(env, extra...)
+	cmd.Env = append(routertest.Environ(), extra...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
@@ -255,13 +129,10 @@ func run(t *testing.T, bin string, extra []string, args ...string) (int, string,
 }
 
 func TestHbarchiveBinary(t *testing.T) {
-	loc, err := time.LoadLocation("Asia/Shanghai")
-	if err != nil {
-		t.Fatal(err)
-	}
+	loc := storetest.Shanghai(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	m := startMariaDB(t)
+	m := storetest.StartMariaDB(t)
 	db, err := store.OpenDB(m.DSN, 4)
 	if err != nil {
 		t.Fatal(err)
@@ -271,8 +142,8 @@ func TestHbarchiveBinary(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := &fixture{t: t, ctx: ctx, m: m, db: db, loc: loc}
-	f.st = store.New(db, "a", loc, f.clock, mrand.Int64N).WithArchive(db)
-	bin := buildBinary(t)
+	f.st = store.New(db, "a", loc, f.clock.Now, mrand.Int64N).WithArchive(db)
+	bin := routertest.Binary(t, "hbarchive")
 
 	days := map[string]*day{}
 	at := func(mo time.Month, d, h, mi int) time.Time { return time.Date(2025, mo, d, h, mi, 0, 0, loc) }
@@ -305,22 +176,12 @@ func TestHbarchiveBinary(t *testing.T) {
 	}
 
 	cfg := filepath.Join(t.TempDir(), "hb.yaml")
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`timezone: Asia/Shanghai
-secret: hbarchive-test-secret-0123456789
-internal_secret: hbarchive-test-internal-0123456789
-wallet_dsn: "root@tcp(127.0.0.1:1)/hb_wallet"
-log_level: error
-archive:
-  retention_days: 7
-sets:
-  - name: a
-    servers: [127.0.0.1:1]
-    mysql_dsn: %q
-    memcached: [127.0.0.1:1]
-`, m.DSN)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	snap := f.snapshot()
+	routertest.WriteConfig(t, cfg, routertest.Config{
+		Secret: "hbarchive-test-secret-0123456789", InternalSecret: "hbarchive-test-internal-0123456789", LogLevel: "error",
+		WalletDSN: "root@tcp(127.0.0.1:1)/hb_wallet", Extra: "archive:\n  retention_days: 7\n",
+		Sets: []routertest.Set{{Name: "a", Addrs: []string{"127.0.0.1:1"}, DSN: m.DSN, Memcached: "127.0.0.1:1"}},
+	})
+	snap := storetest.Checksums(t, db)
 
 	t.Run("usage exits 2", func(t *testing.T) {
 		for _, c := range []struct {
@@ -338,7 +199,7 @@ sets:
 				t.Errorf("hbarchive %v: exit %d, stderr %q; want 2 saying %q", c.args, code, stderr, c.says)
 			}
 		}
-		if !reflect.DeepEqual(snap, f.snapshot()) {
+		if !reflect.DeepEqual(snap, storetest.Checksums(t, db)) {
 			t.Error("usage errors changed tables")
 		}
 	})
@@ -363,7 +224,7 @@ sets:
 				t.Errorf("stderr %q names the SET %d times", stderr, n)
 			}
 		})
-		if !reflect.DeepEqual(snap, f.snapshot()) {
+		if !reflect.DeepEqual(snap, storetest.Checksums(t, db)) {
 			t.Error("a locked run changed tables")
 		}
 		if _, err := conn.ExecContext(ctx, "DO RELEASE_LOCK('hb_archive:a')"); err != nil {
@@ -378,18 +239,15 @@ sets:
 		}
 		first := *days["db_00.t_7_03 20250303"]
 		for _, d := range days {
-			if got := f.sums(d.table.Packets()); got.packets != d.packets || got.details != d.details || got.total != d.total ||
-				got.remaining != d.remaining || got.opened != d.opened {
+			if got := storetest.TableSums(t, db, d.table.Packets(), "", ""); got != d.sums {
 				t.Errorf("%s after the fault: %+v, want all of %+v still live", d.table.Packets(), got, *d)
 			}
 		}
-		got := f.sums(first.cold())
-		got.table, got.date = first.table, first.date
-		if got != first {
+		if got := storetest.TableSums(t, db, first.cold(), "", ""); got != first.sums {
 			t.Errorf("%s after the fault: %+v, want the verified copy %+v", first.cold(), got, first)
 		}
 		for k, d := range days {
-			if k != "db_00.t_7_03 20250303" && f.exists(d.cold()) {
+			if k != "db_00.t_7_03 20250303" && storetest.TableExists(t, db, d.cold()) {
 				t.Errorf("%s exists though the run stopped before it", d.cold())
 			}
 		}
@@ -403,16 +261,15 @@ sets:
 		}
 		var packets, details int
 		for _, d := range days {
-			if got := f.sums(d.table.Packets()); got.packets != 0 || got.details != 0 {
+			if got := storetest.TableSums(t, db, d.table.Packets(), "", ""); got.Packets != 0 || got.Details != 0 {
 				t.Errorf("%s after the rerun: %+v, want empty", d.table.Packets(), got)
 			}
-			got := f.sums(d.cold())
-			got.table, got.date = d.table, d.date
-			if got != *d {
+			got := storetest.TableSums(t, db, d.cold(), "", "")
+			if got != d.sums {
 				t.Errorf("%s after the rerun: %+v, want exactly %+v", d.cold(), got, *d)
 			}
-			packets += got.packets
-			details += got.details
+			packets += got.Packets
+			details += got.Details
 		}
 		if packets != 6 || details != 41 {
 			t.Errorf("archive holds %d packets and %d shares, want 6 and 41", packets, details)

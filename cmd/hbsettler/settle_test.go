@@ -17,7 +17,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -30,33 +29,12 @@ import (
 	"github.com/hongbao-dev/hongbao/router/routertest"
 	"github.com/hongbao-dev/hongbao/set"
 	"github.com/hongbao-dev/hongbao/store"
+	"github.com/hongbao-dev/hongbao/store/storetest"
 )
 
 var seedFlag = flag.Uint64("seed", 0, "seed of the randomised workload (0: from the clock)")
 
 // ---- helpers -----------------------------------------------------------------
-
-// topUp credits user with amount fen through hbctl wallet credit.
-func topUp(t testing.TB, c *routertest.Cluster, user hongbao.UserID, amount int64) {
-	t.Helper()
-	if err := credit(c, user, amount); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// credit is topUp for any goroutine; a non-empty key makes the top-up
-// idempotent (hbctl wallet credit --key).
-func credit(c *routertest.Cluster, user hongbao.UserID, amount int64, key ...string) error {
-	args := []string{"wallet", "credit", "--user", user.String(), "--amount", strconv.FormatInt(amount, 10)}
-	if len(key) > 0 {
-		args = append(args, "--key", key[0])
-	}
-	out, err := c.Ctl(args...)
-	if err != nil {
-		return fmt.Errorf("hbctl %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return nil
-}
 
 // balance reads user's balance through the router.
 func balance(t testing.TB, c *routertest.Cluster, user hongbao.UserID) int64 {
@@ -124,16 +102,6 @@ func ledger(t testing.TB, c *routertest.Cluster, where string, args ...any) []en
 	return es
 }
 
-// count runs a COUNT(*) query.
-func count(t testing.TB, db *sql.DB, q string, args ...any) int {
-	t.Helper()
-	var n int
-	if err := db.QueryRow(q, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", q, err)
-	}
-	return n
-}
-
 // waitSettled waits until every SET has delivered its outbox, closed every
 // packet past expiry (or, with all, every packet) and decided every pending
 // send.
@@ -153,7 +121,7 @@ func waitSettled(t testing.TB, c *routertest.Cluster, all bool, within time.Dura
 				"expiry":  expiry,
 				"pending": "SELECT COUNT(*) FROM hb_set.pending",
 			} {
-				if n := count(t, db, q); n > 0 {
+				if n := storetest.Count(t, db, q); n > 0 {
 					left = append(left, fmt.Sprintf("SET %s: %d in %s", s.Name, n, what))
 				}
 			}
@@ -182,21 +150,7 @@ func packetsOf(t testing.TB, c *routertest.Cluster, sender hongbao.UserID) []pac
 	var out []packetRow
 	for _, s := range c.Sets {
 		db := c.DB(s.Name)
-		rows, err := db.Query(`SELECT CONCAT(table_schema, '.', table_name) FROM information_schema.tables
-			WHERE table_schema LIKE 'db\_%' AND table_name REGEXP '^t_[0-9]_[0-9]{2}$'`)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var tables []string
-		for rows.Next() {
-			var name string
-			if err := rows.Scan(&name); err != nil {
-				t.Fatal(err)
-			}
-			tables = append(tables, name)
-		}
-		rows.Close()
-		for _, tb := range tables {
+		for _, tb := range storetest.DayTables(t, db) {
 			rows, err := db.Query("SELECT id, funding, total FROM "+tb+" WHERE sender = ?", sender)
 			if err != nil {
 				t.Fatal(err)
@@ -372,7 +326,7 @@ func TestRandomWorkloadWithCrashes(t *testing.T) {
 			for u := range work {
 				var err error
 				for try := range 3 {
-					if err = credit(c, u, topUps[u], fmt.Sprintf("wl-%d-%s", seed, u)); err == nil {
+					if err = c.Credit(u, topUps[u], fmt.Sprintf("wl-%d-%s", seed, u)); err == nil {
 						break
 					}
 					t.Logf("top-up of %s failed (try %d), retrying with its key: %v", u, try+1, err)
@@ -648,7 +602,7 @@ func TestIdempotentSend(t *testing.T) {
 	c := routertest.Start(t, routertest.Options{})
 	cl := c.Client.Retrying(10 * time.Second)
 	const sender hongbao.UserID = 77
-	topUp(t, c, sender, 20000)
+	c.TopUp(t, sender, 20000)
 
 	req := hongbao.SendRequest{Total: 1000, Count: 5, Type: hongbao.Random, Greeting: "again"}
 	first := cl.Send(sender, req, "same-key")
@@ -723,9 +677,9 @@ func TestInsufficientFunds(t *testing.T) {
 	c := routertest.Start(t, routertest.Options{ServersPerSet: 1})
 	cl := c.Client.Retrying(10 * time.Second)
 	const poor, never, exact, racer, opener hongbao.UserID = 31, 32, 33, 34, 35
-	topUp(t, c, poor, 500)
-	topUp(t, c, exact, 1000)
-	topUp(t, c, racer, 1000)
+	c.TopUp(t, poor, 500)
+	c.TopUp(t, exact, 1000)
+	c.TopUp(t, racer, 1000)
 
 	req := hongbao.SendRequest{Total: 1000, Count: 2, Type: hongbao.Random}
 	for _, tc := range []struct {
@@ -821,7 +775,7 @@ func TestExpiryRacesOpens(t *testing.T) {
 	c := routertest.Start(t, routertest.Options{Expiry: expiry})
 	cl := c.Client.Retrying(10 * time.Second)
 	const sender hongbao.UserID = 500
-	topUp(t, c, sender, 20000)
+	c.TopUp(t, sender, 20000)
 	s := cl.Send(sender, hongbao.SendRequest{Total: 20000, Count: 100, Type: hongbao.Random}, "big")
 	if s.Status != http.StatusCreated {
 		t.Fatalf("send: %v", s)
@@ -937,7 +891,7 @@ func TestDuplicateDelivery(t *testing.T) {
 	cl := c.Client.Retrying(10 * time.Second)
 	const sender hongbao.UserID = 600
 	users := []hongbao.UserID{601, 602, 603}
-	topUp(t, c, sender, 900)
+	c.TopUp(t, sender, 900)
 	s := cl.Send(sender, hongbao.SendRequest{Total: 900, Count: 3, Type: hongbao.Fixed}, "dup")
 	if s.Status != http.StatusCreated {
 		t.Fatalf("send: %v", s)
@@ -956,13 +910,13 @@ func TestDuplicateDelivery(t *testing.T) {
 			t.Fatalf("open by %s: %v", u, r)
 		}
 	}
-	if n := count(t, db, "SELECT COUNT(*) FROM hb_set.outbox WHERE packet_id = ?", id); n != 3 {
+	if n := storetest.Count(t, db, "SELECT COUNT(*) FROM hb_set.outbox WHERE packet_id = ?", id); n != 3 {
 		t.Fatalf("outbox rows: %d, want 3", n)
 	}
 
 	ctx := t.Context()
 	newSettler := func() *set.Settler {
-		sdb, err := store.OpenDB(c.Sets[slices.IndexFunc(c.Sets, func(s routertest.Set) bool { return s.Name == owner })].DSN, 4)
+		sdb, err := store.OpenDB(c.Set(owner).DSN, 4)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -972,10 +926,7 @@ func TestDuplicateDelivery(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { w.Close() })
-		loc, err := time.LoadLocation("Asia/Shanghai") // the cluster's time zone
-		if err != nil {
-			t.Fatal(err)
-		}
+		loc := storetest.Shanghai(t)
 		return set.NewSettler(store.New(sdb, owner, loc, time.Now, rand.Int64N), w, time.Now, zap.NewNop())
 	}
 	s1, s2 := newSettler(), newSettler()
@@ -991,7 +942,7 @@ func TestDuplicateDelivery(t *testing.T) {
 				t.Errorf("%s: balance of %s: %d, want 300", when, u, got)
 			}
 		}
-		if n := count(t, db, "SELECT COUNT(*) FROM hb_set.outbox"); n != 0 {
+		if n := storetest.Count(t, db, "SELECT COUNT(*) FROM hb_set.outbox"); n != 0 {
 			t.Errorf("%s: %d rows left in the outbox", when, n)
 		}
 	}
@@ -1045,7 +996,7 @@ func TestDuplicateDelivery(t *testing.T) {
 	if _, err := s1.Deliver(ctx); err != nil {
 		t.Fatalf("deliver of a conflicting row: %v", err)
 	}
-	if n := count(t, db, "SELECT COUNT(*) FROM hb_set.outbox"); n != 1 {
+	if n := storetest.Count(t, db, "SELECT COUNT(*) FROM hb_set.outbox"); n != 1 {
 		t.Errorf("conflicting row: %d outbox rows, want it kept", n)
 	}
 	if got := balance(t, c, users[0]); got != 300 {
@@ -1101,12 +1052,9 @@ func TestSweepPendingSends(t *testing.T) {
 	c := routertest.Start(t, routertest.Options{ServersPerSet: 1, SweepAfter: sweepAfter})
 	cl := c.Client.Retrying(10 * time.Second)
 	const sender, opener hongbao.UserID = 900, 901
-	topUp(t, c, sender, 10000)
+	c.TopUp(t, sender, 10000)
 	ctx := t.Context()
-	loc, err := time.LoadLocation("Asia/Shanghai")
-	if err != nil {
-		t.Fatal(err)
-	}
+	loc := storetest.Shanghai(t)
 	w, err := store.OpenWallet(ctx, c.WalletDSN, 4, time.Now)
 	if err != nil {
 		t.Fatal(err)
@@ -1131,7 +1079,7 @@ func TestSweepPendingSends(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sdb, err := store.OpenDB(c.Sets[slices.IndexFunc(c.Sets, func(s routertest.Set) bool { return s.Name == owner })].DSN, 2)
+		sdb, err := store.OpenDB(c.Set(owner).DSN, 2)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1215,10 +1163,7 @@ func TestSettlerIdlesOnPendingExpiredPacket(t *testing.T) {
 	if owner, err := c.SetOf(id); err != nil || owner != last.Name {
 		t.Fatalf("packet %s: SET %q (%v), want the last SET %s", id, owner, err, last.Name)
 	}
-	loc, err := time.LoadLocation("Asia/Shanghai")
-	if err != nil {
-		t.Fatal(err)
-	}
+	loc := storetest.Shanghai(t)
 	sdb, err := store.OpenDB(last.DSN, 2)
 	if err != nil {
 		t.Fatal(err)
@@ -1260,7 +1205,7 @@ func TestHistoryPaging(t *testing.T) {
 	c := routertest.Start(t, routertest.Options{ServersPerSet: 1})
 	cl := c.Client.Retrying(10 * time.Second)
 	const sender, receiver hongbao.UserID = 700, 701
-	topUp(t, c, sender, 20000)
+	c.TopUp(t, sender, 20000)
 
 	type item struct {
 		packet string

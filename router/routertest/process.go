@@ -7,133 +7,74 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
 )
 
-// proc is one child process and how to start it again.
-type proc struct {
-	kind, name string
-	bin        string
-	args       []string
-	ready      string // address whose /readyz must answer 200; "" for none
-	log        string
-	cmd        *exec.Cmd
-	done       chan struct{}
+// Process is one of the project's binaries run as a child of the test: in
+// a process group of its own, killed with the test binary, its output
+// appended to Log across restarts, and started with the environment less
+// the HB_ variables (which it would read as configuration overrides).
+type Process struct {
+	Kind, Name string   // for messages: "server", "a1"
+	Bin        string   // path of the binary (see Binary)
+	Args       []string // its arguments, the same at every start
+	Ready      string   // host:port whose /readyz must answer 200 before a start is done; "" for none
+	Log        string   // where its output goes; StartProcess picks a file when empty
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
 }
 
-func (c *Cluster) add(p *proc) {
-	p.log = filepath.Join(c.dir, p.kind+"-"+p.name+".log")
-	c.mu.Lock()
-	c.procs[p.kind+"/"+p.name] = p
-	c.mu.Unlock()
-}
-
-// list returns the processes, servers first and the router last.
-func (c *Cluster) list() []*proc {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ps := make([]*proc, 0, len(c.procs))
-	for _, p := range c.procs {
-		ps = append(ps, p)
+// StartProcess starts p and waits until it is ready. It is killed when the
+// test ends, and if the test failed the end of its log is printed.
+// Problems fail the test.
+func StartProcess(t testing.TB, p *Process) *Process {
+	t.Helper()
+	if p.Log == "" {
+		p.Log = filepath.Join(t.TempDir(), p.Kind+"-"+p.Name+".log")
 	}
-	order := map[string]int{Server: 0, Settler: 1, Router: 2}
-	slices.SortFunc(ps, func(a, b *proc) int {
-		if d := order[a.kind] - order[b.kind]; d != 0 {
-			return d
+	t.Cleanup(func() {
+		if err := p.Kill(); err != nil {
+			t.Error(err)
 		}
-		return strings.Compare(a.name, b.name)
+		if t.Failed() {
+			p.logTail(t)
+		}
 	})
-	return ps
-}
-
-func (c *Cluster) proc(kind, name string) (*proc, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if p := c.procs[kind+"/"+name]; p != nil {
-		return p, nil
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
 	}
-	return nil, fmt.Errorf("routertest: no %s named %q", kind, name)
+	return p
 }
 
-// launch starts p in its own process group, appending to its log.
-func (c *Cluster) launch(p *proc) error {
-	f, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
+// Start launches p and waits until it is ready.
+func (p *Process) Start() error {
+	if err := p.launch(); err != nil {
 		return err
 	}
-	fmt.Fprintf(f, "=== %s start: %s %s\n", time.Now().Format(time.RFC3339Nano), filepath.Base(p.bin), strings.Join(p.args, " "))
-	cmd := exec.Command(p.bin, p.args...)
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.Env = childEnv()
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		f.Close()
-		return fmt.Errorf("routertest: start %s %s: %w", p.kind, p.name, err)
-	}
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		fmt.Fprintf(f, "=== %s exit: %v\n", time.Now().Format(time.RFC3339Nano), cmd.ProcessState)
-		f.Close()
-		close(done)
-	}()
-	c.mu.Lock()
-	p.cmd, p.done = cmd, done
-	c.mu.Unlock()
-	return nil
+	return p.waitReady()
 }
 
-// childEnv is the environment without HB_ variables, which the processes
-// would read as configuration overrides.
-func childEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "HB_") {
-			env = append(env, kv)
-		}
+// Restart kills p if it still runs, starts it again with its arguments and
+// waits until it is ready.
+func (p *Process) Restart() error {
+	if err := p.Kill(); err != nil {
+		return err
 	}
-	return env
+	return p.Start()
 }
 
-// waitReady waits until p answers /readyz (if it serves HTTP) and checks it
-// has not exited.
-func (c *Cluster) waitReady(p *proc) error {
-	c.mu.Lock()
-	done := p.done
-	c.mu.Unlock()
-	deadline := time.Now().Add(30 * time.Second)
-	hc := &http.Client{Timeout: time.Second}
-	for {
-		select {
-		case <-done:
-			return fmt.Errorf("routertest: %s %s exited while starting:\n%s", p.kind, p.name, tail(p.log, 30))
-		default:
-		}
-		if p.ready == "" {
-			return nil
-		}
-		if resp, err := hc.Get("http://" + p.ready + "/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("routertest: %s %s not ready on %s after 30s:\n%s", p.kind, p.name, p.ready, tail(p.log, 30))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// kill sends SIGKILL to p's process group and waits until it is gone.
-func (c *Cluster) kill(p *proc) error {
-	c.mu.Lock()
+// Kill sends SIGKILL to p's process group (kill -9) and waits until p is
+// gone.
+func (p *Process) Kill() error {
+	p.mu.Lock()
 	cmd, done := p.cmd, p.done
-	c.mu.Unlock()
+	p.mu.Unlock()
 	if cmd == nil {
 		return nil
 	}
@@ -147,66 +88,83 @@ func (c *Cluster) kill(p *proc) error {
 	case <-done:
 		return nil
 	case <-time.After(10 * time.Second):
-		return fmt.Errorf("routertest: %s %s survived SIGKILL", p.kind, p.name)
+		return fmt.Errorf("routertest: %s %s survived SIGKILL", p.Kind, p.Name)
 	}
 }
 
-// Kill kills a process with SIGKILL (kill -9) and waits until it is gone:
-// kind is Server, Settler or Router. Problems fail the test; it is safe to
-// call from any goroutine.
-func (c *Cluster) Kill(kind, name string) {
-	p, err := c.proc(kind, name)
-	if err == nil {
-		err = c.kill(p)
-	}
+// launch starts p in its own process group, appending to its log.
+func (p *Process) launch() error {
+	f, err := os.OpenFile(p.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		c.t.Error(err)
+		return err
 	}
+	fmt.Fprintf(f, "=== %s start: %s %s\n", time.Now().Format(time.RFC3339Nano), filepath.Base(p.Bin), strings.Join(p.Args, " "))
+	cmd := exec.Command(p.Bin, p.Args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.Env = Environ()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return fmt.Errorf("routertest: start %s %s: %w", p.Kind, p.Name, err)
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		fmt.Fprintf(f, "=== %s exit: %v\n", time.Now().Format(time.RFC3339Nano), cmd.ProcessState)
+		f.Close()
+		close(done)
+	}()
+	p.mu.Lock()
+	p.cmd, p.done = cmd, done
+	p.mu.Unlock()
+	return nil
 }
 
-// Restart starts a process again with its original arguments (killing it
-// first if it still runs) and waits until it is ready. Problems fail the
-// test; it is safe to call from any goroutine, but not for one process
-// from two goroutines at once.
-func (c *Cluster) Restart(kind, name string) {
-	p, err := c.proc(kind, name)
-	if err == nil {
-		err = c.kill(p)
-	}
-	if err == nil {
-		err = c.launch(p)
-	}
-	if err == nil {
-		err = c.waitReady(p)
-	}
-	if err != nil {
-		c.t.Error(err)
-	}
-}
-
-// stop kills every process, closes the pools and, if the test failed,
-// prints the end of every log.
-func (c *Cluster) stop() {
-	var wg sync.WaitGroup
-	for _, p := range c.list() {
-		wg.Add(1)
-		go func() { defer wg.Done(); _ = c.kill(p) }()
-	}
-	wg.Wait()
-	if c.t.Failed() {
-		for _, p := range c.list() {
-			c.t.Logf("---- %s %s: last lines of %s\n%s", p.kind, p.name, p.log, tail(p.log, 40))
+// Environ is the test's environment without the HB_ variables, which the
+// project's binaries would read as configuration overrides.
+func Environ() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "HB_") {
+			env = append(env, kv)
 		}
 	}
-	for _, db := range c.dbs {
-		db.Close()
+	return env
+}
+
+// waitReady waits until p answers /readyz (if it serves HTTP) and checks it
+// has not exited.
+func (p *Process) waitReady() error {
+	p.mu.Lock()
+	done := p.done
+	p.mu.Unlock()
+	deadline := time.Now().Add(30 * time.Second)
+	hc := &http.Client{Timeout: time.Second}
+	for {
+		select {
+		case <-done:
+			return fmt.Errorf("routertest: %s %s exited while starting:\n%s", p.Kind, p.Name, tail(p.Log, 30))
+		default:
+		}
+		if p.Ready == "" {
+			return nil
+		}
+		if resp, err := hc.Get("http://" + p.Ready + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("routertest: %s %s not ready on %s after 30s:\n%s", p.Kind, p.Name, p.Ready, tail(p.Log, 30))
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	if c.wallet != nil {
-		c.wallet.Close()
-	}
-	if c.Client != nil {
-		c.Client.http.CloseIdleConnections()
-	}
+}
+
+// logTail prints the end of p's log.
+func (p *Process) logTail(t testing.TB) {
+	t.Logf("---- %s %s: last lines of %s\n%s", p.Kind, p.Name, p.Log, tail(p.Log, 40))
 }
 
 // tail returns the last n lines of the file at path.

@@ -14,6 +14,12 @@
 //
 // Everything started is stopped when the test ends; on failure the tails of
 // the processes' logs are printed.
+//
+// Its parts serve tests that run less than a cluster too: Binary builds
+// one of the commands, StartProcess runs it (kill -9 and restart with
+// Process.Kill and Process.Restart), FreeAddr gives it a port, WriteConfig
+// its configuration, and NewRequest, Do and Reply talk HTTP to it at the
+// level of headers and problem JSON.
 package routertest
 
 import (
@@ -21,7 +27,6 @@ import (
 	"database/sql"
 	"fmt"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -43,6 +48,9 @@ type Options struct {
 	ServersPerSet int           // hbserver processes per SET; default 2
 	Expiry        time.Duration // life of a packet (limits.expiry); default 24h
 	SweepAfter    time.Duration // hbsettler -sweep-after; default 5s
+	// NoSettlers starts no hbsettler: the wallet credits of opens stay in
+	// their SET's outbox, where a test can read them.
+	NoSettlers bool
 }
 
 func (o Options) withDefaults() Options {
@@ -79,40 +87,43 @@ type Set struct {
 
 // Cluster is a running cluster.
 type Cluster struct {
-	Sets      []Set
-	Config    string // path of the YAML configuration every process reads
-	MetaDSN   string // topology database (on the first SET's MariaDB)
-	WalletDSN string // wallet database (on the first SET's MariaDB)
+	Sets           []Set
+	Config         string // path of the YAML configuration every process reads
+	MetaDSN        string // topology database (on the first SET's MariaDB)
+	WalletDSN      string // wallet database (on the first SET's MariaDB)
+	InternalSecret string // what the router signs its requests to the servers with
 	// Client talks to the router. It does not retry; see Client.Retrying.
 	Client *Client
 
 	t          testing.TB
 	opts       Options
 	dir        string
+	bin        string
 	routerAddr string
 	secret     string
 	signer     *hongbao.Signer
 	dbs        map[string]*sql.DB
-	wallet     *sql.DB
+	wallet     *store.Wallet
 
 	mu     sync.Mutex
-	procs  map[string]*proc // by kind + "/" + name
-	tokens sync.Map         // hongbao.UserID -> string
+	procs  map[string]*Process // by kind + "/" + name
+	tokens sync.Map            // hongbao.UserID -> string
 }
 
 // Start builds the binaries (once per test binary), starts a private
 // MariaDB and memcached per SET, writes the configuration, seeds the
-// topology with hbctl, starts every server, one settler per SET and the
-// router, and waits until they are ready. It must be called from the test's
-// goroutine.
+// topology with hbctl, starts every server, one settler per SET (unless
+// opts.NoSettlers) and the router, and waits until they are ready. It must
+// be called from the test's goroutine.
 func Start(t testing.TB, opts Options) *Cluster {
 	t.Helper()
 	opts = opts.withDefaults()
 	began := time.Now()
-	bin := build(t)
+	bin := build(t, "hbserver", "hbrouter", "hbsettler", "hbctl")
 	built := time.Now()
-	c := &Cluster{t: t, opts: opts, dir: t.TempDir(), dbs: map[string]*sql.DB{}, procs: map[string]*proc{}}
+	c := &Cluster{t: t, opts: opts, dir: t.TempDir(), bin: bin, dbs: map[string]*sql.DB{}, procs: map[string]*Process{}}
 	c.secret = "routertest-user-secret-" + strconv.FormatInt(began.UnixNano(), 36)
+	c.InternalSecret = "routertest-internal-secret-0123456789"
 	c.signer = hongbao.NewSigner([]byte(c.secret))
 
 	// Every SET's MariaDB and memcached start at once: MariaDB takes
@@ -123,14 +134,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 	for i := range c.Sets {
 		s := &c.Sets[i]
 		s.Name = string(rune('a' + i))
-		wg.Go(func() {
-			var err error
-			if s.DSN, err = startMariaDB(t); err != nil {
-				g.mu.Lock()
-				g.errs = append(g.errs, err.Error())
-				g.mu.Unlock()
-			}
-		})
+		wg.Go(func() { s.DSN = storetest.StartMariaDB(g).DSN })
 		wg.Go(func() { s.Memcached = storetest.StartMemcached(g).Addr })
 	}
 	wg.Wait()
@@ -142,20 +146,20 @@ func Start(t testing.TB, opts Options) *Cluster {
 		s := &c.Sets[i]
 		for j := range opts.ServersPerSet {
 			s.Servers = append(s.Servers, fmt.Sprintf("%s%d", s.Name, j+1))
-			s.Addrs = append(s.Addrs, fmt.Sprintf("127.0.0.1:%d", freePort(t)))
+			s.Addrs = append(s.Addrs, FreeAddr(t))
 		}
 	}
 	c.MetaDSN = withDB(t, c.Sets[0].DSN, "hb_meta")
 	c.WalletDSN = withDB(t, c.Sets[0].DSN, "hb_wallet")
-	c.routerAddr = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	c.routerAddr = FreeAddr(t)
 	// Registered after the databases' cleanups, so it runs before them:
 	// the processes die before their MariaDB does.
 	t.Cleanup(c.stop)
-	c.writeConfig(t)
+	c.Config = filepath.Join(c.dir, "cluster.yaml")
+	WriteConfig(t, c.Config, Config{Secret: c.secret, InternalSecret: c.InternalSecret, Expiry: opts.Expiry,
+		Router: c.routerAddr, MetaDSN: c.MetaDSN, WalletDSN: c.WalletDSN, Sets: c.Sets})
 
-	if out, err := c.Ctl("topology", "init"); err != nil {
-		t.Fatalf("hbctl topology init: %v\n%s", err, out)
-	}
+	c.MustCtl(t, "topology", "init")
 	for _, s := range c.Sets {
 		db, err := store.OpenDB(s.DSN, 8)
 		if err != nil {
@@ -163,86 +167,45 @@ func Start(t testing.TB, opts Options) *Cluster {
 		}
 		c.dbs[s.Name] = db
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	var err error
-	if c.wallet, err = store.OpenDB(c.WalletDSN, 8); err != nil {
+	if c.wallet, err = store.OpenWallet(ctx, c.WalletDSN, 8, time.Now); err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range c.Sets {
 		for i, name := range s.Servers {
-			c.add(&proc{kind: Server, name: name, bin: filepath.Join(bin, "hbserver"), ready: s.Addrs[i],
-				args: []string{"-config", c.Config, "-set", s.Name, "-listen", s.Addrs[i]}})
+			c.add(&Process{Kind: Server, Name: name, Bin: filepath.Join(bin, "hbserver"), Ready: s.Addrs[i],
+				Args: []string{"-config", c.Config, "-set", s.Name, "-listen", s.Addrs[i]}})
 		}
-		c.add(&proc{kind: Settler, name: s.Name, bin: filepath.Join(bin, "hbsettler"),
-			args: []string{"-config", c.Config, "-set", s.Name, "-sweep-after", opts.SweepAfter.String()}})
+		if !opts.NoSettlers {
+			c.add(&Process{Kind: Settler, Name: s.Name, Bin: filepath.Join(bin, "hbsettler"),
+				Args: []string{"-config", c.Config, "-set", s.Name, "-sweep-after", opts.SweepAfter.String()}})
+		}
 	}
 	for _, p := range c.list() {
-		if err := c.launch(p); err != nil {
+		if err := p.launch(); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for _, p := range c.list() {
-		if err := c.waitReady(p); err != nil {
+		if err := p.waitReady(); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// The router last, so its first health probes find every server up.
-	router := &proc{kind: Router, name: Router, bin: filepath.Join(bin, "hbrouter"), ready: c.routerAddr,
-		args: []string{"-config", c.Config, "-listen", c.routerAddr}}
+	router := &Process{Kind: Router, Name: Router, Bin: filepath.Join(bin, "hbrouter"), Ready: c.routerAddr,
+		Args: []string{"-config", c.Config, "-listen", c.routerAddr}}
 	c.add(router)
-	if err := c.launch(router); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.waitReady(router); err != nil {
+	if err := router.Start(); err != nil {
 		t.Fatal(err)
 	}
 	c.Client = &Client{c: c, http: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
-		MaxIdleConns: 128, MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second}}}
+		MaxIdleConns: 512, MaxIdleConnsPerHost: 256, IdleConnTimeout: 30 * time.Second}}}
 	t.Logf("routertest: cluster of %d SETs x %d servers up in %v (build %v, MariaDB and memcached %v, processes %v; dir %s)",
 		opts.Sets, opts.ServersPerSet, time.Since(began).Round(time.Millisecond), built.Sub(began).Round(time.Millisecond),
 		dbsUp.Sub(built).Round(time.Millisecond), time.Since(dbsUp).Round(time.Millisecond), c.dir)
 	return c
-}
-
-func (c *Cluster) writeConfig(t testing.TB) {
-	t.Helper()
-	var b strings.Builder
-	fmt.Fprintf(&b, "timezone: Asia/Shanghai\nsecret: %q\ninternal_secret: %q\ntoken_ttl: 24h\nlog_level: warn\n",
-		c.secret, "routertest-internal-secret-0123456789")
-	fmt.Fprintf(&b, `limits:
-  max_total: 20000
-  max_count: 100
-  max_share: 20000
-  expiry: %s
-  max_greeting: 200
-queue:
-  size: 1024
-  batch: 32
-  idle: 5s
-  tx_timeout: 5s
-  slot_cap: 2
-cache:
-  timeout: 200ms
-  conns: 64
-db_conns: 16
-shutdown_grace: 5s
-router:
-  listen: %q
-meta_dsn: %q
-wallet_dsn: %q
-sets:
-`, c.opts.Expiry, c.routerAddr, c.MetaDSN, c.WalletDSN)
-	for _, s := range c.Sets {
-		addrs := make([]string, len(s.Addrs))
-		for i, a := range s.Addrs {
-			addrs[i] = strconv.Quote(a)
-		}
-		fmt.Fprintf(&b, "  - name: %q\n    servers: [%s]\n    mysql_dsn: %q\n    memcached: [%q]\n",
-			s.Name, strings.Join(addrs, ", "), s.DSN, s.Memcached)
-	}
-	c.Config = filepath.Join(c.dir, "cluster.yaml")
-	if err := os.WriteFile(c.Config, []byte(b.String()), 0o600); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // URL returns the router's base URL, e.g. http://127.0.0.1:41234.
@@ -258,15 +221,42 @@ func (c *Cluster) Token(user hongbao.UserID) string {
 	return tok
 }
 
+// Request builds a request to url (the router's, c.URL() + path, or
+// straight to a server) with body as its JSON (nil: no body), the given
+// headers and user's bearer token (user 0: none).
+func (c *Cluster) Request(method, url string, user hongbao.UserID, body []byte, header map[string]string) *http.Request {
+	req, err := NewRequest(method, url, body, header)
+	if err != nil {
+		panic(err)
+	}
+	if user != 0 {
+		req.Header.Set("Authorization", "Bearer "+c.Token(user))
+	}
+	return req
+}
+
+// Do sends req over the Client's connection pool and reads the answer.
+func (c *Cluster) Do(req *http.Request) Reply { return Do(c.Client.http, req) }
+
 // Ctl runs hbctl with args and the cluster's -config (appended, so it
 // follows the subcommand's own flags) and returns its combined output.
 func (c *Cluster) Ctl(args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "hbctl"), append(slices.Clone(args), "-config", c.Config)...)
-	cmd.Env = childEnv()
+	cmd := exec.CommandContext(ctx, filepath.Join(c.bin, "hbctl"), append(slices.Clone(args), "-config", c.Config)...)
+	cmd.Env = Environ()
 	out, err := cmd.CombinedOutput()
 	return string(out), err
+}
+
+// MustCtl is Ctl failing the test when hbctl does.
+func (c *Cluster) MustCtl(t testing.TB, args ...string) string {
+	t.Helper()
+	out, err := c.Ctl(args...)
+	if err != nil {
+		t.Fatalf("hbctl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
 }
 
 // CheckInvariants runs hbctl verify and fails the test with its output
@@ -283,6 +273,40 @@ func (c *Cluster) CheckInvariants(t testing.TB) string {
 	return out
 }
 
+// Credit credits user with amount fen through hbctl wallet credit, as an
+// operator does; a key makes the credit idempotent (--key), "" is none.
+// It is safe from any goroutine.
+func (c *Cluster) Credit(user hongbao.UserID, amount int64, key string) error {
+	args := []string{"wallet", "credit", "--user", user.String(), "--amount", strconv.FormatInt(amount, 10)}
+	if key != "" {
+		args = append(args, "--key", key)
+	}
+	out, err := c.Ctl(args...)
+	if err != nil {
+		return fmt.Errorf("hbctl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
+// TopUp is Credit without a key, failing the test when it fails.
+func (c *Cluster) TopUp(t testing.TB, user hongbao.UserID, amount int64) {
+	t.Helper()
+	if err := c.Credit(user, amount, ""); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Set returns the SET called name.
+func (c *Cluster) Set(name string) Set {
+	for _, s := range c.Sets {
+		if s.Name == name {
+			return s
+		}
+	}
+	c.t.Fatalf("routertest: no SET %q", name)
+	return Set{}
+}
+
 // DB returns a pool on the MariaDB of SET set (no database selected: name
 // tables in full, db_xx.t_y_dd, hb_set.outbox, hb_fence.owned).
 func (c *Cluster) DB(set string) *sql.DB {
@@ -293,8 +317,11 @@ func (c *Cluster) DB(set string) *sql.DB {
 	return db
 }
 
-// WalletDB returns a pool on the wallet database (accounts, ledger).
-func (c *Cluster) WalletDB() *sql.DB { return c.wallet }
+// Wallet returns the wallet (accounts, ledger).
+func (c *Cluster) Wallet() *store.Wallet { return c.wallet }
+
+// WalletDB returns a pool on the wallet database.
+func (c *Cluster) WalletDB() *sql.DB { return c.wallet.DB() }
 
 // SetOf returns the name of the SET owning packet id in the current
 // topology.
@@ -307,4 +334,84 @@ func (c *Cluster) SetOf(id hongbao.PacketID) (string, error) {
 	return name, nil
 }
 
-// ---- building the binaries -------------------------------------------------
+// ---- processes ---------------------------------------------------------------
+
+func (c *Cluster) add(p *Process) {
+	p.Log = filepath.Join(c.dir, p.Kind+"-"+p.Name+".log")
+	c.mu.Lock()
+	c.procs[p.Kind+"/"+p.Name] = p
+	c.mu.Unlock()
+}
+
+// list returns the processes, servers first and the router last.
+func (c *Cluster) list() []*Process {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ps := make([]*Process, 0, len(c.procs))
+	for _, p := range c.procs {
+		ps = append(ps, p)
+	}
+	order := map[string]int{Server: 0, Settler: 1, Router: 2}
+	slices.SortFunc(ps, func(a, b *Process) int {
+		if d := order[a.Kind] - order[b.Kind]; d != 0 {
+			return d
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return ps
+}
+
+func (c *Cluster) proc(kind, name string) (*Process, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p := c.procs[kind+"/"+name]; p != nil {
+		return p, nil
+	}
+	return nil, fmt.Errorf("routertest: no %s named %q", kind, name)
+}
+
+// Kill kills a process with SIGKILL (kill -9) and waits until it is gone:
+// kind is Server, Settler or Router. Problems fail the test; it is safe to
+// call from any goroutine.
+func (c *Cluster) Kill(kind, name string) { c.apply(kind, name, (*Process).Kill) }
+
+// Restart starts a process again with its original arguments (killing it
+// first if it still runs) and waits until it is ready. Problems fail the
+// test; it is safe to call from any goroutine, but not for one process
+// from two goroutines at once.
+func (c *Cluster) Restart(kind, name string) { c.apply(kind, name, (*Process).Restart) }
+
+// apply calls do on the process, failing the test on a problem.
+func (c *Cluster) apply(kind, name string, do func(*Process) error) {
+	p, err := c.proc(kind, name)
+	if err == nil {
+		err = do(p)
+	}
+	if err != nil {
+		c.t.Error(err)
+	}
+}
+
+// stop kills every process, closes the pools and, if the test failed,
+// prints the end of every log.
+func (c *Cluster) stop() {
+	var wg sync.WaitGroup
+	for _, p := range c.list() {
+		wg.Go(func() { _ = p.Kill() })
+	}
+	wg.Wait()
+	if c.t.Failed() {
+		for _, p := range c.list() {
+			p.logTail(c.t)
+		}
+	}
+	for _, db := range c.dbs {
+		db.Close()
+	}
+	if c.wallet != nil {
+		c.wallet.Close()
+	}
+	if c.Client != nil {
+		c.Client.http.CloseIdleConnections()
+	}
+}

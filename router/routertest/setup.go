@@ -22,44 +22,71 @@ import (
 )
 
 var (
-	buildOnce sync.Once
-	binDir    string
-	buildErr  error
+	buildMu sync.Mutex
+	binDir  string               // where this test binary's commands go
+	built   = map[string]error{} // by command name: how its build ended
 )
 
-// build compiles the commands once per test binary, from the module root,
-// into a directory named after this process; directories left by earlier
-// test binaries that are gone are removed.
-func build(t testing.TB) string {
+const binPrefix = "hbroutertest-bin-"
+
+// Binary returns the path of the project's command name (hbserver,
+// hbrouter, hbsettler, hbctl, hbarchive...), built from ./cmd/name at the
+// module root once per test binary.
+func Binary(t testing.TB, name string) string {
 	t.Helper()
-	buildOnce.Do(func() {
+	return filepath.Join(build(t, name), name)
+}
+
+// build compiles the commands not built yet, with one go build, into a
+// directory named after this process, and returns the directory;
+// directories left by earlier test binaries that are gone are removed.
+func build(t testing.TB, names ...string) string {
+	t.Helper()
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if binDir == "" {
 		removeStaleBins()
-		out, err := exec.Command("go", "env", "GOMOD").Output()
-		if err != nil || strings.TrimSpace(string(out)) == "" || strings.TrimSpace(string(out)) == os.DevNull {
-			buildErr = fmt.Errorf("routertest: go env GOMOD: %v (%s)", err, out)
-			return
-		}
 		binDir = filepath.Join(os.TempDir(), fmt.Sprintf("%s%d", binPrefix, os.Getpid()))
-		// The four commands by name: ./cmd/... would also build whatever
-		// else is under cmd/, which need not be a working command.
-		cmd := exec.Command("go", append([]string{"build", "-o", binDir + string(filepath.Separator)}, commands...)...)
-		cmd.Dir = filepath.Dir(strings.TrimSpace(string(out)))
-		var buf bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &buf, &buf
-		if err := cmd.Run(); err != nil {
-			buildErr = fmt.Errorf("routertest: go build %s: %v\n%s", strings.Join(commands, " "), err, buf.String())
+	}
+	var pkgs []string
+	for _, n := range names {
+		if _, done := built[n]; !done {
+			pkgs = append(pkgs, "./cmd/"+n)
 		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	}
+	if len(pkgs) > 0 {
+		err := goBuild(binDir, pkgs)
+		for _, pkg := range pkgs {
+			built[strings.TrimPrefix(pkg, "./cmd/")] = err
+		}
+	}
+	for _, n := range names {
+		if err := built[n]; err != nil {
+			t.Fatal(err)
+		}
 	}
 	return binDir
 }
 
-const binPrefix = "hbroutertest-bin-"
-
-// commands are the packages a cluster runs.
-var commands = []string{"./cmd/hbserver", "./cmd/hbrouter", "./cmd/hbsettler", "./cmd/hbctl"}
+// goBuild runs go build -o dir/ pkgs... at the module root.
+func goBuild(dir string, pkgs []string) error {
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	out, err := exec.Command(gobin, "env", "GOMOD").Output()
+	if gomod := strings.TrimSpace(string(out)); err != nil || gomod == "" || gomod == os.DevNull {
+		return fmt.Errorf("routertest: go env GOMOD: %v (%s)", err, out)
+	}
+	cmd := exec.Command(gobin, append([]string{"build", "-o", dir + string(filepath.Separator)}, pkgs...)...)
+	cmd.Dir = filepath.Dir(strings.TrimSpace(string(out)))
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("routertest: go build %s: %v\n%s", strings.Join(pkgs, " "), err, buf.String())
+	}
+	return nil
+}
 
 // removeStaleBins deletes the binary directories of test processes that no
 // longer run.
@@ -75,8 +102,6 @@ func removeStaleBins() {
 		}
 	}
 }
-
-// ---- HTTP client -----------------------------------------------------------
 
 // goTB lets helpers that fail with t.Fatal run on goroutines of their
 // own: a fatal error is recorded and ends only that goroutine, and the
@@ -98,33 +123,6 @@ func (g *goTB) fail(msg string) {
 	runtime.Goexit() // deferred calls run: the WaitGroup is released
 }
 
-// startMariaDB starts a private MariaDB, trying again when it fails:
-// mariadb-install-db runs that overlap (other SETs, other test binaries)
-// share the default tmpdir /tmp and now and then break each other's
-// bootstrap ("Unknown table 'mysql.tmp_user_sys'", signal 11). A failed
-// attempt's files are removed by its own cleanup.
-func startMariaDB(t testing.TB) (string, error) {
-	var errs []string
-	for attempt := 1; attempt <= 3; attempt++ {
-		g := &goTB{TB: t}
-		var dsn string
-		done := make(chan struct{})
-		go func() { defer close(done); dsn = storetest.StartMariaDB(g).DSN }()
-		<-done
-		if len(g.errs) == 0 {
-			return dsn, nil
-		}
-		t.Logf("routertest: private MariaDB, attempt %d failed: %s", attempt, firstLines(strings.Join(g.errs, "\n"), 4))
-		errs = append(errs, g.errs...)
-	}
-	return "", errors.New(strings.Join(errs, "\n"))
-}
-
-func firstLines(s string, n int) string {
-	lines := strings.SplitN(s, "\n", n+1)
-	return strings.Join(lines[:min(n, len(lines))], " | ")
-}
-
 // Listen ports of the servers and the router come from below the kernel's
 // ephemeral range: a port from there (storetest.FreePort) may be taken,
 // before the process binds it, by an outgoing connection or by another
@@ -136,8 +134,14 @@ var (
 	ports  = map[int]bool{} // handed out by this test binary
 )
 
-// freePort returns a port free on 127.0.0.1 that this test binary has not
-// handed out before.
+// FreeAddr returns an address 127.0.0.1:port to listen on, free now and
+// not handed out before by this test binary, for a process that may be
+// restarted on it.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	return fmt.Sprintf("127.0.0.1:%d", freePort(t))
+}
+
 func freePort(t testing.TB) int {
 	t.Helper()
 	high := portHigh

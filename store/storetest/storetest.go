@@ -1,6 +1,9 @@
 // Package storetest gives tests the real MariaDB and memcached that
-// `make test` starts (scripts/dev.sh test), and can start private memcached
-// processes for tests that stop one on purpose.
+// `make test` starts (scripts/dev.sh test), can start private MariaDB and
+// memcached processes for tests that need their own or stop one on
+// purpose, and reads a SET's MySQL with the tests' own SQL: packets and
+// their invariants (CheckPacket), outbox credits, table lists, sums and
+// checksums.
 package storetest
 
 import (
@@ -10,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -90,26 +94,40 @@ func (p *Process) Stop() {
 // FreePort returns a TCP port free on 127.0.0.1 at the time of the call.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freePort()
 	if err != nil {
 		t.Fatal(err)
 	}
+	return port
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
 	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
 // WaitTCP waits until addr accepts connections.
 func WaitTCP(t testing.TB, addr string) {
 	t.Helper()
+	if err := waitTCP(addr); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitTCP(addr string) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
 			c.Close()
-			return
+			return nil
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatalf("%s did not accept connections", addr)
+	return fmt.Errorf("%s did not accept connections", addr)
 }
 
 // MariaDB is a private MariaDB server started for one test: an empty
@@ -123,15 +141,41 @@ type MariaDB struct {
 }
 
 // StartMariaDB initialises and starts a private MariaDB in a temporary
-// directory; it is stopped (and its data removed) when the test ends.
+// directory; it is stopped (and its data removed) when the test ends. A
+// start that fails is tried again from scratch, up to four times: the port
+// picked may be taken before mariadbd binds it, and a loaded host now and
+// then breaks a bootstrap. It may be called from any goroutine.
 func StartMariaDB(t testing.TB) *MariaDB {
 	t.Helper()
+	var errs []string
+	for attempt := 1; attempt <= 4; attempt++ {
+		m, err := startMariaDB()
+		if err == nil {
+			t.Cleanup(m.remove)
+			return m
+		}
+		errs = append(errs, fmt.Sprintf("attempt %d: %v", attempt, err))
+		t.Logf("private MariaDB: attempt %d failed: %.200s", attempt, err)
+	}
+	t.Fatalf("private MariaDB did not start:\n%s", strings.Join(errs, "\n"))
+	return nil
+}
+
+// startMariaDB makes one attempt; on failure it leaves nothing behind.
+func startMariaDB() (m *MariaDB, err error) {
 	dir, err := os.MkdirTemp("", "hbmariadb")
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	m := &MariaDB{Port: FreePort(t), dir: dir}
-	t.Cleanup(func() { m.Stop(); os.RemoveAll(dir) })
+	m = &MariaDB{dir: dir}
+	defer func() {
+		if err != nil {
+			m.remove()
+		}
+	}()
+	if m.Port, err = freePort(); err != nil {
+		return nil, err
+	}
 	user := []string{}
 	if os.Geteuid() == 0 {
 		user = []string{"--user=root"}
@@ -139,39 +183,41 @@ func StartMariaDB(t testing.TB) *MariaDB {
 	// A private tmpdir: a mariadbd starting elsewhere on the host must not
 	// clean up the temporary tables of this install.
 	if err := os.Mkdir(dir+"/tmp", 0o700); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	install := exec.Command("mariadb-install-db", append([]string{"--no-defaults", "--datadir=" + dir + "/data", "--tmpdir=" + dir + "/tmp",
 		"--auth-root-authentication-method=normal", "--skip-test-db"}, user...)...)
 	if out, err := install.CombinedOutput(); err != nil {
-		t.Fatalf("mariadb-install-db: %v\n%s", err, out)
+		return nil, fmt.Errorf("mariadb-install-db: %v\n%s", err, out)
 	}
 	m.cmd = exec.Command("mariadbd", append([]string{"--no-defaults", "--datadir=" + dir + "/data",
 		"--socket=" + dir + "/sock", "--tmpdir=" + dir + "/tmp", fmt.Sprintf("--port=%d", m.Port), "--bind-address=127.0.0.1",
 		"--skip-name-resolve", "--skip-log-bin", "--innodb-buffer-pool-size=32M", "--innodb-log-file-size=16M",
 		"--max-connections=500", "--log-error=" + dir + "/error.log"}, user...)...)
 	if err := m.cmd.Start(); err != nil {
-		t.Fatalf("mariadbd: %v", err)
+		return nil, fmt.Errorf("mariadbd: %w", err)
 	}
-	WaitTCP(t, fmt.Sprintf("127.0.0.1:%d", m.Port))
+	if err := waitTCP(fmt.Sprintf("127.0.0.1:%d", m.Port)); err != nil {
+		log, _ := os.ReadFile(dir + "/error.log")
+		return nil, fmt.Errorf("mariadbd: %w\n%s", err, log)
+	}
 	// root@localhost only: grant root over TCP through the socket.
-	grant := exec.Command("mariadb", "--no-defaults", "-uroot", "--socket="+dir+"/sock", "-e",
-		"CREATE USER IF NOT EXISTS 'root'@'127.0.0.1'; GRANT ALL ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION;")
 	deadline := time.Now().Add(20 * time.Second)
 	for {
+		grant := exec.Command("mariadb", "--no-defaults", "-uroot", "--socket="+dir+"/sock", "-e",
+			"CREATE USER IF NOT EXISTS 'root'@'127.0.0.1'; GRANT ALL ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION;")
 		out, err := grant.CombinedOutput()
 		if err == nil {
 			break
 		}
 		if time.Now().After(deadline) {
 			log, _ := os.ReadFile(dir + "/error.log")
-			t.Fatalf("grant on private MariaDB: %v\n%s\n%s", err, out, log)
+			return nil, fmt.Errorf("grant on private MariaDB: %v\n%s\n%s", err, out, log)
 		}
 		time.Sleep(100 * time.Millisecond)
-		grant = exec.Command(grant.Path, grant.Args[1:]...)
 	}
 	m.DSN = fmt.Sprintf("root@tcp(127.0.0.1:%d)/", m.Port)
-	return m
+	return m, nil
 }
 
 // Stop kills the server.
@@ -180,4 +226,31 @@ func (m *MariaDB) Stop() {
 		_ = m.cmd.Process.Kill()
 		_ = m.cmd.Wait()
 	}
+}
+
+// remove stops the server and deletes its files.
+func (m *MariaDB) remove() {
+	m.Stop()
+	os.RemoveAll(m.dir)
+}
+
+// Clock is a settable clock for code under test that takes a
+// func() time.Time; it is safe for concurrent use.
+type Clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// Now returns the time last set.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// Set sets the time.
+func (c *Clock) Set(t time.Time) {
+	c.mu.Lock()
+	c.now = t
+	c.mu.Unlock()
 }

@@ -78,12 +78,14 @@ func (e *benchEnv) newDesign(name string, clients int, redisAddr string) (design
 	done := func() { db.Close() }
 	switch name {
 	case "queue":
+		// An operator sizes the queue of an activity for its crowd: with
+		// fewer places than clients, the rest would only hear busy.
 		srv := set.NewServer(set.Deps{
 			Store:  store.New(db, benchSet, e.loc, time.Now, rand.Int64N),
 			Cache:  store.NewCache(e.mc, 200*time.Millisecond, 256, zap.NewNop()),
 			Auth:   api.NewInternal([]byte("bench-internal-secret"), time.Now),
 			Limits: hongbao.Limits{MaxTotal: 1e12, MaxCount: 1e7, Expiry: 24 * time.Hour},
-			Queue: queue.Config{Size: e.cfg.Queue.Size, Batch: e.cfg.Queue.Batch, Idle: 2 * time.Second,
+			Queue: queue.Config{Size: max(e.cfg.Queue.Size, 2*clients), Batch: e.cfg.Queue.Batch, Idle: 2 * time.Second,
 				TxTimeout: 5 * time.Second, SlotCap: e.cfg.Queue.SlotCap, Parallel: e.cfg.DBConns},
 			Loc: e.loc, Now: time.Now, Log: zap.NewNop(),
 		})

@@ -839,6 +839,27 @@ func TestClusterMoveBucket(t *testing.T) {
 		t.Errorf("topology show --json: version %d, counts %v; want version %d, %s 499, %s 501\n%s",
 			shown.Version, counts, topo2.Version, setA, setB, strings.TrimSpace(js))
 	}
+	// A move that stopped after publishing the topology, before deleting
+	// the old copy, leaves stale rows on SET a: running the move again
+	// finds the bucket moved and deletes them, and SET b keeps its rows.
+	table := id.Table(c.loc)
+	rowsOn := func(set string) int {
+		var n int
+		if err := c.DB(set).QueryRow("SELECT COUNT(*) FROM "+table.Packets()+" WHERE id = ?", id).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if _, err := store.CopyBucket(context.Background(), c.DB(setB), c.DB(setA), bucket); err != nil {
+		t.Fatal(err)
+	}
+	if rowsOn(setA) != 1 {
+		t.Fatalf("leftover copy not made on %s", setA)
+	}
+	again := c.MustCtl(t, "topology", "move", "--bucket", strconv.Itoa(int(bucket)), "--to", setB)
+	if !strings.Contains(again, "already on SET") || rowsOn(setA) != 0 || rowsOn(setB) != 1 {
+		t.Errorf("second move: %q; rows on %s %d (want 0), on %s %d (want 1)", again, setA, rowsOn(setA), setB, rowsOn(setB))
+	}
 }
 
 // ---- the cluster -------------------------------------------------------------

@@ -4,10 +4,13 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/configs"
@@ -149,7 +152,7 @@ func topologyMove(ctx context.Context, e *env, meta *sql.DB, b hongbao.Bucket, t
 	src := t.Owner(b)
 	if src.Name == dst.Name {
 		fmt.Fprintf(e.stdout, "bucket %d already on SET %s\n", b, to)
-		return nil
+		return dropLeftovers(ctx, e, t, b)
 	}
 	return withDB(src.MySQLDSN, func(from *sql.DB) error {
 		return withDB(dst.MySQLDSN, func(into *sql.DB) error {
@@ -190,6 +193,41 @@ func migrate(ctx context.Context, e *env, meta *sql.DB, t *set.Topology, from, i
 		return err
 	}
 	fmt.Fprintf(e.stdout, "bucket %d now on SET %s (topology version %d)\n", b, dst, v)
+	return nil
+}
+
+// dropLeftovers finishes a move that stopped after publishing the new
+// topology: a SET that no longer claims b in its fence holds only a stale
+// copy of b's rows (the owner has them), which is deleted.
+func dropLeftovers(ctx context.Context, e *env, t *set.Topology, b hongbao.Bucket) error {
+	owner := t.Owner(b).Name
+	for _, s := range t.Sets {
+		if s.Name == owner {
+			continue
+		}
+		err := withDB(s.MySQLDSN, func(db *sql.DB) error {
+			var claims int
+			err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM hb_fence.owned WHERE set_name = ? AND bucket = ?", s.Name, int(b)).
+				Scan(&claims)
+			var me *mysql.MySQLError
+			if errors.As(err, &me) && me.Number == 1146 {
+				return nil // no fence table: this SET never held data
+			}
+			if err != nil {
+				return err
+			}
+			if claims > 0 {
+				// The topology was changed without a move: this SET's rows
+				// may be the only copy. Keep them.
+				fmt.Fprintf(e.stdout, "SET %s still claims bucket %d: its rows are kept\n", s.Name, b)
+				return nil
+			}
+			return store.DropBucket(ctx, db, b)
+		})
+		if err != nil {
+			return fmt.Errorf("SET %s: %w", s.Name, err)
+		}
+	}
 	return nil
 }
 

@@ -72,7 +72,7 @@ func build(t testing.TB, names ...string) string {
 func goBuild(dir string, pkgs []string) error {
 	gobin, err := exec.LookPath("go")
 	if err != nil {
-		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		gobin = "/usr/local/go/bin/go" // where this machine kind installs Go
 	}
 	out, err := exec.Command(gobin, "env", "GOMOD").Output()
 	if gomod := strings.TrimSpace(string(out)); err != nil || gomod == "" || gomod == os.DevNull {

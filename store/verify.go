@@ -52,30 +52,12 @@ func VerifySet(ctx context.Context, db, cold *sql.DB, paid func(packet int64) (b
 			bad = append(bad, b...)
 		}
 	}
-	rows, err := db.QueryContext(ctx, "SELECT kind, COUNT(*), COALESCE(SUM(amount),0) FROM hb_set.outbox GROUP BY kind")
+	byKind, err := sumsByKind(ctx, db, "hb_set.outbox")
 	if err != nil && !missingTable(err) {
 		return tot, nil, fmt.Errorf("verify outbox: %w", err)
 	}
-	if err == nil {
-		defer rows.Close()
-		for rows.Next() {
-			var kind string
-			var n int
-			var sum int64
-			if err := rows.Scan(&kind, &n, &sum); err != nil {
-				return tot, nil, err
-			}
-			switch kind {
-			case KindOpen:
-				tot.OutboxOpen, tot.OutboxOpenN = sum, n
-			case KindRefund:
-				tot.OutboxRef = sum
-			}
-		}
-		if err := rows.Err(); err != nil {
-			return tot, nil, err
-		}
-	}
+	tot.OutboxOpen, tot.OutboxOpenN = byKind[KindOpen].sum, byKind[KindOpen].n
+	tot.OutboxRef = byKind[KindRefund].sum
 	return tot, bad, nil
 }
 
@@ -238,32 +220,14 @@ type WalletTotals struct {
 // sum of its entries and none is negative.
 func VerifyWallet(ctx context.Context, w *Wallet) (WalletTotals, []string, error) {
 	var tot WalletTotals
-	rows, err := w.db.QueryContext(ctx, "SELECT kind, COUNT(*), COALESCE(SUM(amount),0) FROM ledger GROUP BY kind")
+	byKind, err := sumsByKind(ctx, w.db, "ledger")
 	if err != nil {
 		return tot, nil, fmt.Errorf("verify ledger: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var kind string
-		var n int
-		var sum int64
-		if err := rows.Scan(&kind, &n, &sum); err != nil {
-			return tot, nil, err
-		}
-		switch kind {
-		case KindSend:
-			tot.Debits = -sum
-		case KindOpen:
-			tot.Credits, tot.CreditsN = sum, n
-		case KindRefund:
-			tot.Refunds = sum
-		case KindTopUp:
-			tot.TopUps = sum
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return tot, nil, err
-	}
+	tot.Debits = -byKind[KindSend].sum
+	tot.Credits, tot.CreditsN = byKind[KindOpen].sum, byKind[KindOpen].n
+	tot.Refunds = byKind[KindRefund].sum
+	tot.TopUps = byKind[KindTopUp].sum
 	bal, err := w.db.QueryContext(ctx, `SELECT u.user_id, COALESCE(a.balance, 0), COALESCE(l.s, 0) FROM
 		(SELECT user_id FROM accounts UNION SELECT user_id FROM ledger) u
 		LEFT JOIN accounts a ON a.user_id = u.user_id
@@ -282,4 +246,30 @@ func VerifyWallet(ctx context.Context, w *Wallet) (WalletTotals, []string, error
 		bad = append(bad, fmt.Sprintf("user %d: balance %d != ledger sum %d", u, b, s))
 	}
 	return tot, bad, bal.Err()
+}
+
+// kindSum is the count and money of one kind of entry.
+type kindSum struct {
+	n   int
+	sum int64
+}
+
+// sumsByKind sums the amount column of table (the ledger or an outbox) by
+// entry kind.
+func sumsByKind(ctx context.Context, db *sql.DB, table string) (map[string]kindSum, error) {
+	rows, err := db.QueryContext(ctx, "SELECT kind, COUNT(*), COALESCE(SUM(amount),0) FROM "+table+" GROUP BY kind")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]kindSum{}
+	for rows.Next() {
+		var kind string
+		var k kindSum
+		if err := rows.Scan(&kind, &k.n, &k.sum); err != nil {
+			return nil, err
+		}
+		out[kind] = k
+	}
+	return out, rows.Err()
 }

@@ -5,9 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"time"
 
-	"github.com/hongbao-dev/hongbao/configs"
+	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/store"
 )
 
@@ -20,17 +19,13 @@ func cmdVerify(ctx context.Context, e *env, args []string) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	cfg, err := configs.Load(*cfgPath, e.environ)
-	if err != nil {
-		return err
-	}
-	w, err := store.OpenWallet(ctx, cfg.WalletDSN, 2, time.Now)
+	cfg, w, err := openWallet(ctx, e, *cfgPath)
 	if err != nil {
 		return err
 	}
 	defer w.Close()
 	paid := func(packet int64) (bool, error) {
-		en, ok, err := w.Entry(ctx, fmt.Sprintf("send:%d", packet))
+		en, ok, err := w.Entry(ctx, store.SendKey(hongbao.PacketID(packet)))
 		return ok && en.Kind == store.KindSend, err
 	}
 	var sum store.SetTotals

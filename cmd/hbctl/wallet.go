@@ -33,11 +33,7 @@ func cmdWallet(ctx context.Context, e *env, args []string) error {
 	if args[0] == "credit" && *amount <= 0 {
 		return usageError{"flag --amount: must be a positive integer number of fen"}
 	}
-	cfg, err := configs.Load(*cfgPath, e.environ)
-	if err != nil {
-		return err
-	}
-	w, err := store.OpenWallet(ctx, cfg.WalletDSN, 2, time.Now)
+	_, w, err := openWallet(ctx, e, *cfgPath)
 	if err != nil {
 		return err
 	}
@@ -63,4 +59,17 @@ func cmdWallet(ctx context.Context, e *env, args []string) error {
 	}
 	fmt.Fprintf(e.stdout, "user %s balance %d fen\n", u, bal)
 	return nil
+}
+
+// openWallet loads the config at path and opens its wallet.
+func openWallet(ctx context.Context, e *env, path string) (*configs.Config, *store.Wallet, error) {
+	cfg, err := configs.Load(path, e.environ)
+	if err != nil {
+		return nil, nil, err
+	}
+	w, err := store.OpenWallet(ctx, cfg.WalletDSN, 2, time.Now)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cfg, w, nil
 }

@@ -15,12 +15,15 @@ import (
 // BenchmarkHandOff measures the queue alone: submit, batch, answer, with an
 // apply that does no I/O, from many goroutines on one hot packet.
 func BenchmarkHandOff(b *testing.B) {
-	apply := func(_ context.Context, _ hongbao.PacketID, us []hongbao.UserID) ([]hongbao.Outcome, error) {
-		out := make([]hongbao.Outcome, len(us))
-		for i, u := range us {
-			out[i].Result = hongbao.OpenResult{User: u, Amount: 1, Status: hongbao.Opened}
+	apply := func(_ context.Context, works []queue.Work) ([][]hongbao.Outcome, error) {
+		outs := make([][]hongbao.Outcome, len(works))
+		for i, w := range works {
+			outs[i] = make([]hongbao.Outcome, len(w.Users))
+			for j, u := range w.Users {
+				outs[i][j].Result = hongbao.OpenResult{User: u, Amount: 1, Status: hongbao.Opened}
+			}
 		}
-		return out, nil
+		return outs, nil
 	}
 	m := queue.New(queue.Config{Size: 1 << 16, Batch: 32, Idle: time.Second, TxTimeout: time.Second, SlotCap: 1}, apply, nil, zap.NewNop())
 	defer m.Close(context.Background())

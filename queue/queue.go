@@ -17,10 +17,18 @@ import (
 	hongbao "github.com/hongbao-dev/hongbao"
 )
 
-// Apply applies the opens of users to packet id in one transaction and
-// returns one outcome per user, in order. A non-nil error means none of the
-// opens is known to have committed.
-type Apply func(ctx context.Context, id hongbao.PacketID, users []hongbao.UserID) ([]hongbao.Outcome, error)
+// Work is the opens of one packet taken from its queue for a transaction,
+// in arrival order.
+type Work struct {
+	ID    hongbao.PacketID
+	Users []hongbao.UserID
+}
+
+// Apply applies works, the batches of distinct packets, in one transaction
+// and returns the outcomes of each work, one per user in order, as if the
+// works had been applied one after the other. A non-nil error means none of
+// the opens is known to have committed.
+type Apply func(ctx context.Context, works []Work) ([][]hongbao.Outcome, error)
 
 // Slots is the cross-server cap on transactions per packet (memcached CAS).
 // AcquireSlot returns ok=false when the cap is reached, and an error when
@@ -38,10 +46,16 @@ type Config struct {
 	Idle      time.Duration // a packet's worker exits after this long without opens
 	TxTimeout time.Duration // bound on one transaction, and on a held slot
 	SlotCap   int           // transactions of one packet in the DB at once, SET-wide
-	// Parallel bounds the transactions this server runs at once, all
-	// packets together (its MySQL pool size); 0: no bound. Workers wait
-	// for a turn in arrival order, so none starves behind the others.
+	// Parallel is the number of transactions this server runs at once, all
+	// packets together (at most its MySQL pool size; 0: 16). Workers hand
+	// their batches to that many committers in arrival order, so none
+	// starves behind the others.
 	Parallel int
+	// Merge is how many packets' batches one transaction may carry (1:
+	// each its own). When every committer is busy, the batches waiting for
+	// one share the next transaction: its begin, fence, commit and fsync,
+	// which is what many packets with one open each (WeChat groups) need.
+	Merge int
 }
 
 // Manager owns the per-packet queues and their workers.
@@ -53,9 +67,11 @@ type Manager struct {
 	shards [64]shard
 	wg     sync.WaitGroup
 	closed atomic.Bool
-	depth  atomic.Int64  // opens queued or in flight, all packets
-	live   atomic.Int64  // packets with a worker
-	turns  chan struct{} // nil: no bound on parallel transactions
+	depth  atomic.Int64   // opens queued or in flight, all packets
+	live   atomic.Int64   // packets with a worker
+	jobs   chan *job      // batches waiting for a committer, in arrival order
+	cwg    sync.WaitGroup // committers
+	stop   sync.Once
 }
 
 type shard struct {
@@ -80,12 +96,17 @@ func New(cfg Config, apply Apply, slots Slots, log *zap.Logger) *Manager {
 	if cfg.TxTimeout <= 0 {
 		cfg.TxTimeout = 5 * time.Second
 	}
-	m := &Manager{cfg: cfg, apply: apply, slots: slots, log: log}
-	if cfg.Parallel > 0 {
-		m.turns = make(chan struct{}, cfg.Parallel)
+	if cfg.Parallel <= 0 {
+		cfg.Parallel = 16
 	}
+	cfg.Merge = max(cfg.Merge, 1)
+	m := &Manager{cfg: cfg, apply: apply, slots: slots, log: log, jobs: make(chan *job)}
 	for i := range m.shards {
 		m.shards[i].queues = make(map[hongbao.PacketID]chan *request)
+	}
+	m.cwg.Add(cfg.Parallel)
+	for range cfg.Parallel {
+		go m.commit()
 	}
 	return m
 }
@@ -150,8 +171,8 @@ func (m *Manager) enqueue(id hongbao.PacketID, req *request) error {
 	}
 }
 
-// Close stops taking opens, lets every worker apply what is queued, and
-// waits for them or for ctx.
+// Close stops taking opens, lets every worker apply what is queued, stops
+// the committers, and waits for them all or for ctx.
 func (m *Manager) Close(ctx context.Context) error {
 	m.closed.Store(true)
 	for i := range m.shards {
@@ -164,7 +185,12 @@ func (m *Manager) Close(ctx context.Context) error {
 		sh.mu.Unlock()
 	}
 	done := make(chan struct{})
-	go func() { m.wg.Wait(); close(done) }()
+	go func() {
+		m.wg.Wait()
+		m.stop.Do(func() { close(m.jobs) }) // no worker is left to send
+		m.cwg.Wait()
+		close(done)
+	}()
 	select {
 	case <-done:
 		return nil
@@ -178,6 +204,8 @@ func (m *Manager) Close(ctx context.Context) error {
 func (m *Manager) work(sh *shard, id hongbao.PacketID, q chan *request) {
 	defer m.wg.Done()
 	defer m.live.Add(-1)
+	var l lease
+	defer m.letGo(id, &l)
 	idle := time.NewTimer(m.cfg.Idle)
 	defer idle.Stop()
 	batch := make([]*request, 0, m.cfg.Batch)
@@ -193,7 +221,7 @@ func (m *Manager) work(sh *shard, id hongbao.PacketID, q chan *request) {
 					batch = append(batch, r)
 				}
 			}
-			m.run(id, batch)
+			m.run(id, batch, &l)
 			idle.Reset(m.cfg.Idle)
 		case <-idle.C:
 			if m.retire(sh, id, q) {

@@ -120,6 +120,21 @@ func (r *recorder) waitStarted(t *testing.T) call {
 	}
 }
 
+// each turns a one-packet apply into an Apply, one work after the other.
+func each(f func(ctx context.Context, id hongbao.PacketID, users []hongbao.UserID) ([]hongbao.Outcome, error)) Apply {
+	return func(ctx context.Context, works []Work) ([][]hongbao.Outcome, error) {
+		out := make([][]hongbao.Outcome, len(works))
+		for i, w := range works {
+			o, err := f(ctx, w.ID, w.Users)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = o
+		}
+		return out, nil
+	}
+}
+
 func newManager(t *testing.T, cfg Config, apply Apply, slots Slots) *Manager {
 	t.Helper()
 	m := New(cfg, apply, slots, zap.NewNop())
@@ -206,7 +221,7 @@ func TestSubmitReturnsApplyOutcome(t *testing.T) {
 		}
 		return hongbao.Outcome{Result: hongbao.OpenResult{User: u, Amount: 7, Status: hongbao.Opened}}
 	}
-	m := newManager(t, Config{Size: 8, Batch: 1}, rec.apply, nil)
+	m := newManager(t, Config{Size: 8, Batch: 1}, each(rec.apply), nil)
 	ctx := context.Background()
 	if res, err := m.Submit(ctx, 10, 1); err != nil || res != (hongbao.OpenResult{User: 1, Amount: 7, Status: hongbao.Opened}) {
 		t.Errorf("Submit(user 1) = %+v, %v", res, err)
@@ -228,7 +243,7 @@ func TestSubmitReturnsApplyOutcome(t *testing.T) {
 func TestOnePacketNeverConcurrent(t *testing.T) {
 	rec := newRecorder()
 	rec.delay = 200 * time.Microsecond
-	m := newManager(t, Config{Size: 10000, Batch: 4}, rec.apply, nil)
+	m := newManager(t, Config{Size: 10000, Batch: 4}, each(rec.apply), nil)
 	const packets, perPacket = 4, 150
 	out := make(chan result, packets*perPacket)
 	var start sync.WaitGroup
@@ -278,12 +293,12 @@ func TestOnePacketNeverConcurrent(t *testing.T) {
 func TestPacketsRunInParallel(t *testing.T) {
 	rec := newRecorder()
 	release := make(chan struct{})
-	m := newManager(t, Config{Size: 8, Batch: 1}, func(ctx context.Context, id hongbao.PacketID, users []hongbao.UserID) ([]hongbao.Outcome, error) {
+	m := newManager(t, Config{Size: 8, Batch: 1}, each(func(ctx context.Context, id hongbao.PacketID, users []hongbao.UserID) ([]hongbao.Outcome, error) {
 		if id == 1 {
 			<-release
 		}
 		return rec.apply(ctx, id, users)
-	}, nil)
+	}), nil)
 	out := make(chan result, 2)
 	submitAsync(context.Background(), m, 1, 1, out)
 	waitFor(t, "packet 1 to be in flight", func() bool { return m.Stats().Queued == 1 })
@@ -304,7 +319,7 @@ func TestFIFO(t *testing.T) {
 		t.Run(fmt.Sprintf("batch=%d", batch), func(t *testing.T) {
 			rec := newRecorder()
 			rec.gate = make(chan struct{})
-			m := newManager(t, Config{Size: 100, Batch: batch}, rec.apply, nil)
+			m := newManager(t, Config{Size: 100, Batch: batch}, each(rec.apply), nil)
 			const id = 7
 			out := make(chan result, 50)
 			// User 1 is taken at once and blocks in apply...
@@ -333,7 +348,7 @@ func TestFIFO(t *testing.T) {
 func TestBatchSizes(t *testing.T) {
 	rec := newRecorder()
 	rec.gate = make(chan struct{})
-	m := newManager(t, Config{Size: 100, Batch: 4}, rec.apply, nil)
+	m := newManager(t, Config{Size: 100, Batch: 4}, each(rec.apply), nil)
 	out := make(chan result, 20)
 	submitAsync(context.Background(), m, 3, 1, out)
 	rec.waitStarted(t)
@@ -352,7 +367,7 @@ func TestBatchSizes(t *testing.T) {
 func TestFullQueueIsBusy(t *testing.T) {
 	rec := newRecorder()
 	rec.gate = make(chan struct{})
-	m := newManager(t, Config{Size: 2, Batch: 1}, rec.apply, nil)
+	m := newManager(t, Config{Size: 2, Batch: 1}, each(rec.apply), nil)
 	out := make(chan result, 3)
 	submitAsync(context.Background(), m, 5, 1, out)
 	rec.waitStarted(t) // the worker holds user 1; the queue is empty
@@ -387,7 +402,7 @@ func TestFullQueueIsBusy(t *testing.T) {
 
 func TestIdleWorkersExit(t *testing.T) {
 	rec := newRecorder()
-	m := newManager(t, Config{Size: 8, Batch: 1, Idle: 300 * time.Millisecond}, rec.apply, nil)
+	m := newManager(t, Config{Size: 8, Batch: 1, Idle: 300 * time.Millisecond}, each(rec.apply), nil)
 	for id := range hongbao.PacketID(3) {
 		if _, err := m.Submit(context.Background(), id+1, 1); err != nil {
 			t.Fatal(err)
@@ -411,7 +426,7 @@ func TestIdleWorkersExit(t *testing.T) {
 // Idle keeps one worker, and none of its opens is lost.
 func TestBusyWorkerDoesNotRetire(t *testing.T) {
 	rec := newRecorder()
-	m := newManager(t, Config{Size: 8, Batch: 1, Idle: 30 * time.Millisecond}, rec.apply, nil)
+	m := newManager(t, Config{Size: 8, Batch: 1, Idle: 30 * time.Millisecond}, each(rec.apply), nil)
 	for u := range hongbao.UserID(40) {
 		if _, err := m.Submit(context.Background(), 9, u+1); err != nil {
 			t.Fatal(err)
@@ -429,7 +444,7 @@ func TestBusyWorkerDoesNotRetire(t *testing.T) {
 func TestCloseDrains(t *testing.T) {
 	rec := newRecorder()
 	rec.gate = make(chan struct{})
-	m := New(Config{Size: 100, Batch: 3}, rec.apply, nil, zap.NewNop())
+	m := New(Config{Size: 100, Batch: 3}, each(rec.apply), nil, zap.NewNop())
 	const packets, per = 3, 10
 	out := make(chan result, packets*per)
 	for p := range packets {
@@ -487,7 +502,7 @@ func TestCloseDrains(t *testing.T) {
 func TestCloseTimesOut(t *testing.T) {
 	rec := newRecorder()
 	rec.gate = make(chan struct{})
-	m := New(Config{Size: 8, Batch: 1}, rec.apply, nil, zap.NewNop())
+	m := New(Config{Size: 8, Batch: 1}, each(rec.apply), nil, zap.NewNop())
 	out := make(chan result, 1)
 	submitAsync(context.Background(), m, 1, 1, out)
 	rec.waitStarted(t)
@@ -507,7 +522,7 @@ func TestCloseTimesOut(t *testing.T) {
 
 func TestCancelledBeforeSubmit(t *testing.T) {
 	rec := newRecorder()
-	m := newManager(t, Config{Size: 8, Batch: 4}, rec.apply, nil)
+	m := newManager(t, Config{Size: 8, Batch: 4}, each(rec.apply), nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := m.Submit(ctx, 4, 1); !errors.Is(err, context.Canceled) {
@@ -526,7 +541,7 @@ func TestCancelledBeforeSubmit(t *testing.T) {
 func TestCancelledWhileQueued(t *testing.T) {
 	rec := newRecorder()
 	rec.gate = make(chan struct{})
-	m := newManager(t, Config{Size: 8, Batch: 4}, rec.apply, nil)
+	m := newManager(t, Config{Size: 8, Batch: 4}, each(rec.apply), nil)
 	out := make(chan result, 3)
 	submitAsync(context.Background(), m, 4, 1, out)
 	rec.waitStarted(t)
@@ -557,7 +572,7 @@ func TestCancelledWhileQueued(t *testing.T) {
 func TestApplyCtxOutlivesClient(t *testing.T) {
 	rec := newRecorder()
 	rec.gate = make(chan struct{})
-	m := newManager(t, Config{Size: 8, Batch: 4, TxTimeout: 3 * time.Second}, rec.apply, nil)
+	m := newManager(t, Config{Size: 8, Batch: 4, TxTimeout: 3 * time.Second}, each(rec.apply), nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	out := make(chan result, 1)
 	submitAsync(ctx, m, 8, 1, out)
@@ -594,7 +609,7 @@ func TestBatchErrorRetriesOneByOne(t *testing.T) {
 		}
 		return nil
 	}
-	m := newManager(t, Config{Size: 16, Batch: 8}, rec.apply, nil)
+	m := newManager(t, Config{Size: 16, Batch: 8}, each(rec.apply), nil)
 	out := make(chan result, 6)
 	submitAsync(context.Background(), m, 2, 1, out)
 	rec.waitStarted(t)
@@ -627,7 +642,7 @@ func TestSingleErrorNotRetried(t *testing.T) {
 	rec := newRecorder()
 	errDB := errors.New("connection reset")
 	rec.fail = func(hongbao.PacketID, []hongbao.UserID) error { return errDB }
-	m := newManager(t, Config{Size: 4, Batch: 4}, rec.apply, nil)
+	m := newManager(t, Config{Size: 4, Batch: 4}, each(rec.apply), nil)
 	if _, err := m.Submit(context.Background(), 1, 1); !errors.Is(err, errDB) {
 		t.Errorf("Submit = %v, want the apply error", err)
 	}
@@ -673,25 +688,51 @@ func TestSlots(t *testing.T) {
 	t.Run("granted", func(t *testing.T) {
 		rec := newRecorder()
 		slots := &fakeSlots{ok: true}
-		m := newManager(t, cfg, rec.apply, slots)
+		m := newManager(t, cfg, each(rec.apply), slots)
 		for u := range hongbao.UserID(2) {
 			if _, err := m.Submit(context.Background(), 12, u+1); err != nil {
 				t.Fatal(err)
 			}
 		}
 		slots.mu.Lock()
-		defer slots.mu.Unlock()
-		if slots.acquired != 2 || !slices.Equal(slots.released, []string{"tok-12-1", "tok-12-2"}) {
-			t.Errorf("acquired %d, released %v; want each slot released with its token", slots.acquired, slots.released)
+		if slots.acquired != 1 || len(slots.released) != 0 {
+			t.Errorf("acquired %d, released %v; want one lease kept by the live worker", slots.acquired, slots.released)
 		}
-		if !slices.Equal(slots.limits, []int{3, 3}) || !slices.Equal(slots.holds, []time.Duration{2 * time.Second, 2 * time.Second}) {
-			t.Errorf("AcquireSlot limits %v holds %v, want SlotCap 3 and TxTimeout 2s", slots.limits, slots.holds)
+		if !slices.Equal(slots.limits, []int{3}) || !slices.Equal(slots.holds, []time.Duration{4 * time.Second}) {
+			t.Errorf("AcquireSlot limits %v holds %v, want SlotCap 3 and 2 x TxTimeout", slots.limits, slots.holds)
+		}
+		slots.mu.Unlock()
+		if err := m.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		slots.mu.Lock()
+		defer slots.mu.Unlock()
+		if !slices.Equal(slots.released, []string{"tok-12-1"}) {
+			t.Errorf("released %v after Close, want the lease back with its token", slots.released)
+		}
+	})
+	t.Run("lease taken again before it lapses", func(t *testing.T) {
+		rec := newRecorder()
+		slots := &fakeSlots{ok: true}
+		short := Config{Size: 8, Batch: 1, SlotCap: 3, TxTimeout: 100 * time.Millisecond, Idle: time.Minute}
+		m := newManager(t, short, each(rec.apply), slots)
+		if _, err := m.Submit(context.Background(), 12, 1); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(120 * time.Millisecond) // less than one TxTimeout left of the 200 ms lease
+		if _, err := m.Submit(context.Background(), 12, 2); err != nil {
+			t.Fatal(err)
+		}
+		slots.mu.Lock()
+		defer slots.mu.Unlock()
+		if slots.acquired != 2 || !slices.Equal(slots.released, []string{"tok-12-1"}) {
+			t.Errorf("acquired %d, released %v; want the old lease given back and a new one taken", slots.acquired, slots.released)
 		}
 	})
 	t.Run("cap reached", func(t *testing.T) {
 		rec := newRecorder()
 		slots := &fakeSlots{ok: false}
-		m := newManager(t, cfg, rec.apply, slots)
+		m := newManager(t, cfg, each(rec.apply), slots)
 		if _, err := m.Submit(context.Background(), 12, 1); !errors.Is(err, hongbao.ErrBusy) {
 			t.Errorf("Submit with the cap reached = %v, want ErrBusy", err)
 		}
@@ -705,7 +746,7 @@ func TestSlots(t *testing.T) {
 	t.Run("cap unreachable", func(t *testing.T) {
 		rec := newRecorder()
 		slots := &fakeSlots{err: errors.New("memcached: connection refused")}
-		m := newManager(t, cfg, rec.apply, slots)
+		m := newManager(t, cfg, each(rec.apply), slots)
 		res, err := m.Submit(context.Background(), 12, 1)
 		if err != nil || res.Status != hongbao.Opened {
 			t.Errorf("Submit with memcached down = %+v, %v; want the open through", res, err)
@@ -720,8 +761,8 @@ func TestSlots(t *testing.T) {
 }
 
 func TestNewDefaults(t *testing.T) {
-	m := New(Config{}, newRecorder().apply, nil, zap.NewNop())
-	want := Config{Size: 1, Batch: 1, Idle: 5 * time.Second, TxTimeout: 5 * time.Second, SlotCap: 1}
+	m := New(Config{}, each(newRecorder().apply), nil, zap.NewNop())
+	want := Config{Size: 1, Batch: 1, Idle: 5 * time.Second, TxTimeout: 5 * time.Second, SlotCap: 1, Parallel: 16, Merge: 1}
 	if m.cfg != want {
 		t.Errorf("New(Config{}) config = %+v, want %+v", m.cfg, want)
 	}
@@ -736,7 +777,7 @@ func TestNewDefaults(t *testing.T) {
 // workers of one packet may overlap.
 func TestTinyIdleLosesNothing(t *testing.T) {
 	rec := newRecorder()
-	m := newManager(t, Config{Size: 1000, Batch: 3, Idle: time.Nanosecond}, rec.apply, nil)
+	m := newManager(t, Config{Size: 1000, Batch: 3, Idle: time.Nanosecond}, each(rec.apply), nil)
 	const clients, rounds = 16, 40
 	var wg sync.WaitGroup
 	for c := range clients {

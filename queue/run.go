@@ -3,16 +3,18 @@ package queue
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"go.uber.org/zap"
 
 	hongbao "github.com/hongbao-dev/hongbao"
 )
 
-// run applies one batch: drop opens whose client already left (they have
-// not executed, so dropping them is safe), take a slot under the SET-wide
-// cap, apply, and answer every request.
-func (m *Manager) run(id hongbao.PacketID, batch []*request) {
+// run applies one batch of a packet's worker: drop opens whose client
+// already left (they have not executed, so dropping them is safe), hold a
+// slot under the SET-wide cap, have a committer apply the rest, and answer
+// every request.
+func (m *Manager) run(id hongbao.PacketID, batch []*request, l *lease) {
 	live := batch[:0:0]
 	for _, r := range batch {
 		if err := r.ctx.Err(); err != nil {
@@ -24,13 +26,11 @@ func (m *Manager) run(id hongbao.PacketID, batch []*request) {
 	if len(live) == 0 {
 		return
 	}
-	release, err := m.slot(id)
-	if err != nil {
+	if err := m.hold(id, l); err != nil {
 		m.answer(live, err)
 		return
 	}
-	defer release()
-	out, err := m.applyOnce(id, users(live))
+	out, err := m.submitWork(Work{ID: id, Users: users(live)})
 	if err != nil && len(live) > 1 {
 		// Nothing is known to have committed; apply each open alone so
 		// one bad open cannot fail the others. Opens are idempotent, so
@@ -42,7 +42,7 @@ func (m *Manager) run(id hongbao.PacketID, batch []*request) {
 				m.reply(r, hongbao.Outcome{Err: err})
 				continue
 			}
-			one, err := m.applyOnce(id, []hongbao.UserID{r.user})
+			one, err := m.submitWork(Work{ID: id, Users: []hongbao.UserID{r.user}})
 			m.reply(r, first(one, err))
 		}
 		return
@@ -56,37 +56,138 @@ func (m *Manager) run(id hongbao.PacketID, batch []*request) {
 	}
 }
 
-// applyOnce runs one transaction. It is shared by several clients, so no
-// single client's cancellation may abort it; TxTimeout bounds it instead.
-func (m *Manager) applyOnce(id hongbao.PacketID, us []hongbao.UserID) ([]hongbao.Outcome, error) {
-	if m.turns != nil {
-		m.turns <- struct{}{} // blocked senders are served first come, first served
-		defer func() { <-m.turns }()
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.TxTimeout)
-	defer cancel()
-	out, err := m.apply(ctx, id, us)
-	if err == nil && len(out) != len(us) {
-		return nil, fmt.Errorf("queue: apply answered %d of %d opens of %s", len(out), len(us), id)
-	}
-	return out, err
+// job is a work waiting for, then done by, a committer.
+type job struct {
+	work Work
+	out  []hongbao.Outcome
+	err  error
+	done chan struct{}
 }
 
-// slot takes a slot of the SET-wide cap and returns its release.
-func (m *Manager) slot(id hongbao.PacketID) (release func(), err error) {
-	if m.slots == nil {
-		return func() {}, nil
+// submitWork hands w to the committers and waits for its outcomes.
+func (m *Manager) submitWork(w Work) ([]hongbao.Outcome, error) {
+	j := &job{work: w, done: make(chan struct{})}
+	m.jobs <- j // blocked workers are served first come, first served
+	<-j.done
+	return j.out, j.err
+}
+
+// commit is a committer: it takes the longest-waiting work and, while
+// more are already waiting, up to Merge packets' works and Batch opens in
+// all, and applies them in one transaction.
+func (m *Manager) commit() {
+	defer m.cwg.Done()
+	js := make([]*job, 0, m.cfg.Merge)
+	for j := range m.jobs {
+		js = append(js[:0], j)
+		opens := len(j.work.Users)
+	more:
+		for len(js) < m.cfg.Merge && opens < m.cfg.Batch {
+			select {
+			case j, ok := <-m.jobs:
+				if !ok {
+					break more
+				}
+				js = append(js, j)
+				opens += len(j.work.Users)
+			default:
+				break more
+			}
+		}
+		m.commitJobs(js)
 	}
-	token, ok, err := m.slots.AcquireSlot(id, m.cfg.SlotCap, m.cfg.TxTimeout)
+}
+
+// commitJobs applies js in one transaction and answers them. If a merged
+// transaction fails, each packet gets a transaction of its own, so one
+// packet's failure cannot fail the others.
+func (m *Manager) commitJobs(js []*job) {
+	works := make([]Work, len(js))
+	for i, j := range js {
+		works[i] = j.work
+	}
+	out, err := m.applyTx(works)
+	if err != nil && len(js) > 1 {
+		m.log.Warn("merged open failed, retrying packet by packet", zap.Stringer("packet_id", js[0].work.ID),
+			zap.Int("packets", len(js)), zap.Error(err))
+		for _, j := range js {
+			one, err := m.applyTx([]Work{j.work})
+			if err == nil {
+				j.out = one[0]
+			}
+			j.err = err
+			close(j.done)
+		}
+		return
+	}
+	for i, j := range js {
+		if err == nil {
+			j.out = out[i]
+		}
+		j.err = err
+		close(j.done)
+	}
+}
+
+// applyTx runs one transaction. It is shared by several clients, so no
+// single client's cancellation may abort it; TxTimeout bounds it instead.
+func (m *Manager) applyTx(works []Work) ([][]hongbao.Outcome, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.TxTimeout)
+	defer cancel()
+	out, err := m.apply(ctx, works)
+	if err != nil {
+		return nil, err
+	}
+	if len(out) != len(works) {
+		return nil, fmt.Errorf("queue: apply answered %d of %d packets", len(out), len(works))
+	}
+	for i, w := range works {
+		if len(out[i]) != len(w.Users) {
+			return nil, fmt.Errorf("queue: apply answered %d of %d opens of %s", len(out[i]), len(w.Users), w.ID)
+		}
+	}
+	return out, nil
+}
+
+// lease is a worker's slot under the SET-wide cap. The worker keeps it
+// from batch to batch and gives it back when it retires, so a packet that
+// sees one open at a time (a WeChat group's) pays the slot's memcached round
+// trips once instead of per transaction. A lease lasts two TxTimeouts and
+// is taken again when less than one is left, so no transaction outlives it;
+// a worker that dies frees it when it lapses.
+type lease struct {
+	token string
+	until time.Time
+}
+
+// hold makes sure the worker of id holds a slot with at least one
+// TxTimeout left. It answers ErrBusy when the cap is reached.
+func (m *Manager) hold(id hongbao.PacketID, l *lease) error {
+	if m.slots == nil || (l.token != "" && time.Until(l.until) > m.cfg.TxTimeout) {
+		return nil
+	}
+	m.letGo(id, l)
+	hold := 2 * m.cfg.TxTimeout
+	until := time.Now().Add(hold)
+	token, ok, err := m.slots.AcquireSlot(id, m.cfg.SlotCap, hold)
 	switch {
 	case err != nil:
 		// The cap cannot be consulted: this worker's own serialisation
 		// (one transaction per packet per server) is the local cap.
-		return func() {}, nil
+		return nil
 	case !ok:
-		return nil, hongbao.ErrBusy
+		return hongbao.ErrBusy
 	}
-	return func() { m.slots.ReleaseSlot(id, token, m.cfg.TxTimeout) }, nil
+	l.token, l.until = token, until
+	return nil
+}
+
+// letGo gives the lease back, if any.
+func (m *Manager) letGo(id hongbao.PacketID, l *lease) {
+	if l.token != "" {
+		m.slots.ReleaseSlot(id, l.token, 2*m.cfg.TxTimeout)
+		l.token = ""
+	}
 }
 
 func users(reqs []*request) []hongbao.UserID {

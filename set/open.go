@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/queue"
 	"github.com/hongbao-dev/hongbao/store"
 )
 
@@ -54,6 +55,9 @@ func (s *Server) Open(ctx context.Context, id hongbao.PacketID, user hongbao.Use
 // settles whether a user of an over packet had a share); everything else
 // goes through the packet's queue to its one transaction at a time.
 func (s *Server) open(ctx context.Context, id hongbao.PacketID, user hongbao.UserID) (hongbao.OpenResult, error) {
+	if o, ok := s.memo.answer(id, user); ok {
+		return o.Result, o.Err // sold out here: no transaction, no cache
+	}
 	if s.queue.Live(id) {
 		// A hot packet: its worker answers a repeated or sold-out open
 		// inside a batch (one read-only transaction for many) at less
@@ -122,38 +126,50 @@ func (s *Server) over(ctx context.Context, id hongbao.PacketID, user hongbao.Use
 	return hongbao.OpenResult{}, outcome
 }
 
-// apply is the queue's transaction: one batch of opens through the store,
-// then the cache learns what committed. Every share is logged, unsampled.
-func (s *Server) apply(ctx context.Context, id hongbao.PacketID, users []hongbao.UserID) ([]hongbao.Outcome, error) {
-	b, err := s.store.OpenBatch(ctx, id, users)
+// apply is the queue's transaction: the batches of one or more packets
+// through the store in one transaction, then the server learns what
+// committed.
+func (s *Server) apply(ctx context.Context, works []queue.Work) ([][]hongbao.Outcome, error) {
+	sw := make([]store.Work, len(works))
+	for i, w := range works {
+		sw[i] = store.Work{ID: w.ID, Users: w.Users}
+		if !s.memo.knows(w.ID) {
+			sw[i].OpenersUpTo = s.memo.worth()
+		}
+	}
+	bs, err := s.store.OpenMany(ctx, sw)
 	if err != nil {
 		return nil, err
 	}
+	out := make([][]hongbao.Outcome, len(bs))
+	for i, b := range bs {
+		s.learn(works[i].ID, b)
+		out[i] = b.Outcomes
+	}
+	return out, nil
+}
+
+// learn records what one packet's committed batch changed, before anyone
+// hears the outcome: every share is logged (unsampled); a sold-out packet
+// is remembered with its openers and its state cached, so a grab or open
+// right after the last share says sold_out. The openers' cache entries
+// follow off the committer's path: until they land, a repeated open goes
+// to the queue and a grab reads the share from MySQL.
+func (s *Server) learn(id hongbao.PacketID, b store.Batch) {
 	if b.Packet == nil {
-		return b.Outcomes, nil
+		return
 	}
 	for _, o := range b.Outcomes {
 		if o.Err == nil && o.Result.Status == hongbao.Opened {
 			s.log.Info("share opened", zap.Stringer("packet_id", id), zap.Stringer("user", o.Result.User),
 				zap.Int64("amount", o.Result.Amount))
+			s.openers.add(openerEntry{id: id, user: o.Result.User, amount: o.Result.Amount, expires: b.Packet.ExpiresAt})
 		}
 	}
-	// A sold-out packet's state is cached before anyone hears the outcome,
-	// so a grab right after the last share says sold_out (the count alone
-	// changes no answer, and expiry is fixed at send). The openers' entries
-	// follow off the worker's path: until they land, a repeated open goes
-	// to the queue and a grab reads the share from MySQL.
+	if b.Openers != nil {
+		s.memo.remember(id, b.Openers)
+	}
 	if b.Packet.RemainingCount == 0 {
 		s.cache.SetState(id, store.StateOf(b.Packet))
 	}
-	s.caching.Add(1)
-	go func() {
-		defer s.caching.Done()
-		for _, o := range b.Outcomes {
-			if o.Err == nil && o.Result.Status == hongbao.Opened {
-				s.cache.SetOpened(id, o.Result.User, o.Result.Amount, b.Packet.ExpiresAt)
-			}
-		}
-	}()
-	return b.Outcomes, nil
 }

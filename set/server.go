@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -37,8 +36,8 @@ type Server struct {
 	now     func() time.Time
 	log     *zap.Logger
 	ready   atomic.Bool
-	// caching counts cache updates still running after a transaction.
-	caching sync.WaitGroup
+	memo    *soldOut     // openers of packets that sold out here
+	openers *openerCache // committed shares on their way to memcached
 }
 
 // Deps are the Server's collaborators.
@@ -60,16 +59,19 @@ type Deps struct {
 	Recheck func(context.Context, hongbao.Bucket) bool
 	Limits  hongbao.Limits
 	Queue   queue.Config
-	Loc     *time.Location
-	Now     func() time.Time
-	Log     *zap.Logger
+	// SoldOutMemo is how many openers of sold-out packets the server
+	// remembers, to answer the crowd after the last share from memory.
+	SoldOutMemo int
+	Loc         *time.Location
+	Now         func() time.Time
+	Log         *zap.Logger
 }
 
 // NewServer wires a Server. It owns the queue manager it creates; Close
 // drains it.
 func NewServer(d Deps) *Server {
 	s := &Server{store: d.Store, cache: d.Cache, wallet: d.Wallet, grant: d.DevGrant, auth: d.Auth, owns: d.Owns, recheck: d.Recheck, minter: hongbao.NewMinter(d.Now),
-		limits: d.Limits, loc: d.Loc, now: d.Now, log: d.Log}
+		limits: d.Limits, loc: d.Loc, now: d.Now, log: d.Log, memo: newSoldOut(d.SoldOutMemo), openers: newOpenerCache(d.Cache)}
 	s.queue = queue.New(d.Queue, s.apply, d.Cache, d.Log)
 	s.ready.Store(true)
 	return s
@@ -79,7 +81,7 @@ func NewServer(d Deps) *Server {
 func (s *Server) Close(ctx context.Context) error {
 	s.ready.Store(false)
 	err := s.queue.Close(ctx)
-	s.caching.Wait()
+	s.openers.close()
 	return err
 }
 

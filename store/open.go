@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -20,6 +21,26 @@ func (s *Store) Open(ctx context.Context, id hongbao.PacketID, user hongbao.User
 	return b.Outcomes[0].Result, b.Outcomes[0].Err
 }
 
+// Work is the opens of one packet, applied in order.
+type Work struct {
+	ID    hongbao.PacketID
+	Users []hongbao.UserID
+	// OpenersUpTo asks for every opener of the packet when the transaction
+	// leaves it sold out and it has at most this many shares (0: never):
+	// a sold-out packet never changes again, so its openers answer every
+	// later open without a transaction.
+	OpenersUpTo int
+}
+
+// Batch is the result of one Work: one outcome per user, the packet as the
+// transaction left it (nil when it does not exist) and, when asked for,
+// the shares of a sold-out packet.
+type Batch struct {
+	Outcomes []hongbao.Outcome
+	Packet   *hongbao.Packet
+	Openers  map[hongbao.UserID]int64
+}
+
 // OpenBatch applies the opens of users to packet id, in order, in one
 // transaction: lock the packet row, find who already has a share, draw a
 // share for each newcomer while any are left and the packet lives, insert
@@ -29,43 +50,75 @@ func (s *Store) Open(ctx context.Context, id hongbao.PacketID, user hongbao.User
 // committed, or, for an error from COMMIT, that the outcome is unknown; the
 // opens are idempotent, so the caller may retry them.
 func (s *Store) OpenBatch(ctx context.Context, id hongbao.PacketID, users []hongbao.UserID) (Batch, error) {
-	t := s.Table(id)
-	var b Batch
+	bs, err := s.OpenMany(ctx, []Work{{ID: id, Users: users}})
+	if err != nil {
+		return Batch{}, err
+	}
+	return bs[0], nil
+}
+
+// OpenMany applies the works of several packets in one transaction, as
+// OpenBatch does for one: the outcomes are those of applying the works one
+// after the other in the order given. Packet rows are locked in ID order,
+// so two transactions sharing packets wait for each other instead of
+// deadlocking. The transaction costs four round trips whatever the number
+// of packets (begin; fence, locks and shares read; writes; commit), plus one
+// when a packet sells out and its openers are asked for.
+func (s *Store) OpenMany(ctx context.Context, works []Work) ([]Batch, error) {
+	if len(works) == 0 {
+		return nil, nil
+	}
+	var bs []Batch
 	err := inTx(ctx, s.db, func(tx *sql.Tx) error {
 		now := s.now() // fixed for the whole transaction
-		if err := fence(ctx, tx, s.set, id.Bucket()); err != nil {
-			return err
-		}
 		var err error
-		b, err = openTx(ctx, tx, t, id, users, now, s.intn)
+		bs, err = s.openTx(ctx, tx, works, now)
 		return err
 	})
 	if err != nil {
-		return Batch{}, fmt.Errorf("store: open %s: %w", id, err)
+		return nil, fmt.Errorf("store: open %s (+%d packets): %w", works[0].ID, len(works)-1, err)
 	}
-	return b, nil
+	return bs, nil
 }
 
-// Batch is the result of OpenBatch: one outcome per user, and the packet as
-// the transaction left it (nil when it does not exist).
-type Batch struct {
-	Outcomes []hongbao.Outcome
-	Packet   *hongbao.Packet
+func (s *Store) openTx(ctx context.Context, tx *sql.Tx, works []Work, now time.Time) ([]Batch, error) {
+	rd, err := s.readForOpen(ctx, tx, works)
+	if errors.Is(err, errNoTable) {
+		return []Batch{{Outcomes: fill(len(works[0].Users), hongbao.ErrNotFound)}}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	bs := make([]Batch, len(works))
+	var fresh []share
+	for i, w := range works {
+		p := rd.packets[w.ID]
+		if p == nil {
+			bs[i] = Batch{Outcomes: fill(len(w.Users), hongbao.ErrNotFound)}
+			continue
+		}
+		var recs []hongbao.Record
+		bs[i].Outcomes, recs = drawShares(p, rd.have[w.ID], w.Users, now, s.intn)
+		for _, r := range recs {
+			fresh = append(fresh, share{p: p, rec: r})
+		}
+		snap := *p
+		bs[i].Packet = &snap
+	}
+	if len(fresh) > 0 {
+		if err := s.writeShares(ctx, tx, fresh, now); err != nil {
+			return nil, err
+		}
+	}
+	return bs, s.openersOf(ctx, tx, works, bs)
 }
 
-func openTx(ctx context.Context, tx *sql.Tx, t hongbao.DayTable, id hongbao.PacketID, users []hongbao.UserID,
-	now time.Time, intn func(int64) int64) (Batch, error) {
-	p, err := scanPacket(tx.QueryRowContext(ctx, selectPacket+t.Packets()+" WHERE id = ? FOR UPDATE", id))
-	if errors.Is(err, hongbao.ErrNotFound) || (err == nil && p.Funding != hongbao.Funded) {
-		return Batch{Outcomes: fill(len(users), hongbao.ErrNotFound)}, nil
-	}
-	if err != nil {
-		return Batch{}, err
-	}
-	have, err := sharesOf(ctx, tx, t, id, users)
-	if err != nil {
-		return Batch{}, err
-	}
+// drawShares decides the opens of users in order against p, which it
+// updates: already_opened for a user with a share (have, which it also
+// updates), sold_out or expired when the packet takes no more opens, else
+// a fresh draw. It returns the outcomes and the new shares.
+func drawShares(p *hongbao.Packet, have map[hongbao.UserID]int64, users []hongbao.UserID, now time.Time,
+	intn func(int64) int64) ([]hongbao.Outcome, []hongbao.Record) {
 	out := make([]hongbao.Outcome, len(users))
 	var fresh []hongbao.Record
 	for i, u := range users {
@@ -88,66 +141,147 @@ func openTx(ctx context.Context, tx *sql.Tx, t hongbao.DayTable, id hongbao.Pack
 		fresh = append(fresh, hongbao.Record{User: u, Amount: amount, At: now, Seq: p.Count - p.RemainingCount})
 		out[i].Result = hongbao.OpenResult{User: u, Amount: amount, Status: hongbao.Opened}
 	}
-	b := Batch{Outcomes: out, Packet: p}
-	if len(fresh) == 0 {
-		return b, nil
-	}
-	return b, writeShares(ctx, tx, t, p, fresh, now)
+	return out, fresh
 }
 
-// writeShares inserts the new shares and their credits and updates the
-// packet: three statements sent as one, so the transaction pays one round
-// trip for them (MySQL stops at the first that fails, and the error
-// aborts the transaction).
-func writeShares(ctx context.Context, tx *sql.Tx, t hongbao.DayTable, p *hongbao.Packet, recs []hongbao.Record, now time.Time) error {
-	args := make([]any, 0, 11*len(recs)+3)
-	for _, r := range recs {
-		args = append(args, p.ID, r.User, r.Amount, r.Seq, r.At.UTC())
+// openRead is what a transaction read before deciding: the funded packets
+// (locked) and the shares the works' users already hold.
+type openRead struct {
+	packets map[hongbao.PacketID]*hongbao.Packet
+	have    map[hongbao.PacketID]map[hongbao.UserID]int64
+}
+
+// readForOpen takes, in one round trip, a shared lock on the SET's claim to
+// every bucket involved, the row lock of every packet (in ID order) and
+// then reads the users' existing shares: the shares are a consistent read
+// made after every lock is held, so they include every committed open.
+func (s *Store) readForOpen(ctx context.Context, tx *sql.Tx, works []Work) (openRead, error) {
+	ids, users := packetsOf(works)
+	buckets := map[hongbao.Bucket]bool{}
+	var q strings.Builder
+	var args []any
+	q.WriteString("SELECT bucket FROM hb_fence.owned WHERE set_name = ? AND bucket IN (")
+	args = append(args, s.set)
+	for _, id := range ids {
+		if !buckets[id.Bucket()] {
+			buckets[id.Bucket()] = true
+			args = append(args, int(id.Bucket()))
+		}
 	}
-	for _, r := range recs {
-		args = append(args, OpenKey(p.ID, r.User), r.User, r.Amount, KindOpen, p.ID, now.UTC())
+	q.WriteString("?" + strings.Repeat(",?", len(buckets)-1) + ") LOCK IN SHARE MODE")
+	for _, id := range ids {
+		q.WriteString(";" + selectPacket + s.Table(id).Packets() + " WHERE id = ? FOR UPDATE")
+		args = append(args, id)
 	}
-	args = append(args, p.RemainingAmount, p.RemainingCount, p.ID)
-	q := "INSERT INTO " + t.Details() + " (packet_id, user_id, amount, seq, opened_at) VALUES (?,?,?,?,?)" +
-		strings.Repeat(",(?,?,?,?,?)", len(recs)-1) + ";" +
-		// The outbox: each share's wallet credit, in the same transaction,
-		// so a committed share always has its credit.
-		"INSERT INTO hb_set.outbox (entry_key, user_id, amount, kind, packet_id, created_at) VALUES (?,?,?,?,?,?)" +
-		strings.Repeat(",(?,?,?,?,?,?)", len(recs)-1) + ";" +
-		"UPDATE " + t.Packets() + " SET remaining_amount = ?, remaining_count = ? WHERE id = ?"
-	_, err := tx.ExecContext(ctx, q, args...)
+	for _, id := range ids {
+		us := users[id]
+		q.WriteString(";SELECT user_id, amount FROM " + s.Table(id).Details() + " WHERE packet_id = ? AND user_id IN (?" +
+			strings.Repeat(",?", len(us)-1) + ")")
+		args = append(args, id)
+		for _, u := range us {
+			args = append(args, u)
+		}
+	}
+	rows, err := tx.QueryContext(ctx, q.String(), args...)
+	if err != nil {
+		return openRead{}, s.readErr(err, ids)
+	}
+	defer rows.Close()
+	rd, err := scanForOpen(rows, ids, buckets, s.set)
+	if err != nil {
+		return openRead{}, s.readErr(err, ids)
+	}
+	return rd, nil
+}
+
+// readErr turns a missing table into its meaning: no fence table means the
+// SET owns nothing; a missing day table means the packet does not exist,
+// which only a transaction of one packet can answer (a merged one fails,
+// and its packets are retried alone).
+func (s *Store) readErr(err error, ids []hongbao.PacketID) error {
+	switch {
+	case !missingTable(err):
+		return err
+	case strings.Contains(err.Error(), "hb_fence"):
+		return fmt.Errorf("fence of SET %s missing: %w", s.set, hongbao.ErrWrongSet)
+	case len(ids) == 1:
+		return errNoTable
+	}
 	return err
 }
 
-// sharesOf returns the shares users already hold in packet id.
-func sharesOf(ctx context.Context, tx *sql.Tx, t hongbao.DayTable, id hongbao.PacketID, users []hongbao.UserID) (map[hongbao.UserID]int64, error) {
-	args := make([]any, 0, len(users)+1)
-	args = append(args, id)
-	for _, u := range users {
-		args = append(args, u)
-	}
-	q := "SELECT user_id, amount FROM " + t.Details() + " WHERE packet_id = ? AND user_id IN (?" + strings.Repeat(",?", len(users)-1) + ")"
-	rows, err := tx.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	have := make(map[hongbao.UserID]int64, len(users))
+// errNoTable is readForOpen's answer for one packet whose day table does
+// not exist: openTx turns it into not_found outcomes.
+var errNoTable = fmt.Errorf("day table missing: %w", hongbao.ErrNotFound)
+
+// scanForOpen reads the result sets of readForOpen in order: the fence,
+// one packet per ID, then one share list per ID.
+func scanForOpen(rows *sql.Rows, ids []hongbao.PacketID, buckets map[hongbao.Bucket]bool, set string) (openRead, error) {
+	owned := 0
 	for rows.Next() {
-		var u hongbao.UserID
-		var amount int64
-		if err := rows.Scan(&u, &amount); err != nil {
-			return nil, err
-		}
-		have[u] = amount
+		owned++
 	}
-	return have, rows.Err()
+	if owned != len(buckets) {
+		return openRead{}, fmt.Errorf("%d of %d buckets not owned by SET %s: %w", len(buckets)-owned, len(buckets), set, hongbao.ErrWrongSet)
+	}
+	rd := openRead{packets: map[hongbao.PacketID]*hongbao.Packet{}, have: map[hongbao.PacketID]map[hongbao.UserID]int64{}}
+	for _, id := range ids {
+		if !rows.NextResultSet() {
+			return openRead{}, resultSetErr(rows)
+		}
+		if rows.Next() {
+			p, err := scanPacket(rows)
+			if err != nil {
+				return openRead{}, err
+			}
+			if p.Funding == hongbao.Funded { // an unfunded packet is no packet to its openers
+				rd.packets[id] = p
+			}
+		}
+	}
+	for _, id := range ids {
+		if !rows.NextResultSet() {
+			return openRead{}, resultSetErr(rows)
+		}
+		have := map[hongbao.UserID]int64{}
+		for rows.Next() {
+			var u hongbao.UserID
+			var amount int64
+			if err := rows.Scan(&u, &amount); err != nil {
+				return openRead{}, err
+			}
+			have[u] = amount
+		}
+		rd.have[id] = have
+	}
+	return rd, rows.Err()
 }
 
-func fill(n int, err error) []hongbao.Outcome {
-	out := make([]hongbao.Outcome, n)
-	for i := range out {
-		out[i].Err = err
+func resultSetErr(rows *sql.Rows) error {
+	if err := rows.Err(); err != nil {
+		return err
 	}
-	return out
+	return fmt.Errorf("store: open read: missing result set")
+}
+
+// packetsOf returns the works' distinct packets in ID order (the lock
+// order) and each packet's distinct users.
+func packetsOf(works []Work) ([]hongbao.PacketID, map[hongbao.PacketID][]hongbao.UserID) {
+	users := map[hongbao.PacketID][]hongbao.UserID{}
+	seen := map[hongbao.PacketID]map[hongbao.UserID]bool{}
+	var ids []hongbao.PacketID
+	for _, w := range works {
+		if seen[w.ID] == nil {
+			ids = append(ids, w.ID)
+			seen[w.ID] = map[hongbao.UserID]bool{}
+		}
+		for _, u := range w.Users {
+			if !seen[w.ID][u] {
+				seen[w.ID][u] = true
+				users[w.ID] = append(users[w.ID], u)
+			}
+		}
+	}
+	slices.Sort(ids)
+	return ids, users
 }

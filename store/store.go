@@ -232,7 +232,10 @@ func (s *Store) Opened(ctx context.Context, id hongbao.PacketID, user hongbao.Us
 
 const selectPacket = "SELECT id, sender, type, total, count, greeting, remaining_amount, remaining_count, created_at, expires_at, closed, funding FROM "
 
-func scanPacket(row *sql.Row) (*hongbao.Packet, error) {
+// scanner is a *sql.Row or a *sql.Rows positioned on a row.
+type scanner interface{ Scan(dest ...any) error }
+
+func scanPacket(row scanner) (*hongbao.Packet, error) {
 	var p hongbao.Packet
 	var typ string
 	err := row.Scan(&p.ID, &p.Sender, &typ, &p.Total, &p.Count, &p.Greeting, &p.RemainingAmount, &p.RemainingCount,

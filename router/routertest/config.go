@@ -47,9 +47,11 @@ func WriteConfig(t testing.TB, path string, cfg Config) {
 queue:
   size: 1024
   batch: 32
+  merge: 16
   idle: 5s
   tx_timeout: 5s
   slot_cap: 2
+  sold_out_memo: 10000
 cache:
   timeout: 200ms
   conns: 64

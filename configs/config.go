@@ -56,8 +56,11 @@ type Queue struct {
 	Idle      Duration `yaml:"idle"`
 	TxTimeout Duration `yaml:"tx_timeout"`
 	SlotCap   int      `yaml:"slot_cap"`
-	Merge     int      `yaml:"merge"`         // packets' batches per transaction
-	Memo      int      `yaml:"sold_out_memo"` // openers of sold-out packets kept in process
+	Merge     int      `yaml:"merge"` // packets' batches per transaction
+	// Committers is how many open transactions a server runs at once (at
+	// most db_conns): few and full beats many and contended.
+	Committers int `yaml:"committers"`
+	Memo       int `yaml:"sold_out_memo"` // openers of sold-out packets kept in process
 }
 
 // Cache tunes the memcached clients.
@@ -143,7 +146,7 @@ func Defaults() *Config {
 		Limits: Limits{MaxTotal: l.MaxTotal, MaxCount: l.MaxCount, MaxShare: l.MaxShare,
 			Expiry: Duration(l.Expiry), MaxGreeting: l.MaxGreeting},
 		Queue: Queue{Size: 1024, Batch: 256, Idle: Duration(5 * time.Second), TxTimeout: Duration(5 * time.Second), SlotCap: 2,
-			Merge: 64, Memo: 1_000_000},
+			Merge: 64, Committers: 8, Memo: 1_000_000},
 		Cache:         Cache{Timeout: Duration(200 * time.Millisecond), Conns: 64},
 		Router:        Router{Listen: "127.0.0.1:8080"},
 		Archive:       Archive{RetentionDays: 7, AheadDays: 2},
@@ -179,8 +182,11 @@ func (c *Config) Check() error {
 		// Keeps every draw's 2*remaining far from int64 overflow.
 		errs = append(errs, fmt.Errorf("limits: max_total must be at most %d fen and max_count at most 1000000", int64(maxTotal)))
 	}
-	if q := c.Queue; q.Size < 1 || q.Batch < 1 || q.SlotCap < 1 || q.Merge < 1 || q.Idle <= 0 || q.TxTimeout <= 0 || q.Memo < 0 {
-		errs = append(errs, errors.New("queue: size, batch, slot_cap, merge, idle and tx_timeout must be positive, sold_out_memo not negative"))
+	if q := c.Queue; q.Size < 1 || q.Batch < 1 || q.SlotCap < 1 || q.Merge < 1 || q.Committers < 1 || q.Idle <= 0 || q.TxTimeout <= 0 || q.Memo < 0 {
+		errs = append(errs, errors.New("queue: size, batch, slot_cap, merge, committers, idle and tx_timeout must be positive, sold_out_memo not negative"))
+	}
+	if c.Queue.Committers > c.DBConns {
+		errs = append(errs, errors.New("queue: committers must be at most db_conns"))
 	}
 	if _, err := zapcore.ParseLevel(c.LogLevel); err != nil {
 		errs = append(errs, fmt.Errorf("log_level: %w", err))

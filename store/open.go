@@ -83,8 +83,12 @@ func (s *Store) OpenMany(ctx context.Context, works []Work) ([]Batch, error) {
 
 func (s *Store) openTx(ctx context.Context, tx *sql.Tx, works []Work, now time.Time) ([]Batch, error) {
 	rd, err := s.readForOpen(ctx, tx, works)
-	if errors.Is(err, errNoTable) {
-		return []Batch{{Outcomes: fill(len(works[0].Users), hongbao.ErrNotFound)}}, nil
+	if errors.Is(err, errNoTable) { // every work is of the one packet: none exists
+		bs := make([]Batch, len(works))
+		for i, w := range works {
+			bs[i].Outcomes = fill(len(w.Users), hongbao.ErrNotFound)
+		}
+		return bs, nil
 	}
 	if err != nil {
 		return nil, err
@@ -175,8 +179,11 @@ func (s *Store) readForOpen(ctx context.Context, tx *sql.Tx, works []Work) (open
 	}
 	for _, id := range ids {
 		us := users[id]
-		q.WriteString(";SELECT user_id, amount FROM " + s.Table(id).Details() + " WHERE packet_id = ? AND user_id IN (?" +
-			strings.Repeat(",?", len(us)-1) + ")")
+		in := "NULL" // a work without users still gets its (empty) result set
+		if len(us) > 0 {
+			in = "?" + strings.Repeat(",?", len(us)-1)
+		}
+		q.WriteString(";SELECT user_id, amount FROM " + s.Table(id).Details() + " WHERE packet_id = ? AND user_id IN (" + in + ")")
 		args = append(args, id)
 		for _, u := range us {
 			args = append(args, u)

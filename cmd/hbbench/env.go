@@ -86,7 +86,7 @@ func (e *benchEnv) newDesign(name string, clients int, redisAddr string) (design
 			Auth:   api.NewInternal([]byte("bench-internal-secret"), time.Now),
 			Limits: hongbao.Limits{MaxTotal: 1e12, MaxCount: 1e7, Expiry: 24 * time.Hour},
 			Queue: queue.Config{Size: max(e.cfg.Queue.Size, 2*clients), Batch: e.cfg.Queue.Batch, Idle: 2 * time.Second,
-				TxTimeout: 5 * time.Second, SlotCap: e.cfg.Queue.SlotCap, Parallel: e.cfg.DBConns, Merge: e.cfg.Queue.Merge},
+				TxTimeout: 5 * time.Second, SlotCap: e.cfg.Queue.SlotCap, Parallel: e.cfg.Queue.Committers, Merge: e.cfg.Queue.Merge},
 			SoldOutMemo: e.cfg.Queue.Memo,
 			Loc:         e.loc, Now: time.Now, Log: zap.NewNop(),
 		})

@@ -157,6 +157,13 @@ func (d *redisDesign) fail(err error) {
 	}
 }
 
+// writerErr is the first failed write to MySQL, if any.
+func (d *redisDesign) writerErr() error {
+	d.errMu.Lock()
+	defer d.errMu.Unlock()
+	return d.werr
+}
+
 // drain waits until every acknowledged share was written (or lost).
 func (d *redisDesign) drain(ctx context.Context) error {
 	for {

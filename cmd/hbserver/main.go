@@ -101,7 +101,7 @@ func run(args []string) error {
 		Auth:     api.NewInternal([]byte(cfg.InternalSecret), time.Now),
 		Limits:   cfg.DomainLimits(),
 		Queue: queue.Config{Size: cfg.Queue.Size, Batch: cfg.Queue.Batch, Idle: cfg.Queue.Idle.D(),
-			TxTimeout: cfg.Queue.TxTimeout.D(), SlotCap: cfg.Queue.SlotCap, Parallel: cfg.DBConns, Merge: cfg.Queue.Merge},
+			TxTimeout: cfg.Queue.TxTimeout.D(), SlotCap: cfg.Queue.SlotCap, Parallel: cfg.Queue.Committers, Merge: cfg.Queue.Merge},
 		SoldOutMemo: cfg.Queue.Memo,
 		Loc:         cfg.Location(), Now: time.Now, Log: log,
 	})

@@ -48,6 +48,7 @@ queue:
   size: 1024
   batch: 32
   merge: 16
+  committers: 4
   idle: 5s
   tx_timeout: 5s
   slot_cap: 2

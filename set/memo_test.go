@@ -1,0 +1,214 @@
+package set
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	hongbao "github.com/hongbao-dev/hongbao"
+)
+
+// openers returns n openers of a packet: users base+1.. with amounts
+// 100*user.
+func openers(base, n int) map[hongbao.UserID]int64 {
+	m := make(map[hongbao.UserID]int64, n)
+	for i := 1; i <= n; i++ {
+		u := hongbao.UserID(base + i)
+		m[u] = 100 * int64(u)
+	}
+	return m
+}
+
+// checkHeld asserts the memo's bookkeeping: held is the openers of the
+// packets held, every held packet is listed once in order, and held is
+// within the limit.
+func checkHeld(t *testing.T, m *soldOut) {
+	t.Helper()
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	sum := 0
+	for _, o := range m.packets {
+		sum += len(o)
+	}
+	if sum != m.held {
+		t.Errorf("held = %d, the packets hold %d openers", m.held, sum)
+	}
+	if m.held > m.limit {
+		t.Errorf("held %d openers, over the limit %d", m.held, m.limit)
+	}
+	if len(m.order) != len(m.packets) {
+		t.Errorf("order lists %d packets, %d held", len(m.order), len(m.packets))
+	}
+	seen := map[hongbao.PacketID]bool{}
+	for _, id := range m.order {
+		if _, ok := m.packets[id]; !ok || seen[id] {
+			t.Errorf("order %v: packet %d not held or listed twice", m.order, id)
+		}
+		seen[id] = true
+	}
+}
+
+func TestSoldOutMemoAnswer(t *testing.T) {
+	m := newSoldOut(100)
+	if _, ok := m.answer(1, 11); ok {
+		t.Error("answer for a packet never remembered: ok=true, want false")
+	}
+	if m.knows(1) {
+		t.Error("knows a packet never remembered")
+	}
+	m.remember(1, map[hongbao.UserID]int64{11: 37, 12: 1, 13: 262})
+	if !m.knows(1) {
+		t.Error("does not know a remembered packet")
+	}
+	for u, amount := range map[hongbao.UserID]int64{11: 37, 12: 1, 13: 262} {
+		o, ok := m.answer(1, u)
+		want := hongbao.OpenResult{User: u, Amount: amount, Status: hongbao.AlreadyOpened}
+		if !ok || o.Err != nil || o.Result != want {
+			t.Errorf("answer(1, opener %d) = %+v, %v; want %+v", u, o, ok, want)
+		}
+	}
+	o, ok := m.answer(1, 14)
+	if !ok || !errors.Is(o.Err, hongbao.ErrSoldOut) || o.Result != (hongbao.OpenResult{}) {
+		t.Errorf("answer(1, newcomer) = %+v, %v; want ErrSoldOut", o, ok)
+	}
+	if hongbao.Code(o.Err) != "sold_out" {
+		t.Errorf("Code = %q, want sold_out", hongbao.Code(o.Err))
+	}
+	if _, ok := m.answer(2, 11); ok {
+		t.Error("an opener of packet 1 is answered for packet 2")
+	}
+}
+
+func TestSoldOutMemoRememberIgnores(t *testing.T) {
+	m := newSoldOut(40)
+	if w := m.worth(); w != 10 {
+		t.Fatalf("worth() = %d with limit 40, want 10", w)
+	}
+	m.remember(1, openers(100, 11)) // larger than worth
+	m.remember(2, map[hongbao.UserID]int64{})
+	m.remember(3, nil)
+	for _, id := range []hongbao.PacketID{1, 2, 3} {
+		if m.knows(id) {
+			t.Errorf("packet %d remembered", id)
+		}
+		if _, ok := m.answer(id, 101); ok {
+			t.Errorf("answer for packet %d: ok=true, want false", id)
+		}
+	}
+	m.remember(4, openers(400, 10)) // exactly worth
+	if o, ok := m.answer(4, 401); !ok || o.Result.Amount != 40100 {
+		t.Errorf("answer for a packet of worth() openers = %+v, %v", o, ok)
+	}
+	// Remembering a packet again changes nothing.
+	m.remember(4, openers(900, 3))
+	if o, ok := m.answer(4, 401); !ok || o.Result.Amount != 40100 {
+		t.Errorf("answer after remembering again = %+v, %v; want the first openers", o, ok)
+	}
+	if o, ok := m.answer(4, 901); !ok || !errors.Is(o.Err, hongbao.ErrSoldOut) {
+		t.Errorf("answer for the second openers = %+v, %v; want ErrSoldOut", o, ok)
+	}
+	if m.held != 10 {
+		t.Errorf("held = %d, want 10", m.held)
+	}
+	checkHeld(t, m)
+}
+
+func TestSoldOutMemoEviction(t *testing.T) {
+	t.Run("limit 10", func(t *testing.T) {
+		// worth() is 10/4 = 2: packets of 3 and 4 openers are not worth
+		// remembering, so they neither enter nor evict anything.
+		m := newSoldOut(10)
+		for i, n := range []int{2, 2, 2, 3, 4} {
+			m.remember(hongbao.PacketID(i+1), openers(100*(i+1), n))
+			checkHeld(t, m)
+		}
+		for i, want := range []bool{true, true, true, false, false} {
+			id := hongbao.PacketID(i + 1)
+			if _, ok := m.answer(id, hongbao.UserID(100*(i+1)+1)); ok != want {
+				t.Errorf("packet %d remembered: %v, want %v", id, ok, want)
+			}
+		}
+		if m.held != 6 {
+			t.Errorf("held = %d, want 6", m.held)
+		}
+	})
+	t.Run("limit 16", func(t *testing.T) {
+		m := newSoldOut(16) // worth() = 4
+		sizes := []int{2, 2, 2, 3, 4, 4, 4}
+		// After each remember: the packets held, oldest first.
+		want := [][]hongbao.PacketID{
+			{1}, {1, 2}, {1, 2, 3}, {1, 2, 3, 4}, {1, 2, 3, 4, 5}, // 13 openers
+			{2, 3, 4, 5, 6}, // 17 > 16: packet 1 goes, 15
+			{4, 5, 6, 7},    // 19, then 17: packets 2 and 3 go, 15
+		}
+		for i, n := range sizes {
+			id := hongbao.PacketID(i + 1)
+			m.remember(id, openers(100*int(id), n))
+			checkHeld(t, m)
+			held := map[hongbao.PacketID]bool{}
+			for _, h := range want[i] {
+				held[h] = true
+			}
+			for p := hongbao.PacketID(1); p <= id; p++ {
+				opener := hongbao.UserID(100*int(p) + 1)
+				o, ok := m.answer(p, opener)
+				switch {
+				case ok != held[p]:
+					t.Errorf("after packet %d: packet %d answered: %v, want %v", id, p, ok, held[p])
+				case ok && o.Result.Amount != 100*int64(opener):
+					t.Errorf("after packet %d: packet %d opener %d answered %+v", id, p, opener, o)
+				}
+			}
+			if got := fmt.Sprint(m.order); got != fmt.Sprint(want[i]) {
+				t.Errorf("after packet %d: order %s, want %v", id, got, want[i])
+			}
+		}
+		if m.held != 15 {
+			t.Errorf("held = %d, want 15", m.held)
+		}
+	})
+}
+
+func TestSoldOutMemoLimitZero(t *testing.T) {
+	for _, limit := range []int{0, -5, 3} { // 3: worth() is 0 too
+		m := newSoldOut(limit)
+		m.remember(1, openers(0, 1))
+		if m.knows(1) {
+			t.Errorf("limit %d: a packet was remembered", limit)
+		}
+		if _, ok := m.answer(1, 1); ok {
+			t.Errorf("limit %d: answer ok=true, want false", limit)
+		}
+		if m.held != 0 || len(m.order) != 0 {
+			t.Errorf("limit %d: held %d, order %v", limit, m.held, m.order)
+		}
+	}
+}
+
+// TestSoldOutMemoConcurrent: answers run while packets are remembered and
+// evicted (run with -race).
+func TestSoldOutMemoConcurrent(t *testing.T) {
+	m := newSoldOut(64) // worth() = 16
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := range 200 {
+				id := hongbao.PacketID(w*1000 + i)
+				m.remember(id, openers(int(id)*10, 1+i%16))
+			}
+		})
+		wg.Go(func() {
+			for i := range 2000 {
+				id := hongbao.PacketID(w*1000 + i%200)
+				u := hongbao.UserID(int(id)*10 + 1)
+				if o, ok := m.answer(id, u); ok && (o.Err != nil || o.Result.Amount != 100*int64(u)) {
+					t.Errorf("answer(%d, %d) = %+v", id, u, o)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	checkHeld(t, m)
+}

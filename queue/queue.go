@@ -42,7 +42,7 @@ type Slots interface {
 // Config tunes the queues.
 type Config struct {
 	Size      int           // queued opens per packet before answering busy
-	Batch     int           // opens applied per transaction (1: one at a time)
+	Batch     int           // opens of a packet applied per transaction (1: one at a time)
 	Idle      time.Duration // a packet's worker exits after this long without opens
 	TxTimeout time.Duration // bound on one transaction, and on a held slot
 	SlotCap   int           // transactions of one packet in the DB at once, SET-wide
@@ -162,11 +162,12 @@ func (m *Manager) enqueue(id hongbao.PacketID, req *request) error {
 		m.live.Add(1)
 		go m.work(sh, id, q)
 	}
+	m.depth.Add(1) // before the worker can see it, so Stats never counts it out first
 	select {
 	case q <- req:
-		m.depth.Add(1)
 		return nil
 	default:
+		m.depth.Add(-1)
 		return fmt.Errorf("queue of %s full: %w", id, hongbao.ErrBusy)
 	}
 }

@@ -73,8 +73,10 @@ func (m *Manager) submitWork(w Work) ([]hongbao.Outcome, error) {
 }
 
 // commit is a committer: it takes the longest-waiting work and, while
-// more are already waiting, up to Merge packets' works and Batch opens in
-// all, and applies them in one transaction.
+// more are already waiting, more works, up to Merge packets and until
+// Batch opens are reached (the work that reaches it is still taken, so a
+// transaction carries fewer than 2 x Batch opens), and applies them in one
+// transaction.
 func (m *Manager) commit() {
 	defer m.cwg.Done()
 	js := make([]*job, 0, m.cfg.Merge)

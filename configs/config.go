@@ -146,7 +146,7 @@ func Defaults() *Config {
 		Limits: Limits{MaxTotal: l.MaxTotal, MaxCount: l.MaxCount, MaxShare: l.MaxShare,
 			Expiry: Duration(l.Expiry), MaxGreeting: l.MaxGreeting},
 		Queue: Queue{Size: 1024, Batch: 256, Idle: Duration(5 * time.Second), TxTimeout: Duration(5 * time.Second), SlotCap: 2,
-			Merge: 64, Committers: 8, Memo: 1_000_000},
+			Merge: 64, Committers: 4, Memo: 1_000_000},
 		Cache:         Cache{Timeout: Duration(200 * time.Millisecond), Conns: 64},
 		Router:        Router{Listen: "127.0.0.1:8080"},
 		Archive:       Archive{RetentionDays: 7, AheadDays: 2},

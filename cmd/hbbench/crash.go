@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -16,14 +17,15 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store"
+	"github.com/hongbao-dev/hongbao/store/storetest"
 )
 
 // crash is one kill -9 of the Redis behind the redis+lua design in the
 // middle of a rain: what the clients were told, and what MySQL holds once
 // Redis is back and the writers have written everything they still can.
 type crash struct {
-	persistence  string
 	acked        int   // shares answered to clients
 	ackedFen     int64 // their sum
 	stored       int   // shares in MySQL afterwards
@@ -37,37 +39,92 @@ type crash struct {
 	strandedLeft int
 }
 
-// crashRedis runs the crash for each persistence setting the seeds' design
-// is deployed with: none (the bench's Redis) and an fsync every second.
-func (e *benchEnv) crashRedis(ctx context.Context, w io.Writer) error {
+// crashes kills the store that holds the shares in the middle of a rain,
+// for ours (MariaDB: the only copy) and for redis+lua (Redis, with each
+// persistence setting the seeds' design is deployed with), and reports what
+// the clients were told against what MySQL holds afterwards.
+func (e *benchEnv) crashes(ctx context.Context, w io.Writer, withRedis bool) error {
 	redis.SetLogger(quiet{}) // the outage's dial errors are counted, not printed
+	fmt.Fprintln(w, "\n## kill -9 during a rain (one activity of 500,000 shares, 500 clients for 2 s; the store is killed after 0.7 s and restarted 0.2 s later)")
+	fmt.Fprintln(w, "\n| design | killed | shares answered `opened` | in MySQL after restart | answered `opened`, not in MySQL | money lost | in MySQL, answered an error | unsold shares wiped (packet answers sold_out early) | client errors |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
+	fmt.Println("crash test: queue, kill -9 of MariaDB...")
+	c, err := e.crashOurs(ctx)
+	if err != nil {
+		return fmt.Errorf("crash test (queue): %w", err)
+	}
+	c.print(w, "queue", "MariaDB (durable commits)")
+	if !withRedis {
+		return nil
+	}
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		return fmt.Errorf("crash test: %w", err)
 	}
-	settings := []struct {
+	for _, s := range []struct {
 		name string
 		args []string
 	}{
-		{"none (appendonly no)", []string{"--appendonly", "no"}},
-		{"AOF, fsync every second", []string{"--appendonly", "yes", "--appendfsync", "everysec"}},
-	}
-	fmt.Fprintln(w, "\n## kill -9 of Redis during a rain (redis+lua; one activity of 500,000 shares, 500 clients for 2 s, Redis killed after 0.7 s and restarted 0.2 s later)")
-	fmt.Fprintln(w, "\n| Redis persistence | shares answered `opened` | in MySQL after restart | answered `opened`, not in MySQL | money lost | in MySQL, answered an error | unsold shares wiped (packet answers sold_out early) | client errors |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
-	for _, s := range settings {
-		fmt.Printf("crash test: redis+lua, persistence %s...\n", s.name)
+		{"Redis, no persistence (appendonly no)", []string{"--appendonly", "no"}},
+		{"Redis, AOF fsync every second", []string{"--appendonly", "yes", "--appendfsync", "everysec"}},
+	} {
+		fmt.Printf("crash test: redis+lua, kill -9 of %s...\n", s.name)
 		c, err := e.crashOnce(ctx, s.args)
 		if err != nil {
 			return fmt.Errorf("crash test (%s): %w", s.name, err)
 		}
-		c.persistence = s.name
-		fmt.Fprintf(w, "| %s | %d (%d fen) | %d (%d fen) | **%d** | **%d fen** | %d | %d shares, %d fen | %d |\n", c.persistence, c.acked, c.ackedFen,
-			c.stored, c.storedFen, c.lost, c.lostFen, c.unacked, c.strandedLeft, c.strandedFen, c.errors)
-		if c.writerErr != "" {
-			fmt.Fprintf(w, "|  | first writer error: %s |||||||\n", strings.ReplaceAll(c.writerErr, "|", "/"))
-		}
+		c.print(w, "redis+lua", s.name)
 	}
 	return nil
+}
+
+func (c *crash) print(w io.Writer, design, killed string) {
+	fmt.Fprintf(w, "| %s | %s | %d (%d fen) | %d (%d fen) | **%d** | **%d fen** | %d | %d shares, %d fen | %d |\n", design, killed,
+		c.acked, c.ackedFen, c.stored, c.storedFen, c.lost, c.lostFen, c.unacked, c.strandedLeft, c.strandedFen, c.errors)
+	if c.writerErr != "" {
+		fmt.Fprintf(w, "|  | first writer error: %s ||||||||\n", strings.ReplaceAll(c.writerErr, "|", "/"))
+	}
+}
+
+// crashOurs runs the product in process on a private MariaDB and kills
+// that MariaDB: every open answered `opened` was committed with its fsync,
+// so it must be there after crash recovery.
+func (e *benchEnv) crashOurs(ctx context.Context) (*crash, error) {
+	m, err := storetest.Launch()
+	if err != nil {
+		return nil, err
+	}
+	defer m.Remove()
+	db, err := store.OpenDB(m.DSN, 64)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	if err := schema.Own(ctx, db, benchSet, 1, schema.AllBuckets()); err != nil {
+		return nil, err
+	}
+	ps, err := newPackets(e.minter, 1, 50_000_000, 500_000, hongbao.Random)
+	if err != nil {
+		return nil, err
+	}
+	if err := seed(ctx, db, e.loc, ps); err != nil {
+		return nil, err
+	}
+	d := e.newOurs(db, 500)
+	defer d.close()
+	rec := &recording{design: d, acked: map[hongbao.UserID]int64{}}
+	back := make(chan error, 1)
+	go func() {
+		time.Sleep(700 * time.Millisecond)
+		m.Stop() // SIGKILL
+		time.Sleep(200 * time.Millisecond)
+		back <- m.Restart()
+	}()
+	r := drive(ctx, rec, 500, 2*time.Second, func() (job, bool) { return job{ps[0].ID, e.nextUser()}, true })
+	if err := <-back; err != nil {
+		return nil, fmt.Errorf("restart mariadb: %w", err)
+	}
+	c := &crash{acked: r.opened, ackedFen: r.openedSum, errors: r.errors}
+	return c, c.compare(ctx, db, ps[0].ID.Table(e.loc), ps[0].ID, rec.acked)
 }
 
 // crashOnce runs one rain against a private redis-server started with
@@ -133,7 +190,7 @@ func (e *benchEnv) crashOnce(ctx context.Context, args []string) (*crash, error)
 		c.writerErr = err.Error()
 	}
 	t := ps[0].ID.Table(e.loc)
-	if err := c.compare(ctx, e, t, ps[0].ID, rec.acked); err != nil {
+	if err := c.compare(ctx, e.admin, t, ps[0].ID, rec.acked); err != nil {
 		return nil, err
 	}
 	left, err := d.rdb.LLen(ctx, d.keys(ps[0].ID)[0]).Result()
@@ -156,8 +213,8 @@ func (e *benchEnv) crashOnce(ctx context.Context, args []string) (*crash, error)
 
 // compare sets the stored, lost and unacknowledged counts: the shares in
 // MySQL against the ones answered.
-func (c *crash) compare(ctx context.Context, e *benchEnv, t hongbao.DayTable, id hongbao.PacketID, acked map[hongbao.UserID]int64) error {
-	rows, err := e.admin.QueryContext(ctx, "SELECT user_id, amount FROM "+t.Details()+" WHERE packet_id = ?", id)
+func (c *crash) compare(ctx context.Context, db *sql.DB, t hongbao.DayTable, id hongbao.PacketID, acked map[hongbao.UserID]int64) error {
+	rows, err := queryRetrying(ctx, db, "SELECT user_id, amount FROM "+t.Details()+" WHERE packet_id = ?", id)
 	if err != nil {
 		return err
 	}
@@ -200,6 +257,19 @@ func (r *recording) open(ctx context.Context, id hongbao.PacketID, u hongbao.Use
 		r.mu.Unlock()
 	}
 	return a, err
+}
+
+// queryRetrying runs q, retrying while a restarted server still recovers.
+func queryRetrying(ctx context.Context, db *sql.DB, q string, args ...any) (*sql.Rows, error) {
+	var err error
+	for range 100 {
+		var rows *sql.Rows
+		if rows, err = db.QueryContext(ctx, q, args...); err == nil {
+			return rows, nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return nil, err
 }
 
 // settle waits until the writers have nothing left to write: the restarted

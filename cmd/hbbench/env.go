@@ -78,19 +78,7 @@ func (e *benchEnv) newDesign(name string, clients int, redisAddr string) (design
 	done := func() { db.Close() }
 	switch name {
 	case "queue":
-		// An operator sizes the queue of an activity for its crowd: with
-		// fewer places than clients, the rest would only hear busy.
-		srv := set.NewServer(set.Deps{
-			Store:  store.New(db, benchSet, e.loc, time.Now, rand.Int64N),
-			Cache:  store.NewCache(e.mc, 200*time.Millisecond, 256, zap.NewNop()),
-			Auth:   api.NewInternal([]byte("bench-internal-secret"), time.Now),
-			Limits: hongbao.Limits{MaxTotal: 1e12, MaxCount: 1e7, Expiry: 24 * time.Hour},
-			Queue: queue.Config{Size: max(e.cfg.Queue.Size, 2*clients), Batch: e.cfg.Queue.Batch, Idle: 2 * time.Second,
-				TxTimeout: 5 * time.Second, SlotCap: e.cfg.Queue.SlotCap, Parallel: e.cfg.Queue.Committers, Merge: e.cfg.Queue.Merge},
-			SoldOutMemo: e.cfg.Queue.Memo,
-			Loc:         e.loc, Now: time.Now, Log: zap.NewNop(),
-		})
-		return &ours{srv: srv}, done, nil
+		return e.newOurs(db, clients), done, nil
 	case "lock":
 		return &lockDesign{db: db, loc: e.loc}, done, nil
 	case "optimistic":
@@ -104,6 +92,23 @@ func (e *benchEnv) newDesign(name string, clients int, redisAddr string) (design
 	}
 	done()
 	return nil, nil, fmt.Errorf("unknown design %q", name)
+}
+
+// newOurs is the product's open path in process on db.
+func (e *benchEnv) newOurs(db *sql.DB, clients int) *ours {
+	// An operator sizes the queue of an activity for its crowd: with
+	// fewer places than clients, the rest would only hear busy.
+	srv := set.NewServer(set.Deps{
+		Store:  store.New(db, benchSet, e.loc, time.Now, rand.Int64N),
+		Cache:  store.NewCache(e.mc, 200*time.Millisecond, 256, zap.NewNop()),
+		Auth:   api.NewInternal([]byte("bench-internal-secret"), time.Now),
+		Limits: hongbao.Limits{MaxTotal: 1e12, MaxCount: 1e7, Expiry: 24 * time.Hour},
+		Queue: queue.Config{Size: max(e.cfg.Queue.Size, 2*clients), Batch: e.cfg.Queue.Batch, Idle: 2 * time.Second,
+			TxTimeout: 5 * time.Second, SlotCap: e.cfg.Queue.SlotCap, Parallel: e.cfg.Queue.Committers, Merge: e.cfg.Queue.Merge},
+		SoldOutMemo: e.cfg.Queue.Memo,
+		Loc:         e.loc, Now: time.Now, Log: zap.NewNop(),
+	})
+	return &ours{srv: srv}
 }
 
 // scenario prepares packets and a job source for one design.

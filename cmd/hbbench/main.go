@@ -57,7 +57,7 @@ func main() {
 	flag.IntVar(&o.memory, "memory", 100000, "packets for the memory measurement (0: skip)")
 	flag.StringVar(&o.cpuprof, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.BoolVar(&o.compare, "compare", true, "run the in-process design comparison, plot and memory (false: only -e2e)")
-	flag.BoolVar(&o.crash, "crash", true, "with redis+lua among the designs, kill -9 a private Redis in the middle of a rain and count what is lost")
+	flag.BoolVar(&o.crash, "crash", true, "kill -9 the store (a private MariaDB for ours; a private Redis for redis+lua) in the middle of a rain and count what is lost")
 	flag.Parse()
 	if o.clients < 1 {
 		fmt.Fprintln(os.Stderr, "hbbench: flag -clients: must be positive")
@@ -119,8 +119,8 @@ func (e *benchEnv) compareAll(ctx context.Context, o options, out io.Writer) err
 	}
 	printTable(out, results)
 	fmt.Fprintf(out, "\nratio hot queue/lock: %s\n", ratio(results, "hot", "queue", "lock"))
-	if o.crash && slices.Contains(split(o.designs), "redis+lua") {
-		if err := e.crashRedis(ctx, out); err != nil {
+	if o.crash {
+		if err := e.crashes(ctx, out, slices.Contains(split(o.designs), "redis+lua")); err != nil {
 			return err
 		}
 	}

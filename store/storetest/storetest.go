@@ -137,28 +137,37 @@ type MariaDB struct {
 	DSN  string
 	Port int
 	dir  string
+	args []string
 	cmd  *exec.Cmd
 }
 
 // StartMariaDB initialises and starts a private MariaDB in a temporary
-// directory; it is stopped (and its data removed) when the test ends. A
-// start that fails is tried again from scratch, up to four times: the port
-// picked may be taken before mariadbd binds it, and a loaded host now and
-// then breaks a bootstrap. It may be called from any goroutine.
+// directory; it is stopped (and its data removed) when the test ends. It
+// may be called from any goroutine.
 func StartMariaDB(t testing.TB) *MariaDB {
 	t.Helper()
+	m, err := Launch()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Remove)
+	return m
+}
+
+// Launch starts a private MariaDB for a tool (the benchmark's crash runs);
+// the caller removes it. A start that fails is tried again from scratch, up
+// to four times: the port picked may be taken before mariadbd binds it, and
+// a loaded host now and then breaks a bootstrap.
+func Launch() (*MariaDB, error) {
 	var errs []string
 	for attempt := 1; attempt <= 4; attempt++ {
 		m, err := startMariaDB()
 		if err == nil {
-			t.Cleanup(m.remove)
-			return m
+			return m, nil
 		}
-		errs = append(errs, fmt.Sprintf("attempt %d: %v", attempt, err))
-		t.Logf("private MariaDB: attempt %d failed: %.200s", attempt, err)
+		errs = append(errs, fmt.Sprintf("attempt %d: %.300v", attempt, err))
 	}
-	t.Fatalf("private MariaDB did not start:\n%s", strings.Join(errs, "\n"))
-	return nil
+	return nil, fmt.Errorf("private MariaDB did not start:\n%s", strings.Join(errs, "\n"))
 }
 
 // startMariaDB makes one attempt; on failure it leaves nothing behind.
@@ -170,7 +179,7 @@ func startMariaDB() (m *MariaDB, err error) {
 	m = &MariaDB{dir: dir}
 	defer func() {
 		if err != nil {
-			m.remove()
+			m.Remove()
 		}
 	}()
 	if m.Port, err = freePort(); err != nil {
@@ -190,16 +199,12 @@ func startMariaDB() (m *MariaDB, err error) {
 	if out, err := install.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("mariadb-install-db: %v\n%s", err, out)
 	}
-	m.cmd = exec.Command("mariadbd", append([]string{"--no-defaults", "--datadir=" + dir + "/data",
+	m.args = append([]string{"--no-defaults", "--datadir=" + dir + "/data",
 		"--socket=" + dir + "/sock", "--tmpdir=" + dir + "/tmp", fmt.Sprintf("--port=%d", m.Port), "--bind-address=127.0.0.1",
 		"--skip-name-resolve", "--skip-log-bin", "--innodb-buffer-pool-size=32M", "--innodb-log-file-size=16M",
-		"--max-connections=500", "--log-error=" + dir + "/error.log"}, user...)...)
-	if err := m.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("mariadbd: %w", err)
-	}
-	if err := waitTCP(fmt.Sprintf("127.0.0.1:%d", m.Port)); err != nil {
-		log, _ := os.ReadFile(dir + "/error.log")
-		return nil, fmt.Errorf("mariadbd: %w\n%s", err, log)
+		"--max-connections=2000", "--log-error=" + dir + "/error.log"}, user...)
+	if err := m.Restart(); err != nil {
+		return nil, err
 	}
 	// root@localhost only: grant root over TCP through the socket.
 	deadline := time.Now().Add(20 * time.Second)
@@ -220,7 +225,21 @@ func startMariaDB() (m *MariaDB, err error) {
 	return m, nil
 }
 
-// Stop kills the server.
+// Restart starts the server on its data and port again, after Stop (a
+// kill -9): InnoDB recovers what was committed.
+func (m *MariaDB) Restart() error {
+	m.cmd = exec.Command("mariadbd", m.args...)
+	if err := m.cmd.Start(); err != nil {
+		return fmt.Errorf("mariadbd: %w", err)
+	}
+	if err := waitTCP(fmt.Sprintf("127.0.0.1:%d", m.Port)); err != nil {
+		log, _ := os.ReadFile(m.dir + "/error.log")
+		return fmt.Errorf("mariadbd: %w\n%s", err, log)
+	}
+	return nil
+}
+
+// Stop kills the server (SIGKILL).
 func (m *MariaDB) Stop() {
 	if m.cmd != nil && m.cmd.Process != nil && m.cmd.ProcessState == nil {
 		_ = m.cmd.Process.Kill()
@@ -228,8 +247,8 @@ func (m *MariaDB) Stop() {
 	}
 }
 
-// remove stops the server and deletes its files.
-func (m *MariaDB) remove() {
+// Remove stops the server and deletes its files.
+func (m *MariaDB) Remove() {
 	m.Stop()
 	os.RemoveAll(m.dir)
 }

@@ -21,15 +21,15 @@ func openers(base, n int) map[hongbao.UserID]int64 {
 }
 
 // checkHeld asserts the memo's bookkeeping: held is the openers of the
-// packets held, every held packet is listed once in order, and held is
-// within the limit.
+// packets held plus packetCost per packet, every held packet is listed
+// once in order, and held is within the limit.
 func checkHeld(t *testing.T, m *soldOut) {
 	t.Helper()
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	sum := 0
 	for _, o := range m.packets {
-		sum += len(o)
+		sum += len(o) + packetCost
 	}
 	if sum != m.held {
 		t.Errorf("held = %d, the packets hold %d openers", m.held, sum)
@@ -108,39 +108,40 @@ func TestSoldOutMemoRememberIgnores(t *testing.T) {
 	if o, ok := m.answer(4, 901); !ok || !errors.Is(o.Err, hongbao.ErrSoldOut) {
 		t.Errorf("answer for the second openers = %+v, %v; want ErrSoldOut", o, ok)
 	}
-	if m.held != 10 {
-		t.Errorf("held = %d, want 10", m.held)
+	if m.held != 10+packetCost {
+		t.Errorf("held = %d, want 10 openers + %d", m.held, packetCost)
 	}
 	checkHeld(t, m)
 }
 
 func TestSoldOutMemoEviction(t *testing.T) {
-	t.Run("limit 10", func(t *testing.T) {
-		// worth() is 10/4 = 2: packets of 3 and 4 openers are not worth
+	t.Run("limit 20", func(t *testing.T) {
+		// worth() is 20/4 = 5: packets of 6 and 7 openers are not worth
 		// remembering, so they neither enter nor evict anything.
-		m := newSoldOut(10)
-		for i, n := range []int{2, 2, 2, 3, 4} {
+		m := newSoldOut(20)
+		for i, n := range []int{2, 2, 6, 7} {
 			m.remember(hongbao.PacketID(i+1), openers(100*(i+1), n))
 			checkHeld(t, m)
 		}
-		for i, want := range []bool{true, true, true, false, false} {
+		for i, want := range []bool{true, true, false, false} {
 			id := hongbao.PacketID(i + 1)
 			if _, ok := m.answer(id, hongbao.UserID(100*(i+1)+1)); ok != want {
 				t.Errorf("packet %d remembered: %v, want %v", id, ok, want)
 			}
 		}
-		if m.held != 6 {
-			t.Errorf("held = %d, want 6", m.held)
+		if m.held != 2*(2+packetCost) {
+			t.Errorf("held = %d, want %d", m.held, 2*(2+packetCost))
 		}
 	})
-	t.Run("limit 16", func(t *testing.T) {
-		m := newSoldOut(16) // worth() = 4
-		sizes := []int{2, 2, 2, 3, 4, 4, 4}
+	t.Run("limit 40", func(t *testing.T) {
+		m := newSoldOut(40) // worth() = 10; a packet of n openers costs n+4
+		sizes := []int{2, 2, 2, 3, 4, 10, 4}
 		// After each remember: the packets held, oldest first.
 		want := [][]hongbao.PacketID{
-			{1}, {1, 2}, {1, 2, 3}, {1, 2, 3, 4}, {1, 2, 3, 4, 5}, // 13 openers
-			{2, 3, 4, 5, 6}, // 17 > 16: packet 1 goes, 15
-			{4, 5, 6, 7},    // 19, then 17: packets 2 and 3 go, 15
+			{1}, {1, 2}, {1, 2, 3}, {1, 2, 3, 4}, // 6+6+6+7 = 25
+			{1, 2, 3, 4, 5}, // +8 = 33 <= 40: nothing goes
+			{3, 4, 5, 6},    // +14 = 47 > 40: 1 goes (41), then 2 (35)
+			{4, 5, 6, 7},    // +8 = 43 > 40: 3 goes (37)
 		}
 		for i, n := range sizes {
 			id := hongbao.PacketID(i + 1)
@@ -164,8 +165,8 @@ func TestSoldOutMemoEviction(t *testing.T) {
 				t.Errorf("after packet %d: order %s, want %v", id, got, want[i])
 			}
 		}
-		if m.held != 15 {
-			t.Errorf("held = %d, want 15", m.held)
+		if m.held != 37 {
+			t.Errorf("held = %d, want 37", m.held)
 		}
 	})
 }
@@ -189,7 +190,7 @@ func TestSoldOutMemoLimitZero(t *testing.T) {
 // TestSoldOutMemoConcurrent: answers run while packets are remembered and
 // evicted (run with -race).
 func TestSoldOutMemoConcurrent(t *testing.T) {
-	m := newSoldOut(64) // worth() = 16
+	m := newSoldOut(160) // worth() = 40
 	var wg sync.WaitGroup
 	for w := range 4 {
 		wg.Go(func() {

@@ -85,6 +85,10 @@ func (s *Server) Close(ctx context.Context) error {
 	return err
 }
 
+// SoldOutRemembered is how many sold-out packets the server answers from
+// memory right now.
+func (s *Server) SoldOutRemembered() int { return s.memo.size() }
+
 // Queue exposes the queue manager's statistics.
 func (s *Server) Queue() *queue.Manager { return s.queue }
 

@@ -45,6 +45,11 @@ type harnessOpts struct {
 	Buckets []hongbao.Bucket
 	// Limits; zero uses hongbao.DefaultLimits().
 	Limits hongbao.Limits
+	// SoldOutMemo is the server's memo of sold-out packets; 0 uses 10000,
+	// negative turns it off.
+	SoldOutMemo int
+	// StoreDB is the server's own pool; nil shares the harness's.
+	StoreDB *sql.DB
 }
 
 type harness struct {
@@ -79,17 +84,26 @@ func newHarness(t testing.TB, opts harnessOpts) *harness {
 	if opts.Limits == (hongbao.Limits{}) {
 		opts.Limits = hongbao.DefaultLimits()
 	}
+	if opts.SoldOutMemo == 0 {
+		opts.SoldOutMemo = 10000
+	}
+	if opts.StoreDB == nil {
+		opts.StoreDB = db
+	}
 	loc := storetest.Shanghai(t)
 	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
 	srv := set.NewServer(set.Deps{
-		Store:  store.New(db, opts.Set, loc, time.Now, mrand.Int64N),
+		Store:  store.New(opts.StoreDB, opts.Set, loc, time.Now, mrand.Int64N),
 		Cache:  store.NewCache([]string{opts.Memcached}, 500*time.Millisecond, 256, log),
 		Auth:   api.NewInternal(testSecret, time.Now),
 		Limits: opts.Limits,
-		Queue:  queue.Config{Size: 1024, Batch: 32, Idle: 2 * time.Second, TxTimeout: 5 * time.Second, SlotCap: 2},
-		Loc:    loc,
-		Now:    time.Now,
-		Log:    log,
+		// Merging on, as configured in production: every test of the open
+		// path also runs merged transactions.
+		Queue:       queue.Config{Size: 1024, Batch: 32, Idle: 2 * time.Second, TxTimeout: 5 * time.Second, SlotCap: 2, Parallel: 4, Merge: 8},
+		SoldOutMemo: opts.SoldOutMemo,
+		Loc:         loc,
+		Now:         time.Now,
+		Log:         log,
 	})
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

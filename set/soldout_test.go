@@ -4,28 +4,16 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	mrand "math/rand/v2"
 	"net/http"
-	"net/http/httptest"
 	"sync"
 	"testing"
-	"time"
-
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/api"
-	"github.com/hongbao-dev/hongbao/queue"
-	"github.com/hongbao-dev/hongbao/schema"
-	"github.com/hongbao-dev/hongbao/set"
-	"github.com/hongbao-dev/hongbao/store"
 	"github.com/hongbao-dev/hongbao/store/storetest"
 )
 
-// memoStack is a SET server built like newHarness's, but with a sold-out
-// memo, a store pool of its own and a private memcached, so a test can
-// take both away from this server alone.
+// memoStack is a harness whose server has a store pool of its own and a
+// private memcached, so a test can take both away from this server alone.
 type memoStack struct {
 	*harness
 	storeDB *sql.DB            // the server's store pool
@@ -45,40 +33,12 @@ func (s *memoStack) cut(t *testing.T) {
 
 func newMemoStack(t *testing.T, memo int) *memoStack {
 	t.Helper()
-	db := storetest.DB(t, "a", 4)       // the test's own SQL
-	storeDB := storetest.DB(t, "a", 16) // the server's
-	name := storetest.UniqueName("t")
-	storetest.Own(t, db, name, schema.AllBuckets())
+	storeDB := storetest.DB(t, "a", 16) // the server's own pool, which cut closes
 	mc := storetest.StartMemcached(t)
-	loc := storetest.Shanghai(t)
-	log := zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel))
-	srv := set.NewServer(set.Deps{
-		Store:       store.New(storeDB, name, loc, time.Now, mrand.Int64N),
-		Cache:       store.NewCache([]string{mc.Addr}, 500*time.Millisecond, 64, log),
-		Auth:        api.NewInternal(testSecret, time.Now),
-		Limits:      hongbao.DefaultLimits(),
-		Queue:       queue.Config{Size: 1024, Batch: 32, Idle: 2 * time.Second, TxTimeout: 5 * time.Second, SlotCap: 2, Parallel: 4, Merge: 8},
-		SoldOutMemo: memo,
-		Loc:         loc,
-		Now:         time.Now,
-		Log:         log,
-	})
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		if err := srv.Close(ctx); err != nil {
-			t.Errorf("server close: %v", err)
-		}
-	})
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(hs.Close)
-	tr := &http.Transport{MaxIdleConnsPerHost: 64}
-	t.Cleanup(tr.CloseIdleConnections)
-	h := &harness{
-		t: t, db: db, set: name, loc: loc, server: srv, http: hs, url: hs.URL,
-		client: &http.Client{Transport: tr, Timeout: 30 * time.Second},
-		auth:   api.NewInternal(testSecret, time.Now),
+	if memo == 0 {
+		memo = -1 // the harness's way of saying off
 	}
+	h := newHarness(t, harnessOpts{Memcached: mc.Addr, SoldOutMemo: memo, StoreDB: storeDB})
 	return &memoStack{harness: h, storeDB: storeDB, mc: mc}
 }
 

@@ -42,6 +42,10 @@ func (m *Manager) run(id hongbao.PacketID, batch []*request, l *lease) {
 				m.reply(r, hongbao.Outcome{Err: err})
 				continue
 			}
+			if err := m.hold(id, l); err != nil {
+				m.reply(r, hongbao.Outcome{Err: err})
+				continue
+			}
 			one, err := m.submitWork(Work{ID: id, Users: []hongbao.UserID{r.user}})
 			m.reply(r, first(one, err))
 		}
@@ -155,8 +159,11 @@ func (m *Manager) applyTx(works []Work) ([][]hongbao.Outcome, error) {
 // from batch to batch and gives it back when it retires, so a packet that
 // sees one open at a time (a WeChat group's) pays the slot's memcached round
 // trips once instead of per transaction. A lease lasts two TxTimeouts and
-// is taken again when less than one is left, so no transaction outlives it;
-// a worker that dies frees it when it lapses.
+// is taken again when less than one is left as the worker hands a batch to
+// the committers; a worker that dies frees it when it lapses. A batch that
+// waits long for a committer, or is retried packet by packet, may still
+// commit after its lease lapsed: under a slow database the cap is best
+// effort, and the packet's row lock keeps the data right.
 type lease struct {
 	token string
 	until time.Time

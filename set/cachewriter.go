@@ -2,7 +2,6 @@ package set
 
 import (
 	"sync"
-	"sync/atomic"
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
@@ -19,11 +18,10 @@ import (
 // are answered by its live queue, and after a sell-out by the memo.
 type openerCache struct {
 	cache   *store.Cache
-	ch      chan openerEntry
+	ch      chan openerEntry // never closed: a late add must not panic
 	closing chan struct{}
 	wg      sync.WaitGroup
 	once    sync.Once
-	dropped atomic.Int64
 }
 
 type openerEntry struct {
@@ -47,38 +45,57 @@ func newOpenerCache(c *store.Cache) *openerCache {
 }
 
 // write sets up to openerRate/100 entries every openerTick; once closing,
-// it writes what is left without pausing.
+// it writes what is queued without pausing and stops.
 func (oc *openerCache) write() {
 	defer oc.wg.Done()
 	tick := time.NewTicker(openerTick)
 	defer tick.Stop()
 	for {
 		for range openerRate * openerTick / time.Second {
-			e, ok := <-oc.ch
-			if !ok {
+			select {
+			case e := <-oc.ch:
+				oc.cache.SetOpened(e.id, e.user, e.amount, e.expires)
+			case <-oc.closing:
+				oc.drain()
 				return
 			}
-			oc.cache.SetOpened(e.id, e.user, e.amount, e.expires)
 		}
 		select {
 		case <-tick.C:
 		case <-oc.closing:
+			oc.drain()
+			return
 		}
 	}
 }
 
-// add queues an entry, or drops it when the writer is behind.
-func (oc *openerCache) add(e openerEntry) {
-	select {
-	case oc.ch <- e:
-	default:
-		oc.dropped.Add(1)
+func (oc *openerCache) drain() {
+	for {
+		select {
+		case e := <-oc.ch:
+			oc.cache.SetOpened(e.id, e.user, e.amount, e.expires)
+		default:
+			return
+		}
 	}
 }
 
-// close writes what is queued and stops the writer; nothing may be added
-// after it.
+// add queues an entry, or drops it when the writer is behind or stopped (a
+// transaction may still commit after a Close that ran out of time).
+func (oc *openerCache) add(e openerEntry) {
+	select {
+	case <-oc.closing:
+		return
+	default:
+	}
+	select {
+	case oc.ch <- e:
+	default:
+	}
+}
+
+// close writes what is queued and stops the writer.
 func (oc *openerCache) close() {
-	oc.once.Do(func() { close(oc.closing); close(oc.ch) })
+	oc.once.Do(func() { close(oc.closing) })
 	oc.wg.Wait()
 }

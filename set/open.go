@@ -50,10 +50,11 @@ func (s *Server) Open(ctx context.Context, id hongbao.PacketID, user hongbao.Use
 	return s.open(ctx, id, user)
 }
 
-// open answers an open. A user the cache knows as an opener, or a packet the
-// cache knows to be over, is answered without a transaction (a point read
-// settles whether a user of an over packet had a share); everything else
-// goes through the packet's queue to its one transaction at a time.
+// open answers an open. A packet that sold out here is answered from the
+// memo; a user the cache knows as an opener, or a packet the cache knows to
+// be over, is answered without a transaction (a point read settles whether
+// a user of an over packet had a share); everything else goes through the
+// packet's queue to its one transaction at a time.
 func (s *Server) open(ctx context.Context, id hongbao.PacketID, user hongbao.UserID) (hongbao.OpenResult, error) {
 	if o, ok := s.memo.answer(id, user); ok {
 		return o.Result, o.Err // sold out here: no transaction, no cache

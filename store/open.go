@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -82,14 +81,7 @@ func (s *Store) OpenMany(ctx context.Context, works []Work) ([]Batch, error) {
 }
 
 func (s *Store) openTx(ctx context.Context, tx *sql.Tx, works []Work, now time.Time) ([]Batch, error) {
-	rd, err := s.readForOpen(ctx, tx, works)
-	if errors.Is(err, errNoTable) { // every work is of the one packet: none exists
-		bs := make([]Batch, len(works))
-		for i, w := range works {
-			bs[i].Outcomes = fill(len(w.Users), hongbao.ErrNotFound)
-		}
-		return bs, nil
-	}
+	rd, gone, err := s.readPresent(ctx, tx, works)
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +89,7 @@ func (s *Store) openTx(ctx context.Context, tx *sql.Tx, works []Work, now time.T
 	var fresh []share
 	for i, w := range works {
 		p := rd.packets[w.ID]
-		if p == nil {
+		if p == nil || gone[w.ID] {
 			bs[i] = Batch{Outcomes: fill(len(w.Users), hongbao.ErrNotFound)}
 			continue
 		}
@@ -191,35 +183,58 @@ func (s *Store) readForOpen(ctx context.Context, tx *sql.Tx, works []Work) (open
 	}
 	rows, err := tx.QueryContext(ctx, q.String(), args...)
 	if err != nil {
-		return openRead{}, s.readErr(err, ids)
+		return openRead{}, s.readErr(err)
 	}
 	defer rows.Close()
 	rd, err := scanForOpen(rows, ids, buckets, s.set)
 	if err != nil {
-		return openRead{}, s.readErr(err, ids)
+		return openRead{}, s.readErr(err)
 	}
 	return rd, nil
 }
 
-// readErr turns a missing table into its meaning: no fence table means the
-// SET owns nothing; a missing day table means the packet does not exist,
-// which only a transaction of one packet can answer (a merged one fails,
-// and its packets are retried alone).
-func (s *Store) readErr(err error, ids []hongbao.PacketID) error {
-	switch {
-	case !missingTable(err):
-		return err
-	case strings.Contains(err.Error(), "hb_fence"):
+// readPresent is readForOpen for the works whose day tables exist: a
+// missing table (an ID made up, or of a day whose table is not created yet)
+// means its packets do not exist, and must not fail the other packets of a
+// merged transaction. A failed statement leaves the transaction open with
+// the locks it took, so the rest is read again in the same transaction.
+func (s *Store) readPresent(ctx context.Context, tx *sql.Tx, works []Work) (openRead, map[hongbao.PacketID]bool, error) {
+	gone := map[hongbao.PacketID]bool{}
+	for {
+		var present []Work
+		for _, w := range works {
+			if !gone[w.ID] {
+				present = append(present, w)
+			}
+		}
+		if len(present) == 0 {
+			return openRead{packets: map[hongbao.PacketID]*hongbao.Packet{}}, gone, nil
+		}
+		rd, err := s.readForOpen(ctx, tx, present)
+		if !missingTable(err) {
+			return rd, gone, err
+		}
+		n := len(gone)
+		for _, w := range present {
+			if t := s.Table(w.ID); strings.Contains(err.Error(), "'"+t.Packets()+"'") ||
+				strings.Contains(err.Error(), "'"+t.Details()+"'") || strings.Contains(err.Error(), "'"+t.DB()+"'") {
+				gone[w.ID] = true
+			}
+		}
+		if len(gone) == n { // not a table of these packets: no progress to make
+			return openRead{}, nil, err
+		}
+	}
+}
+
+// readErr turns a missing fence table into its meaning: the SET owns
+// nothing in this MySQL.
+func (s *Store) readErr(err error) error {
+	if missingTable(err) && strings.Contains(err.Error(), "hb_fence") {
 		return fmt.Errorf("fence of SET %s missing: %w", s.set, hongbao.ErrWrongSet)
-	case len(ids) == 1:
-		return errNoTable
 	}
 	return err
 }
-
-// errNoTable is readForOpen's answer for one packet whose day table does
-// not exist: openTx turns it into not_found outcomes.
-var errNoTable = fmt.Errorf("day table missing: %w", hongbao.ErrNotFound)
 
 // scanForOpen reads the result sets of readForOpen in order: the fence,
 // one packet per ID, then one share list per ID.
@@ -227,6 +242,9 @@ func scanForOpen(rows *sql.Rows, ids []hongbao.PacketID, buckets map[hongbao.Buc
 	owned := 0
 	for rows.Next() {
 		owned++
+	}
+	if err := rows.Err(); err != nil {
+		return openRead{}, err
 	}
 	if owned != len(buckets) {
 		return openRead{}, fmt.Errorf("%d of %d buckets not owned by SET %s: %w", len(buckets)-owned, len(buckets), set, hongbao.ErrWrongSet)

@@ -597,21 +597,34 @@ func TestOpenManyNotFound(t *testing.T) {
 	})
 
 	t.Run("day table missing, merged with others", func(t *testing.T) {
+		// A made-up ID must not fail the packets it shares a transaction
+		// with: it answers not_found, the others open.
 		a := omCreate(t, st, b, omSpec{hongbao.Random, 1000, 5}, hongbao.Funded)
-		for _, works := range [][]store.Work{
+		var sum int64
+		for i, works := range [][]store.Work{
 			{{ID: a, Users: []hongbao.UserID{u(1)}}, {ID: missingTable, Users: []hongbao.UserID{u(1)}}},
-			{{ID: missingTable, Users: []hongbao.UserID{u(2)}}, {ID: a, Users: []hongbao.UserID{u(2)}}},
+			{{ID: missingTable, Users: []hongbao.UserID{u(2), u(3)}}, {ID: a, Users: []hongbao.UserID{u(2)}}},
 		} {
 			bs, err := st.OpenMany(ctx, works)
-			if err == nil {
-				t.Errorf("OpenMany of %s with %s (no day table): no error, batches %+v", a, missingTable, bs)
-			} else if errors.Is(err, hongbao.ErrWrongSet) {
-				t.Errorf("OpenMany with a missing day table: %v, not a fence error", err)
+			if err != nil || len(bs) != 2 {
+				t.Fatalf("round %d: OpenMany = %d batches, %v; want one per work", i, len(bs), err)
+			}
+			for j, w := range works {
+				for k, o := range bs[j].Outcomes {
+					switch {
+					case w.ID == missingTable && !errors.Is(o.Err, hongbao.ErrNotFound):
+						t.Errorf("round %d: open of the made-up packet = %+v, want not_found", i, o)
+					case w.ID == a && (o.Err != nil || o.Result.Status != hongbao.Opened || o.Result.User != w.Users[k]):
+						t.Errorf("round %d: open of %s = %+v, want a share", i, a, o)
+					case w.ID == a:
+						sum += o.Result.Amount
+					}
+				}
 			}
 		}
 		p := storetest.CheckPacket(t, db, a)
-		if len(p.Details) != 0 || p.RemainingCount != 5 {
-			t.Errorf("packet %s: a failed transaction committed %d shares", a, len(p.Details))
+		if len(p.Details) != 2 || p.RemainingCount != 3 || p.RemainingAmount != 1000-sum {
+			t.Errorf("packet %s: %d shares, %d left of %d fen; want the 2 shares answered (%d fen)", a, len(p.Details), p.RemainingAmount, p.Total, sum)
 		}
 		omCheckCredits(t, db, p)
 	})

@@ -277,7 +277,16 @@ func queryRetrying(ctx context.Context, db *sql.DB, q string, args ...any) (*sql
 func settle(ctx context.Context, d *redisDesign) {
 	deadline := time.Now().Add(30 * time.Second)
 	for quiet := 0; quiet < 10 && time.Now().Before(deadline); {
-		n, err := d.rdb.LLen(ctx, d.run+":writes").Result()
+		var n int64
+		var err error
+		for i := range d.writers {
+			var l int64
+			l, err = d.rdb.LLen(ctx, d.writesKey(i)).Result()
+			if err != nil {
+				break
+			}
+			n += l
+		}
 		if err == nil && n == 0 {
 			quiet++
 		} else {

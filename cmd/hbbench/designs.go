@@ -169,13 +169,8 @@ func write(ctx context.Context, tx *sql.Tx, t hongbao.DayTable, id hongbao.Packe
 }
 
 // batchInsert writes many shares of one packet with their credits and the
-// packet's new remaining, in one transaction (the Redis design's writer).
-func batchInsert(ctx context.Context, db *sql.DB, t hongbao.DayTable, id hongbao.PacketID, users []hongbao.UserID, amounts []int64) error {
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback() //nolint:errcheck
+// packet's new remaining, in tx (the Redis design's writer).
+func batchInsert(ctx context.Context, tx *sql.Tx, t hongbao.DayTable, id hongbao.PacketID, users []hongbao.UserID, amounts []int64) error {
 	var remAmount int64
 	var remCount, count int
 	if err := tx.QueryRowContext(ctx, "SELECT remaining_amount, remaining_count, count FROM "+t.Packets()+" WHERE id = ? FOR UPDATE", id).
@@ -198,8 +193,6 @@ func batchInsert(ctx context.Context, db *sql.DB, t hongbao.DayTable, id hongbao
 	if _, err := tx.ExecContext(ctx, "INSERT INTO hb_set.outbox (entry_key, user_id, amount, kind, packet_id, created_at) VALUES "+strings.Join(o, ","), oargs...); err != nil {
 		return fmt.Errorf("outbox: %w", err)
 	}
-	if _, err := tx.ExecContext(ctx, "UPDATE "+t.Packets()+" SET remaining_amount = ?, remaining_count = ? WHERE id = ?", remAmount, remCount, id); err != nil {
-		return err
-	}
-	return tx.Commit()
+	_, err := tx.ExecContext(ctx, "UPDATE "+t.Packets()+" SET remaining_amount = ?, remaining_count = ? WHERE id = ?", remAmount, remCount, id)
+	return err
 }

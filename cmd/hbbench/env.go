@@ -192,7 +192,10 @@ func (e *benchEnv) runOne(ctx context.Context, o options, sc scenario, name stri
 	next := sc.jobs(e, ps)
 	c0 := commits(ctx, e.admin)
 	r := drive(ctx, d, clients, sc.dur(o), next)
-	if err := d.drain(ctx); err != nil {
+	t0 := time.Now()
+	err = d.drain(ctx)
+	r.drained = time.Since(t0)
+	if err != nil {
 		r.invariants = "writer failed: " + err.Error()
 	}
 	r.commits = commits(ctx, e.admin) - c0

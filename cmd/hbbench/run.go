@@ -33,12 +33,20 @@ type result struct {
 	errors           int // client-visible failures
 	firstErr         string
 	took             time.Duration
+	drained          time.Duration // after took, until every share answered was in MySQL
 	lat              []time.Duration
 	commits          int64
 	invariants       string
 }
 
 func (r *result) rate() float64 { return float64(r.answers) / r.took.Seconds() }
+
+// durableRate counts the time until MySQL had every share answered: the
+// same as rate for a design that answers after its commit, lower for one
+// that answers first and writes later.
+func (r *result) durableRate() float64 {
+	return float64(r.answers) / (r.took + r.drained).Seconds()
+}
 
 func (r *result) pct(p float64) time.Duration {
 	if len(r.lat) == 0 {

@@ -429,26 +429,7 @@ func TestMergeCloseDrains(t *testing.T) {
 	rec.waitStarted(t)
 	rec.waitStarted(t) // both committers are held
 
-	closed := make(chan error, 1)
-	go func() { closed <- m.Close(context.Background()) }()
-	waitFor(t, "Close to stop taking opens", m.closed.Load)
-	if _, err := m.Submit(context.Background(), 1, 999); !errors.Is(err, hongbao.ErrUnavailable) {
-		t.Errorf("Submit during Close = %v, want ErrUnavailable", err)
-	}
-	select {
-	case err := <-closed:
-		t.Fatalf("Close returned %v before the queued opens were applied", err)
-	case <-time.After(50 * time.Millisecond):
-	}
-	close(rec.hold)
-	select {
-	case err := <-closed:
-		if err != nil {
-			t.Fatalf("Close = %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Close did not return")
-	}
+	drainOnClose(t, m, func() { close(rec.hold) })
 	got := collect(t, out, packets*per)
 	for u, r := range got {
 		id := hongbao.PacketID(u / 100)

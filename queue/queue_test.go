@@ -454,29 +454,7 @@ func TestCloseDrains(t *testing.T) {
 		rec.waitStarted(t)
 		submitInOrder(t, m, id, userRange(first+1, first+per-1), int64(p*per+1), out)
 	}
-	closed := make(chan error, 1)
-	go func() { closed <- m.Close(context.Background()) }()
-	waitFor(t, "Close to stop taking opens", m.closed.Load)
-	if _, err := m.Submit(context.Background(), 1, 999); !errors.Is(err, hongbao.ErrUnavailable) {
-		t.Errorf("Submit during Close = %v, want ErrUnavailable", err)
-	}
-	if _, err := m.Submit(context.Background(), 77, 1); !errors.Is(err, hongbao.ErrUnavailable) {
-		t.Errorf("Submit to a new packet during Close = %v, want ErrUnavailable", err)
-	}
-	select {
-	case err := <-closed:
-		t.Fatalf("Close returned %v before the queued opens were applied", err)
-	case <-time.After(50 * time.Millisecond):
-	}
-	close(rec.gate)
-	select {
-	case err := <-closed:
-		if err != nil {
-			t.Fatalf("Close = %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Close did not return")
-	}
+	drainOnClose(t, m, func() { close(rec.gate) })
 	got := collect(t, out, packets*per)
 	for u, r := range got {
 		if r.err != nil {
@@ -806,4 +784,33 @@ func TestTinyIdleLosesNothing(t *testing.T) {
 		t.Errorf("%d overlapping applies of one packet", n)
 	}
 	waitFor(t, "workers to retire", func() bool { return m.Stats() == Stats{} })
+}
+
+// drainOnClose starts Close and checks that it refuses new opens (of a
+// queued packet and of a new one) and waits for the queued ones while they
+// are held; then it calls release and checks that Close returns nil.
+func drainOnClose(t *testing.T, m *Manager, release func()) {
+	t.Helper()
+	closed := make(chan error, 1)
+	go func() { closed <- m.Close(context.Background()) }()
+	waitFor(t, "Close to stop taking opens", m.closed.Load)
+	for _, id := range []hongbao.PacketID{1, 77} {
+		if _, err := m.Submit(context.Background(), id, 999); !errors.Is(err, hongbao.ErrUnavailable) {
+			t.Errorf("Submit to packet %d during Close = %v, want ErrUnavailable", id, err)
+		}
+	}
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned %v before the queued opens were applied", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	release()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatalf("Close = %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not return")
+	}
 }

@@ -87,13 +87,7 @@ func formatCall(c []Work) string {
 
 func (r *mergeRec) waitStarted(t *testing.T) []Work {
 	t.Helper()
-	select {
-	case c := <-r.started:
-		return c
-	case <-time.After(5 * time.Second):
-		t.Fatal("no apply started within 5s")
-		return nil
-	}
+	return receive(t, r.started, "apply started")
 }
 
 // goroutines counts the goroutines whose state starts with state (e.g.

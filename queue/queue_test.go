@@ -111,13 +111,7 @@ func (r *recorder) sizes() []int {
 // waitStarted waits for the next apply to begin.
 func (r *recorder) waitStarted(t *testing.T) call {
 	t.Helper()
-	select {
-	case c := <-r.started:
-		return c
-	case <-time.After(5 * time.Second):
-		t.Fatal("no apply started within 5s")
-		return call{}
-	}
+	return receive(t, r.started, "apply started")
 }
 
 // each turns a one-packet apply into an Apply, one work after the other.
@@ -812,5 +806,18 @@ func drainOnClose(t *testing.T, m *Manager, release func()) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Close did not return")
+	}
+}
+
+// receive waits up to 5 s for the next value on ch.
+func receive[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(5 * time.Second):
+		t.Fatalf("no %s within 5s", what)
+		var zero T
+		return zero
 	}
 }

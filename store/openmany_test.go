@@ -52,6 +52,16 @@ func omCreate(t *testing.T, st *store.Store, b hongbao.Bucket, sp omSpec, fundin
 	return id
 }
 
+// omSetup opens the test MySQL and makes a fresh SET own n fresh buckets.
+func omSetup(t *testing.T, n int) (*sql.DB, *time.Location, string, []hongbao.Bucket) {
+	t.Helper()
+	db := storetest.DB(t, "a", 4)
+	set := storetest.UniqueName("om")
+	buckets := omBuckets(n)
+	storetest.Own(t, db, set, buckets)
+	return db, storetest.Shanghai(t), set, buckets
+}
+
 // omBuckets returns n distinct random buckets.
 func omBuckets(n int) []hongbao.Bucket {
 	var bs []hongbao.Bucket
@@ -208,11 +218,7 @@ func omCheckCredits(t *testing.T, db *sql.DB, p *storetest.Packet) {
 // the middle of a transaction; and every packet's invariants hold.
 func TestOpenManyMatchesSequential(t *testing.T) {
 	ctx := context.Background()
-	db := storetest.DB(t, "a", 4)
-	loc := storetest.Shanghai(t)
-	set := storetest.UniqueName("om")
-	buckets := omBuckets(2)
-	storetest.Own(t, db, set, buckets)
+	db, loc, set, buckets := omSetup(t, 2)
 	specs := []omSpec{
 		{hongbao.Random, 1000, 10},
 		{hongbao.Fixed, 300, 3},
@@ -298,11 +304,7 @@ func TestOpenManyMatchesSequential(t *testing.T) {
 // runs alone, and all together in one transaction (in order and reversed).
 func TestOpenManyOpeners(t *testing.T) {
 	ctx := context.Background()
-	db := storetest.DB(t, "a", 4)
-	loc := storetest.Shanghai(t)
-	set := storetest.UniqueName("om")
-	buckets := omBuckets(2)
-	storetest.Own(t, db, set, buckets)
+	db, loc, set, buckets := omSetup(t, 2)
 	const (
 		op = hongbao.Opened
 		ao = hongbao.AlreadyOpened

@@ -16,6 +16,8 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/hongbao-dev/hongbao/queue"
+
 	hongbao "github.com/hongbao-dev/hongbao"
 )
 
@@ -221,6 +223,13 @@ func (c *Config) DomainLimits() hongbao.Limits {
 	l := c.Limits
 	return hongbao.Limits{MaxTotal: l.MaxTotal, MaxCount: l.MaxCount, MaxShare: l.MaxShare,
 		Expiry: l.Expiry.D(), MaxGreeting: l.MaxGreeting}
+}
+
+// QueueConfig converts to the per-packet queues' configuration.
+func (c *Config) QueueConfig() queue.Config {
+	q := c.Queue
+	return queue.Config{Size: q.Size, Batch: q.Batch, Idle: q.Idle.D(), TxTimeout: q.TxTimeout.D(), SlotCap: q.SlotCap,
+		Parallel: q.Committers, Merge: q.Merge}
 }
 
 // Set returns the SET called name.

@@ -1,6 +1,7 @@
 package set
 
 import (
+	"cmp"
 	"slices"
 	"sync"
 
@@ -48,20 +49,10 @@ func (m *soldOut) answer(id hongbao.PacketID, user hongbao.UserID) (o hongbao.Ou
 	if !ok {
 		return hongbao.Outcome{}, false
 	}
-	if i, had := slices.BinarySearchFunc(openers, user, func(o opener, u hongbao.UserID) int { return cmpUser(o.user, u) }); had {
+	if i, had := slices.BinarySearchFunc(openers, user, func(o opener, u hongbao.UserID) int { return cmp.Compare(o.user, u) }); had {
 		return hongbao.Outcome{Result: hongbao.OpenResult{User: user, Amount: openers[i].amount, Status: hongbao.AlreadyOpened}}, true
 	}
 	return hongbao.Outcome{Err: hongbao.ErrSoldOut}, true
-}
-
-func cmpUser(a, b hongbao.UserID) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // size returns the packets remembered.
@@ -93,7 +84,7 @@ func (m *soldOut) remember(id hongbao.PacketID, shares map[hongbao.UserID]int64)
 	for u, a := range shares {
 		openers = append(openers, opener{user: u, amount: a})
 	}
-	slices.SortFunc(openers, func(a, b opener) int { return cmpUser(a.user, b.user) })
+	slices.SortFunc(openers, func(a, b opener) int { return cmp.Compare(a.user, b.user) })
 	cost := len(openers) + packetCost
 	m.mu.Lock()
 	defer m.mu.Unlock()

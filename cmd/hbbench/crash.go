@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -135,7 +134,7 @@ func (e *benchEnv) crashOnce(ctx context.Context, args []string) (*crash, error)
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	port, err := freePort()
+	port, err := storetest.PickPort()
 	if err != nil {
 		return nil, err
 	}
@@ -326,16 +325,6 @@ func startRedis(ctx context.Context, dir string, port int, args []string) (*exec
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
 	return nil, fmt.Errorf("redis-server on port %d did not answer", port)
-}
-
-// freePort asks the kernel for a free TCP port.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // quiet drops go-redis's internal log lines.

@@ -18,7 +18,6 @@ import (
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/api"
 	"github.com/hongbao-dev/hongbao/configs"
-	"github.com/hongbao-dev/hongbao/queue"
 	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/set"
 	"github.com/hongbao-dev/hongbao/store"
@@ -98,13 +97,14 @@ func (e *benchEnv) newDesign(name string, clients int, redisAddr string) (design
 func (e *benchEnv) newOurs(db *sql.DB, clients int) *ours {
 	// An operator sizes the queue of an activity for its crowd: with
 	// fewer places than clients, the rest would only hear busy.
+	qc := e.cfg.QueueConfig()
+	qc.Size, qc.Idle, qc.TxTimeout = max(qc.Size, 2*clients), 2*time.Second, 5*time.Second
 	srv := set.NewServer(set.Deps{
-		Store:  store.New(db, benchSet, e.loc, time.Now, rand.Int64N),
-		Cache:  store.NewCache(e.mc, 200*time.Millisecond, 256, zap.NewNop()),
-		Auth:   api.NewInternal([]byte("bench-internal-secret"), time.Now),
-		Limits: hongbao.Limits{MaxTotal: 1e12, MaxCount: 1e7, Expiry: 24 * time.Hour},
-		Queue: queue.Config{Size: max(e.cfg.Queue.Size, 2*clients), Batch: e.cfg.Queue.Batch, Idle: 2 * time.Second,
-			TxTimeout: 5 * time.Second, SlotCap: e.cfg.Queue.SlotCap, Parallel: e.cfg.Queue.Committers, Merge: e.cfg.Queue.Merge},
+		Store:       store.New(db, benchSet, e.loc, time.Now, rand.Int64N),
+		Cache:       store.NewCache(e.mc, 200*time.Millisecond, 256, zap.NewNop()),
+		Auth:        api.NewInternal([]byte("bench-internal-secret"), time.Now),
+		Limits:      hongbao.Limits{MaxTotal: 1e12, MaxCount: 1e7, Expiry: 24 * time.Hour},
+		Queue:       qc,
 		SoldOutMemo: e.cfg.Queue.Memo,
 		Loc:         e.loc, Now: time.Now, Log: zap.NewNop(),
 	})

@@ -20,7 +20,6 @@ import (
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/api"
 	"github.com/hongbao-dev/hongbao/configs"
-	"github.com/hongbao-dev/hongbao/queue"
 	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/set"
 	"github.com/hongbao-dev/hongbao/store"
@@ -92,16 +91,15 @@ func run(args []string) error {
 	}
 	defer wallet.Close()
 	srv := set.NewServer(set.Deps{
-		Owns:     owns,
-		Recheck:  recheck,
-		Wallet:   wallet,
-		DevGrant: cfg.DevGrant,
-		Store:    store.New(db, sc.Name, cfg.Location(), time.Now, rand.Int64N).WithArchive(cold),
-		Cache:    store.NewCache(sc.Memcached, cfg.Cache.Timeout.D(), cfg.Cache.Conns, log),
-		Auth:     api.NewInternal([]byte(cfg.InternalSecret), time.Now),
-		Limits:   cfg.DomainLimits(),
-		Queue: queue.Config{Size: cfg.Queue.Size, Batch: cfg.Queue.Batch, Idle: cfg.Queue.Idle.D(),
-			TxTimeout: cfg.Queue.TxTimeout.D(), SlotCap: cfg.Queue.SlotCap, Parallel: cfg.Queue.Committers, Merge: cfg.Queue.Merge},
+		Owns:        owns,
+		Recheck:     recheck,
+		Wallet:      wallet,
+		DevGrant:    cfg.DevGrant,
+		Store:       store.New(db, sc.Name, cfg.Location(), time.Now, rand.Int64N).WithArchive(cold),
+		Cache:       store.NewCache(sc.Memcached, cfg.Cache.Timeout.D(), cfg.Cache.Conns, log),
+		Auth:        api.NewInternal([]byte(cfg.InternalSecret), time.Now),
+		Limits:      cfg.DomainLimits(),
+		Queue:       cfg.QueueConfig(),
 		SoldOutMemo: cfg.Queue.Memo,
 		Loc:         cfg.Location(), Now: time.Now, Log: log,
 	})

@@ -94,14 +94,16 @@ func (p *Process) Stop() {
 // FreePort returns a TCP port free on 127.0.0.1 at the time of the call.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	port, err := freePort()
+	port, err := PickPort()
 	if err != nil {
 		t.Fatal(err)
 	}
 	return port
 }
 
-func freePort() (int, error) {
+// PickPort asks the kernel for a free TCP port on 127.0.0.1, for tools that
+// start servers of their own.
+func PickPort() (int, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
@@ -182,7 +184,7 @@ func startMariaDB() (m *MariaDB, err error) {
 			m.Remove()
 		}
 	}()
-	if m.Port, err = freePort(); err != nil {
+	if m.Port, err = PickPort(); err != nil {
 		return nil, err
 	}
 	user := []string{}

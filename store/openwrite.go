@@ -16,12 +16,15 @@ type share struct {
 }
 
 // writeShares inserts the new shares and their credits and updates every
-// packet that changed, as one multi-statement round trip (MySQL stops at
-// the first statement that fails, and the error aborts the transaction).
-// The credits are the outbox: written in the same transaction, so a
-// committed share always has its credit.
+// packet that changed, as one compound statement (MariaDB's BEGIN NOT
+// ATOMIC ... END): one round trip and one answer however many packets,
+// where a multi-statement would flush an answer per statement. The block
+// stops at the first statement that fails, and the error aborts the
+// transaction. The credits are the outbox: written in the same
+// transaction, so a committed share always has its credit.
 func (s *Store) writeShares(ctx context.Context, tx *sql.Tx, fresh []share, now time.Time) error {
 	var q strings.Builder
+	q.WriteString("BEGIN NOT ATOMIC ")
 	args := make([]any, 0, 11*len(fresh)+3)
 	var order []*hongbao.Packet // packets in the order of their first share
 	byPacket := map[*hongbao.Packet][]hongbao.Record{}
@@ -48,6 +51,7 @@ func (s *Store) writeShares(ctx context.Context, tx *sql.Tx, fresh []share, now 
 		q.WriteString(";UPDATE " + s.Table(p.ID).Packets() + " SET remaining_amount = ?, remaining_count = ? WHERE id = ?")
 		args = append(args, p.RemainingAmount, p.RemainingCount, p.ID)
 	}
+	q.WriteString("; END")
 	_, err := tx.ExecContext(ctx, q.String(), args...)
 	return err
 }

@@ -59,6 +59,11 @@ func (s *Server) open(ctx context.Context, id hongbao.PacketID, user hongbao.Use
 	if o, ok := s.memo.answer(id, user); ok {
 		return o.Result, o.Err // sold out here: no transaction, no cache
 	}
+	if o, answered, live := s.known.answer(id, user, s.now()); answered {
+		return o.Result, o.Err // a share taken here
+	} else if live {
+		return s.submit(ctx, id, user) // the cache could only say it is live
+	}
 	if s.queue.Live(id) {
 		// A hot packet: its worker answers a repeated or sold-out open
 		// inside a batch (one read-only transaction for many) at less
@@ -131,15 +136,19 @@ func (s *Server) over(ctx context.Context, id hongbao.PacketID, user hongbao.Use
 // through the store in one transaction, then the server learns what
 // committed.
 func (s *Server) apply(ctx context.Context, works []queue.Work) ([][]hongbao.Outcome, error) {
+	now := s.now()
 	sw := make([]store.Work, len(works))
 	for i, w := range works {
-		sw[i] = store.Work{ID: w.ID, Users: w.Users}
+		sw[i] = store.Work{ID: w.ID, Users: w.Users, Known: s.known.get(w.ID, now), OpenersUpTo: s.known.upTo()}
 		if !s.memo.knows(w.ID) {
-			sw[i].OpenersUpTo = s.memo.worth()
+			sw[i].SoldOutOpenersUpTo = s.memo.worth()
 		}
 	}
 	bs, err := s.store.OpenMany(ctx, sw)
 	if err != nil {
+		for _, w := range works {
+			s.known.forget(w.ID) // the retries read the packets afresh
+		}
 		return nil, err
 	}
 	out := make([][]hongbao.Outcome, len(bs))
@@ -167,10 +176,11 @@ func (s *Server) learn(id hongbao.PacketID, b store.Batch) {
 			s.openers.add(openerEntry{id: id, user: o.Result.User, amount: o.Result.Amount, expires: b.Packet.ExpiresAt})
 		}
 	}
-	if b.Openers != nil {
-		s.memo.remember(id, b.Openers)
-	}
+	s.known.learn(id, b, s.now())
 	if b.Packet.RemainingCount == 0 {
+		if b.Openers != nil {
+			s.memo.remember(id, b.Openers)
+		}
 		s.cache.SetState(id, store.StateOf(b.Packet))
 	}
 }

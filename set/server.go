@@ -37,6 +37,7 @@ type Server struct {
 	log     *zap.Logger
 	ready   atomic.Bool
 	memo    *soldOut     // openers of packets that sold out here
+	known   *known       // small packets opened here that still take opens
 	openers *openerCache // committed shares on their way to memcached
 }
 
@@ -60,7 +61,9 @@ type Deps struct {
 	Limits  hongbao.Limits
 	Queue   queue.Config
 	// SoldOutMemo is how many openers of sold-out packets the server
-	// remembers, to answer the crowd after the last share from memory.
+	// remembers, to answer the crowd after the last share from memory; it
+	// bounds as well, apart, the openers of small packets still taking
+	// opens that the server keeps to skip their reads.
 	SoldOutMemo int
 	Loc         *time.Location
 	Now         func() time.Time
@@ -71,7 +74,7 @@ type Deps struct {
 // drains it.
 func NewServer(d Deps) *Server {
 	s := &Server{store: d.Store, cache: d.Cache, wallet: d.Wallet, grant: d.DevGrant, auth: d.Auth, owns: d.Owns, recheck: d.Recheck, minter: hongbao.NewMinter(d.Now),
-		limits: d.Limits, loc: d.Loc, now: d.Now, log: d.Log, memo: newSoldOut(d.SoldOutMemo), openers: newOpenerCache(d.Cache)}
+		limits: d.Limits, loc: d.Loc, now: d.Now, log: d.Log, memo: newSoldOut(d.SoldOutMemo), known: newKnown(d.SoldOutMemo), openers: newOpenerCache(d.Cache)}
 	s.queue = queue.New(d.Queue, s.apply, d.Cache, d.Log)
 	s.ready.Store(true)
 	return s
@@ -84,6 +87,10 @@ func (s *Server) Close(ctx context.Context) error {
 	s.openers.close()
 	return err
 }
+
+// KnownLive is how many packets still taking opens the server knows every
+// share of right now.
+func (s *Server) KnownLive() int { return s.known.size() }
 
 // SoldOutRemembered is how many sold-out packets the server answers from
 // memory right now.

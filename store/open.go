@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -24,16 +25,32 @@ func (s *Store) Open(ctx context.Context, id hongbao.PacketID, user hongbao.User
 type Work struct {
 	ID    hongbao.PacketID
 	Users []hongbao.UserID
-	// OpenersUpTo asks for every opener of the packet when the transaction
-	// leaves it sold out and it has at most this many shares (0: never):
-	// a sold-out packet never changes again, so its openers answer every
-	// later open without a transaction.
-	OpenersUpTo int
+	// OpenersUpTo asks for every opener of the packet, as the transaction
+	// leaves it, when it has at most this many shares (0: never): with
+	// them the caller can answer repeated opens, and the packet's next
+	// transaction, without reading. SoldOutOpenersUpTo asks the same of a
+	// packet the transaction leaves sold out, which never changes again.
+	OpenersUpTo, SoldOutOpenersUpTo int
+	// Known, when set, is what the caller learnt of the packet from its
+	// last transaction; the transaction then skips reading the packet.
+	Known *Known
+}
+
+// Known is a packet as a transaction left it, with every share it had
+// then. A work that carries it is applied without the row lock and the
+// share read: its update is conditional on the packet still being as known
+// and a share already taken fails on the details' key, so knowledge gone
+// stale (another server opened the packet, a settler closed it, an
+// archiver moved it) fails the transaction instead of corrupting it; the
+// works are then applied again, reading everything.
+type Known struct {
+	Packet  hongbao.Packet
+	Openers map[hongbao.UserID]int64
 }
 
 // Batch is the result of one Work: one outcome per user, the packet as the
-// transaction left it (nil when it does not exist) and, when asked for,
-// the shares of a sold-out packet.
+// transaction left it (nil when it does not exist) and, when asked for and
+// the packet is small enough, every share it has.
 type Batch struct {
 	Outcomes []hongbao.Outcome
 	Packet   *hongbao.Packet
@@ -62,11 +79,25 @@ func (s *Store) OpenBatch(ctx context.Context, id hongbao.PacketID, users []hong
 // so two transactions sharing packets wait for each other instead of
 // deadlocking. The transaction costs four round trips whatever the number
 // of packets (begin; fence, locks and shares read; writes; commit), plus one
-// when a packet sells out and its openers are asked for.
+// when openers are asked for a packet not known; when every packet is
+// known, three (begin; writes; commit).
 func (s *Store) OpenMany(ctx context.Context, works []Work) ([]Batch, error) {
 	if len(works) == 0 {
 		return nil, nil
 	}
+	bs, err := s.openMany(ctx, works)
+	if err != nil && ctx.Err() == nil && slices.ContainsFunc(works, func(w Work) bool { return w.Known != nil }) {
+		// Possibly stale knowledge: the opens are idempotent, so apply
+		// them again from what MySQL holds.
+		bs, err = s.openMany(ctx, unknown(works))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s (+%d packets): %w", works[0].ID, len(works)-1, err)
+	}
+	return bs, nil
+}
+
+func (s *Store) openMany(ctx context.Context, works []Work) ([]Batch, error) {
 	var bs []Batch
 	err := inTx(ctx, s.db, func(tx *sql.Tx) error {
 		now := s.now() // fixed for the whole transaction
@@ -74,19 +105,35 @@ func (s *Store) OpenMany(ctx context.Context, works []Work) ([]Batch, error) {
 		bs, err = s.openTx(ctx, tx, works, now)
 		return err
 	})
-	if err != nil {
-		return nil, fmt.Errorf("store: open %s (+%d packets): %w", works[0].ID, len(works)-1, err)
+	return bs, err
+}
+
+// unknown returns works without their knowledge.
+func unknown(works []Work) []Work {
+	out := slices.Clone(works)
+	for i := range out {
+		out[i].Known = nil
 	}
-	return bs, nil
+	return out
 }
 
 func (s *Store) openTx(ctx context.Context, tx *sql.Tx, works []Work, now time.Time) ([]Batch, error) {
-	rd, gone, err := s.readPresent(ctx, tx, works)
+	unread := func(w Work) bool { return w.Known != nil }
+	rd, gone, err := s.readPresent(ctx, tx, slices.DeleteFunc(slices.Clone(works), unread))
 	if err != nil {
 		return nil, err
 	}
+	ws := writeSet{before: map[hongbao.PacketID]remaining{}, known: map[hongbao.PacketID]bool{}}
+	for _, w := range works {
+		if w.Known != nil && rd.packets[w.ID] == nil && !ws.known[w.ID] {
+			p := w.Known.Packet
+			rd.packets[w.ID], rd.have[w.ID], ws.known[w.ID] = &p, maps.Clone(w.Known.Openers), true
+		}
+		if p := rd.packets[w.ID]; p != nil {
+			ws.before[w.ID] = remaining{p.RemainingAmount, p.RemainingCount}
+		}
+	}
 	bs := make([]Batch, len(works))
-	var fresh []share
 	for i, w := range works {
 		p := rd.packets[w.ID]
 		if p == nil || gone[w.ID] {
@@ -96,17 +143,17 @@ func (s *Store) openTx(ctx context.Context, tx *sql.Tx, works []Work, now time.T
 		var recs []hongbao.Record
 		bs[i].Outcomes, recs = drawShares(p, rd.have[w.ID], w.Users, now, s.intn)
 		for _, r := range recs {
-			fresh = append(fresh, share{p: p, rec: r})
+			ws.fresh = append(ws.fresh, share{p: p, rec: r})
 		}
 		snap := *p
 		bs[i].Packet = &snap
 	}
-	if len(fresh) > 0 {
-		if err := s.writeShares(ctx, tx, fresh, now); err != nil {
+	if len(ws.fresh) > 0 {
+		if err := s.writeShares(ctx, tx, ws, now); err != nil {
 			return nil, err
 		}
 	}
-	return bs, s.openersOf(ctx, tx, works, bs)
+	return bs, s.openersOf(ctx, tx, works, bs, rd.have, ws.known)
 }
 
 // drawShares decides the opens of users in order against p, which it
@@ -223,7 +270,7 @@ func (s *Store) readPresent(ctx context.Context, tx *sql.Tx, works []Work) (open
 			}
 		}
 		if len(present) == 0 {
-			return openRead{packets: map[hongbao.PacketID]*hongbao.Packet{}}, gone, nil
+			return openRead{packets: map[hongbao.PacketID]*hongbao.Packet{}, have: map[hongbao.PacketID]map[hongbao.UserID]int64{}}, gone, nil
 		}
 		rd, err := s.readForOpen(ctx, tx, present)
 		if !missingTable(err) {

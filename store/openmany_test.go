@@ -296,7 +296,7 @@ func TestOpenManyMatchesSequential(t *testing.T) {
 	}
 }
 
-// TestOpenManyOpeners: a work asking for the openers (OpenersUpTo >=
+// TestOpenManyOpeners: a work asking for the openers (SoldOutOpenersUpTo >=
 // Count) gets exactly the packet's shares in MySQL when its transaction
 // leaves the packet sold out, whether this transaction took the last
 // share or the packet was sold out before; it gets nil when it asks for
@@ -355,9 +355,9 @@ func TestOpenManyOpeners(t *testing.T) {
 		var before []store.Work
 		for i, c := range cases {
 			id := omCreate(t, st, buckets[i%len(buckets)], c.sp, hongbao.Funded)
-			works[i] = store.Work{ID: id, Users: users(c.users), OpenersUpTo: c.upTo}
+			works[i] = store.Work{ID: id, Users: users(c.users), SoldOutOpenersUpTo: c.upTo}
 			if c.before != nil {
-				before = append(before, store.Work{ID: id, Users: users(c.before), OpenersUpTo: 0})
+				before = append(before, store.Work{ID: id, Users: users(c.before), SoldOutOpenersUpTo: 0})
 			}
 		}
 		bs, err := st.OpenMany(ctx, before)
@@ -492,11 +492,11 @@ func TestOpenManyNotFound(t *testing.T) {
 		cancelled := omCreate(t, st, b, omSpec{hongbao.Fixed, 300, 3}, hongbao.Cancelled)
 		fixed := omCreate(t, st, b, omSpec{hongbao.Fixed, 300, 3}, hongbao.Funded)
 		works := []store.Work{
-			{ID: a, Users: []hongbao.UserID{u(1), u(2)}, OpenersUpTo: 100},
-			{ID: missing, Users: []hongbao.UserID{u(1), u(2), u(3)}, OpenersUpTo: 100},
-			{ID: pending, Users: []hongbao.UserID{u(1)}, OpenersUpTo: 100},
-			{ID: fixed, Users: []hongbao.UserID{u(1), u(1), u(4)}, OpenersUpTo: 100},
-			{ID: cancelled, Users: []hongbao.UserID{u(2), u(5)}, OpenersUpTo: 100},
+			{ID: a, Users: []hongbao.UserID{u(1), u(2)}, SoldOutOpenersUpTo: 100},
+			{ID: missing, Users: []hongbao.UserID{u(1), u(2), u(3)}, SoldOutOpenersUpTo: 100},
+			{ID: pending, Users: []hongbao.UserID{u(1)}, SoldOutOpenersUpTo: 100},
+			{ID: fixed, Users: []hongbao.UserID{u(1), u(1), u(4)}, SoldOutOpenersUpTo: 100},
+			{ID: cancelled, Users: []hongbao.UserID{u(2), u(5)}, SoldOutOpenersUpTo: 100},
 		}
 		bs, err := st.OpenMany(ctx, works)
 		if err != nil {
@@ -547,7 +547,7 @@ func TestOpenManyNotFound(t *testing.T) {
 	t.Run("day table missing, one packet", func(t *testing.T) {
 		id := missingTable
 		users := []hongbao.UserID{u(1), u(2), u(1)}
-		bs, err := st.OpenMany(ctx, []store.Work{{ID: id, Users: users, OpenersUpTo: 100}})
+		bs, err := st.OpenMany(ctx, []store.Work{{ID: id, Users: users, SoldOutOpenersUpTo: 100}})
 		if err != nil {
 			t.Fatalf("OpenMany of %s (no day table): %v, want not_found outcomes", id, err)
 		}
@@ -678,7 +678,7 @@ func TestOpenManyFence(t *testing.T) {
 	} {
 		var works []store.Work
 		for _, id := range tc.ids {
-			works = append(works, store.Work{ID: id, Users: users(2), OpenersUpTo: 100})
+			works = append(works, store.Work{ID: id, Users: users(2), SoldOutOpenersUpTo: 100})
 		}
 		got, err := st.OpenMany(ctx, works)
 		if !errors.Is(err, hongbao.ErrWrongSet) {
@@ -787,7 +787,7 @@ func TestOpenManyConcurrent(t *testing.T) {
 					if r.IntN(4) == 0 {
 						us = append(us, us[r.IntN(len(us))])
 					}
-					works[i] = store.Work{ID: ids[pi], Users: us, OpenersUpTo: []int{0, 10, 2000}[r.IntN(3)]}
+					works[i] = store.Work{ID: ids[pi], Users: us, SoldOutOpenersUpTo: []int{0, 10, 2000}[r.IntN(3)]}
 				}
 				bs, err := st.OpenMany(ctx, works)
 				mu.Lock()

@@ -1,0 +1,123 @@
+package set
+
+import (
+	"slices"
+	"sync"
+	"time"
+
+	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/store"
+)
+
+// known holds, for the small packets still taking opens that this server
+// opened lately, the packet as its last transaction here left it and every
+// share it had then. With it a repeated open is answered from memory, a
+// new open goes to the queue without a memcached lookup, and the packet's
+// next transaction skips its reads (store.Known). It is a belief, never
+// trusted for money: the store's writes check it, and only what can never
+// change (a committed share) is answered from it directly.
+//
+// It is bounded like the sold-out memo: by the shares it holds, counting
+// each packet as knownCost shares more; the packets learnt first are
+// forgotten first.
+type known struct {
+	mu      sync.RWMutex
+	limit   int // shares held at most; 0: know nothing
+	held    int
+	packets map[hongbao.PacketID]*store.Known // replaced on learning, never changed: read without the lock
+	order   []hongbao.PacketID                // oldest first; may name packets forgotten since
+}
+
+// knownCost is what a packet costs beyond its shares, in shares (the
+// packet itself and its map of openers, about 300 bytes).
+const knownCost = 8
+
+// knownUpTo is the largest packet (in shares) worth knowing: every
+// transaction copies the packet's openers, which is nothing next to the
+// transaction for a group's packet and too much for an activity's, whose
+// batches are long anyway.
+const knownUpTo = 1000
+
+func newKnown(limit int) *known {
+	return &known{limit: max(limit, 0), packets: map[hongbao.PacketID]*store.Known{}}
+}
+
+// upTo is the largest packet the server asks every opener of.
+func (k *known) upTo() int { return min(knownUpTo, k.limit/4) }
+
+// get returns what is known of id, nil when nothing is or the packet no
+// longer takes opens at now (an expired packet's answers must come from
+// MySQL: a share opened elsewhere would otherwise read as expired).
+func (k *known) get(id hongbao.PacketID, now time.Time) *store.Known {
+	k.mu.RLock()
+	kn := k.packets[id]
+	k.mu.RUnlock()
+	if kn == nil || kn.Packet.StatusAt(now) != hongbao.Active {
+		return nil
+	}
+	return kn
+}
+
+// answer answers an open of id by user from memory when user's share is
+// known (a committed share never changes). live reports whether id is
+// known and still taking opens, so the open needs no cache lookup.
+func (k *known) answer(id hongbao.PacketID, user hongbao.UserID, now time.Time) (o hongbao.Outcome, answered, live bool) {
+	kn := k.get(id, now)
+	if kn == nil {
+		return hongbao.Outcome{}, false, false
+	}
+	if amount, ok := kn.Openers[user]; ok {
+		return hongbao.Outcome{Result: hongbao.OpenResult{User: user, Amount: amount, Status: hongbao.AlreadyOpened}}, true, true
+	}
+	return hongbao.Outcome{}, false, true
+}
+
+// learn records what a committed transaction left of packet id: known
+// from now on if the batch carries every opener and the packet still takes
+// opens, forgotten otherwise (a sold-out packet is the memo's).
+func (k *known) learn(id hongbao.PacketID, b store.Batch, now time.Time) {
+	if b.Packet == nil || b.Openers == nil || b.Packet.StatusAt(now) != hongbao.Active || len(b.Openers)+knownCost > k.limit {
+		k.forget(id)
+		return
+	}
+	kn := &store.Known{Packet: *b.Packet, Openers: b.Openers}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if old, ok := k.packets[id]; ok {
+		k.held -= len(old.Openers) + knownCost
+	} else {
+		k.order = append(k.order, id)
+	}
+	k.held += len(kn.Openers) + knownCost
+	k.packets[id] = kn
+	for k.held > k.limit && len(k.order) > 0 {
+		oldest := k.order[0]
+		k.order = k.order[1:]
+		if old, ok := k.packets[oldest]; ok {
+			k.held -= len(old.Openers) + knownCost
+			delete(k.packets, oldest)
+		}
+	}
+}
+
+// forget drops what is known of id.
+func (k *known) forget(id hongbao.PacketID) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	old, ok := k.packets[id]
+	if !ok {
+		return
+	}
+	k.held -= len(old.Openers) + knownCost
+	delete(k.packets, id)
+	if len(k.order) > 2*len(k.packets)+64 { // drop the names of forgotten packets
+		k.order = slices.DeleteFunc(k.order, func(id hongbao.PacketID) bool { _, ok := k.packets[id]; return !ok })
+	}
+}
+
+// size returns the packets known.
+func (k *known) size() int {
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	return len(k.packets)
+}

@@ -8,8 +8,9 @@ import (
 	"github.com/hongbao-dev/hongbao/store"
 )
 
-// openerCache carries committed shares to memcached off the committers'
-// path, through one writer paced to openerRate entries a second; entries
+// openerCache carries committed shares, and the state of packets that sold
+// out, to memcached off the committers' path, through one writer paced to
+// openerRate entries a second; entries
 // beyond a backlog are dropped. The cache is advisory (a missing entry
 // costs a MySQL point read later, never a different answer), so caching
 // must not take the CPU of the opens it describes: unpaced, a hot packet's
@@ -24,11 +25,21 @@ type openerCache struct {
 	once    sync.Once
 }
 
+// openerEntry is a share to cache, or with state set, a packet's state.
 type openerEntry struct {
 	id      hongbao.PacketID
 	user    hongbao.UserID
 	amount  int64
 	expires time.Time
+	state   *store.State
+}
+
+func (oc *openerCache) set(e openerEntry) {
+	if e.state != nil {
+		oc.cache.SetState(e.id, *e.state)
+		return
+	}
+	oc.cache.SetOpened(e.id, e.user, e.amount, e.expires)
 }
 
 const (
@@ -54,7 +65,7 @@ func (oc *openerCache) write() {
 		for range openerRate * openerTick / time.Second {
 			select {
 			case e := <-oc.ch:
-				oc.cache.SetOpened(e.id, e.user, e.amount, e.expires)
+				oc.set(e)
 			case <-oc.closing:
 				oc.drain()
 				return
@@ -73,7 +84,7 @@ func (oc *openerCache) drain() {
 	for {
 		select {
 		case e := <-oc.ch:
-			oc.cache.SetOpened(e.id, e.user, e.amount, e.expires)
+			oc.set(e)
 		default:
 			return
 		}

@@ -16,6 +16,12 @@ import (
 // It never writes to MySQL; on a cache miss it reads the packet row once
 // and caches it.
 func (s *Server) grab(ctx context.Context, id hongbao.PacketID, user hongbao.UserID) (bool, string, error) {
+	if o, ok := s.memo.answer(id, user); ok {
+		return false, grabStatus(o), nil
+	}
+	if o, answered, _ := s.known.answer(id, user, s.now()); answered {
+		return false, grabStatus(o), nil
+	}
 	_, opened, st, ok := s.cache.Lookup(id, user)
 	if opened {
 		return false, hongbao.AlreadyOpened, nil
@@ -42,6 +48,14 @@ func (s *Server) grab(ctx context.Context, id hongbao.PacketID, user hongbao.Use
 		return false, string(status), nil
 	}
 	return true, "", nil
+}
+
+// grabStatus is the grab answer of an open answered from memory.
+func grabStatus(o hongbao.Outcome) string {
+	if errors.Is(o.Err, hongbao.ErrSoldOut) {
+		return string(hongbao.SoldOut)
+	}
+	return hongbao.AlreadyOpened
 }
 
 // Open opens packet id for user in process, exactly as the HTTP API does:
@@ -160,11 +174,12 @@ func (s *Server) apply(ctx context.Context, works []queue.Work) ([][]hongbao.Out
 }
 
 // learn records what one packet's committed batch changed, before anyone
-// hears the outcome: every share is logged (unsampled); a sold-out packet
-// is remembered with its openers and its state cached, so a grab or open
-// right after the last share says sold_out. The openers' cache entries
-// follow off the committer's path: until they land, a repeated open goes
-// to the queue and a grab reads the share from MySQL.
+// hears the outcome: every share is logged (unsampled); a packet whose
+// every share the batch carries is known (or, sold out, remembered) in
+// process, which answers its repeated opens; the shares of other packets,
+// and a sold-out packet's state, go to memcached off the committer's path.
+// Until they land, a repeated open goes to the queue and a grab reads the
+// share from MySQL.
 func (s *Server) learn(id hongbao.PacketID, b store.Batch) {
 	if b.Packet == nil {
 		return
@@ -173,7 +188,9 @@ func (s *Server) learn(id hongbao.PacketID, b store.Batch) {
 		if o.Err == nil && o.Result.Status == hongbao.Opened {
 			s.log.Info("share opened", zap.Stringer("packet_id", id), zap.Stringer("user", o.Result.User),
 				zap.Int64("amount", o.Result.Amount))
-			s.openers.add(openerEntry{id: id, user: o.Result.User, amount: o.Result.Amount, expires: b.Packet.ExpiresAt})
+			if b.Openers == nil {
+				s.openers.add(openerEntry{id: id, user: o.Result.User, amount: o.Result.Amount, expires: b.Packet.ExpiresAt})
+			}
 		}
 	}
 	s.known.learn(id, b, s.now())
@@ -181,6 +198,7 @@ func (s *Server) learn(id hongbao.PacketID, b store.Batch) {
 		if b.Openers != nil {
 			s.memo.remember(id, b.Openers)
 		}
-		s.cache.SetState(id, store.StateOf(b.Packet))
+		st := store.StateOf(b.Packet)
+		s.openers.add(openerEntry{id: id, state: &st})
 	}
 }

@@ -26,7 +26,7 @@ const (
 	Buckets = 1000
 )
 
-// Epoch is time zero of packet IDs.
+// epochMs is time zero of packet IDs.
 var epochMs = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
 
 // PacketID identifies a red packet. It carries the packet's bucket and

@@ -53,7 +53,7 @@ func TestLoadDev(t *testing.T) {
 		t.Errorf("DomainLimits() = %+v, want %+v", got, wantLimits)
 	}
 	wantQueue := Queue{Size: 1024, Batch: 256, Idle: Duration(5 * time.Second), TxTimeout: Duration(5 * time.Second), SlotCap: 2,
-		Merge: 64, Committers: 4, Memo: 1_000_000}
+		Merge: 128, Committers: 4, Memo: 1_000_000}
 	if c.Queue != wantQueue {
 		t.Errorf("queue = %+v, want %+v", c.Queue, wantQueue)
 	}

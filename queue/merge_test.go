@@ -113,16 +113,20 @@ func goroutines(state, frame string) int {
 }
 
 // waitingWorks is the number of works handed over and not yet taken by a
-// committer: workers blocked sending on Manager.jobs. The queue tests do
-// not run in parallel, so these are the current test's.
-func waitingWorks() int { return goroutines("chan send", "queue.(*Manager).submitWork(") }
+// committer. The queue tests do not run in parallel, so these are the
+// current test's.
+func waitingWorks(m *Manager) int {
+	m.jobs.mu.Lock()
+	defer m.jobs.mu.Unlock()
+	return len(m.jobs.jobs)
+}
 
 // committers is the number of live committer goroutines.
 func committers() int { return goroutines("", "queue.(*Manager).commit(") }
 
-func waitWaiting(t *testing.T, n int) {
+func waitWaiting(t *testing.T, m *Manager, n int) {
 	t.Helper()
-	waitFor(t, fmt.Sprintf("%d works waiting for a committer", n), func() bool { return waitingWorks() == n })
+	waitFor(t, fmt.Sprintf("%d works waiting for a committer", n), func() bool { return waitingWorks(m) == n })
 }
 
 // pres is the answer to one open, with its packet.
@@ -173,7 +177,7 @@ func queueSingles(t *testing.T, m *Manager, rec *mergeRec, first hongbao.PacketI
 	}
 	for i, id := range ids {
 		submitTo(m, id, u, out)
-		waitWaiting(t, i+1)
+		waitWaiting(t, m, i+1)
 	}
 }
 
@@ -301,7 +305,7 @@ func queueMulti(t *testing.T, m *Manager, slots *gateSlots, id hongbao.PacketID,
 	if r := collect(t, busy, 1)[sacrifice]; !errors.Is(r.err, hongbao.ErrBusy) {
 		t.Fatalf("open refused a slot = %+v, %v; want ErrBusy", r.res, r.err)
 	}
-	waitWaiting(t, waiting)
+	waitWaiting(t, m, waiting)
 }
 
 // TestMergeBatchCap: works of three opens each, Batch 4: the committer
@@ -373,7 +377,7 @@ func TestMergedFailureRetriedPerPacket(t *testing.T) {
 	queueMulti(t, m, slots, 6, 60, []hongbao.UserID{61, 62}, 1, 1, out)
 	for i, id := range []hongbao.PacketID{2, 3, 4, 5} {
 		submitAsync(context.Background(), m, id, hongbao.UserID(id*10+1), out)
-		waitWaiting(t, i+2)
+		waitWaiting(t, m, i+2)
 	}
 	close(rec.hold)
 	got := collect(t, out, 7)

@@ -48,13 +48,14 @@ type Config struct {
 	SlotCap   int           // transactions of one packet in the DB at once, SET-wide
 	// Parallel is the number of transactions this server runs at once, all
 	// packets together (at most its MySQL pool size; 0: 16). Workers hand
-	// their batches to that many committers in arrival order, so none
+	// their batches to that many committers, the oldest first, so none
 	// starves behind the others.
 	Parallel int
 	// Merge is how many packets' batches one transaction may carry (1:
 	// each its own). When every committer is busy, the batches waiting for
 	// one share the next transaction: its begin, fence, commit and fsync,
 	// which is what many packets with one open each (WeChat groups) need.
+	// Packets of one bucket go together, as they share day tables.
 	Merge int
 }
 
@@ -69,7 +70,7 @@ type Manager struct {
 	closed atomic.Bool
 	depth  atomic.Int64   // opens queued or in flight, all packets
 	live   atomic.Int64   // packets with a worker
-	jobs   chan *job      // batches waiting for a committer, in arrival order
+	jobs   *waiting       // batches waiting for a committer
 	cwg    sync.WaitGroup // committers
 	stop   sync.Once
 }
@@ -100,7 +101,7 @@ func New(cfg Config, apply Apply, slots Slots, log *zap.Logger) *Manager {
 		cfg.Parallel = 16
 	}
 	cfg.Merge = max(cfg.Merge, 1)
-	m := &Manager{cfg: cfg, apply: apply, slots: slots, log: log, jobs: make(chan *job)}
+	m := &Manager{cfg: cfg, apply: apply, slots: slots, log: log, jobs: newWaiting()}
 	for i := range m.shards {
 		m.shards[i].queues = make(map[hongbao.PacketID]chan *request)
 	}
@@ -188,7 +189,7 @@ func (m *Manager) Close(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
 		m.wg.Wait()
-		m.stop.Do(func() { close(m.jobs) }) // no worker is left to send
+		m.stop.Do(m.jobs.close) // no worker is left to put
 		m.cwg.Wait()
 		close(done)
 	}()

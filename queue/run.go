@@ -71,34 +71,19 @@ type job struct {
 // submitWork hands w to the committers and waits for its outcomes.
 func (m *Manager) submitWork(w Work) ([]hongbao.Outcome, error) {
 	j := &job{work: w, done: make(chan struct{})}
-	m.jobs <- j // blocked workers are served first come, first served
+	m.jobs.put(j)
 	<-j.done
 	return j.out, j.err
 }
 
-// commit is a committer: it takes the longest-waiting work and, while
-// more are already waiting, more works, up to Merge packets and until
-// Batch opens are reached (the work that reaches it is still taken, so a
-// transaction carries fewer than 2 x Batch opens), and applies them in one
-// transaction.
+// commit is a committer: it applies what waiting.take hands it in one
+// transaction, until the manager closes.
 func (m *Manager) commit() {
 	defer m.cwg.Done()
-	js := make([]*job, 0, m.cfg.Merge)
-	for j := range m.jobs {
-		js = append(js[:0], j)
-		opens := len(j.work.Users)
-	more:
-		for len(js) < m.cfg.Merge && opens < m.cfg.Batch {
-			select {
-			case j, ok := <-m.jobs:
-				if !ok {
-					break more
-				}
-				js = append(js, j)
-				opens += len(j.work.Users)
-			default:
-				break more
-			}
+	for {
+		js, ok := m.jobs.take(m.cfg.Merge, m.cfg.Batch)
+		if !ok {
+			return
 		}
 		m.commitJobs(js)
 	}

@@ -118,16 +118,28 @@ func unknown(works []Work) []Work {
 }
 
 func (s *Store) openTx(ctx context.Context, tx *sql.Tx, works []Work, now time.Time) ([]Batch, error) {
-	unread := func(w Work) bool { return w.Known != nil }
-	rd, gone, err := s.readPresent(ctx, tx, slices.DeleteFunc(slices.Clone(works), unread))
+	// Knowledge is used only while the packet takes opens: an answer that
+	// writes nothing (sold_out, expired) would check nothing, and a user's
+	// share opened elsewhere would read as one of them.
+	usable := func(w Work) bool { return w.Known != nil && w.Known.Packet.StatusAt(now) == hongbao.Active }
+	var toRead []Work
+	for _, w := range works {
+		if !usable(w) {
+			toRead = append(toRead, w)
+		}
+	}
+	rd, gone, err := s.readPresent(ctx, tx, toRead)
 	if err != nil {
 		return nil, err
 	}
 	ws := writeSet{before: map[hongbao.PacketID]remaining{}, known: map[hongbao.PacketID]bool{}}
 	for _, w := range works {
-		if w.Known != nil && rd.packets[w.ID] == nil && !ws.known[w.ID] {
-			p := w.Known.Packet
-			rd.packets[w.ID], rd.have[w.ID], ws.known[w.ID] = &p, maps.Clone(w.Known.Openers), true
+		if usable(w) && rd.packets[w.ID] == nil && !ws.known[w.ID] {
+			p, have := w.Known.Packet, maps.Clone(w.Known.Openers)
+			if have == nil {
+				have = map[hongbao.UserID]int64{}
+			}
+			rd.packets[w.ID], rd.have[w.ID], ws.known[w.ID] = &p, have, true
 		}
 		if p := rd.packets[w.ID]; p != nil {
 			ws.before[w.ID] = remaining{p.RemainingAmount, p.RemainingCount}

@@ -1,10 +1,12 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -54,48 +56,88 @@ const (
 func (s *Store) writeShares(ctx context.Context, tx *sql.Tx, ws writeSet, now time.Time) error {
 	var q strings.Builder
 	args := make([]any, 0, 11*len(ws.fresh)+3)
-	var order []*hongbao.Packet // packets in the order of their first share
-	byPacket := map[*hongbao.Packet][]hongbao.Record{}
-	for _, sh := range ws.fresh {
-		if byPacket[sh.p] == nil {
-			order = append(order, sh.p)
-		}
-		byPacket[sh.p] = append(byPacket[sh.p], sh.rec)
-	}
+	tables, byTable, byPacket := groupShares(s, ws.fresh)
 	// The block's text is parsed on every call: one declared time and one
 	// count of the updated rows keep it short.
 	q.WriteString("BEGIN NOT ATOMIC DECLARE t DATETIME(3) DEFAULT ?; DECLARE n INT DEFAULT 0;")
 	args = append(args, now.UTC())
-	args = s.fenceCheck(&q, args, order, ws.known)
-	for _, p := range order {
-		recs := byPacket[p]
-		q.WriteString("INSERT INTO " + s.Table(p.ID).Details() + "(packet_id,user_id,amount,seq,opened_at)VALUES(?,?,?,?,t)" +
-			strings.Repeat(",(?,?,?,?,t)", len(recs)-1) + ";")
-		for _, r := range recs {
-			args = append(args, p.ID, r.User, r.Amount, r.Seq)
+	args = s.fenceCheck(&q, args, byPacket, ws.known)
+	for _, t := range tables { // a statement per table: MySQL's cost is mostly per statement
+		q.WriteString("INSERT INTO " + t.Details() + "(packet_id,user_id,amount,seq,opened_at)VALUES")
+		for i, p := range byTable[t] {
+			for k, r := range byPacket[p] {
+				q.WriteString(map[bool]string{true: "(?,?,?,?,t)", false: ",(?,?,?,?,t)"}[i == 0 && k == 0])
+				args = append(args, p.ID, r.User, r.Amount, r.Seq)
+			}
 		}
+		q.WriteString(";")
 	}
 	q.WriteString("INSERT INTO hb_set.outbox(entry_key,user_id,amount,kind,packet_id,created_at)VALUES(?,?,?,?,?,t)" +
 		strings.Repeat(",(?,?,?,?,?,t)", len(ws.fresh)-1) + ";")
 	for _, sh := range ws.fresh {
 		args = append(args, OpenKey(sh.p.ID, sh.rec.User), sh.rec.User, sh.rec.Amount, KindOpen, sh.p.ID)
 	}
-	for _, p := range order {
-		b := ws.before[p.ID]
-		q.WriteString("UPDATE " + s.Table(p.ID).Packets() + " SET remaining_amount=?,remaining_count=?" +
-			" WHERE id=? AND remaining_amount=? AND remaining_count=? AND closed=0;SET n=n+ROW_COUNT();")
-		args = append(args, p.RemainingAmount, p.RemainingCount, p.ID, b.amount, b.count)
+	for _, t := range tables {
+		args = updatePackets(&q, args, t, byTable[t], ws.before)
 	}
-	fmt.Fprintf(&q, "IF n<>%d THEN SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO=%d,MESSAGE_TEXT='packet changed';END IF;END", len(order), errPacketChanged)
+	fmt.Fprintf(&q, "IF n<>%d THEN SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO=%d,MESSAGE_TEXT='packet changed';END IF;END", len(byPacket), errPacketChanged)
 	_, err := tx.ExecContext(ctx, q.String(), args...)
 	return err
 }
 
+// groupShares sorts the packets of fresh by table, then ID (the order the
+// updates lock them in, the same in every transaction), with each packet's
+// new shares.
+func groupShares(s *Store, fresh []share) ([]hongbao.DayTable, map[hongbao.DayTable][]*hongbao.Packet, map[*hongbao.Packet][]hongbao.Record) {
+	byPacket := map[*hongbao.Packet][]hongbao.Record{}
+	byTable := map[hongbao.DayTable][]*hongbao.Packet{}
+	for _, sh := range fresh {
+		if byPacket[sh.p] == nil {
+			t := s.Table(sh.p.ID)
+			byTable[t] = append(byTable[t], sh.p)
+		}
+		byPacket[sh.p] = append(byPacket[sh.p], sh.rec)
+	}
+	tables := slices.SortedFunc(maps.Keys(byTable), func(a, b hongbao.DayTable) int {
+		return cmp.Or(cmp.Compare(a.Bucket, b.Bucket), cmp.Compare(a.Day, b.Day))
+	})
+	for _, ps := range byTable {
+		slices.SortFunc(ps, func(a, b *hongbao.Packet) int { return cmp.Compare(a.ID, b.ID) })
+	}
+	return tables, byTable, byPacket
+}
+
+// updatePackets writes one UPDATE of the packets ps of table t, each to
+// what it has now on condition it still has what it had before (and is
+// not closed), and adds the rows it changed to n.
+func updatePackets(q *strings.Builder, args []any, t hongbao.DayTable, ps []*hongbao.Packet, before map[hongbao.PacketID]remaining) []any {
+	q.WriteString("UPDATE " + t.Packets() + " SET remaining_amount=CASE id")
+	for _, p := range ps {
+		q.WriteString(" WHEN ? THEN ?")
+		args = append(args, p.ID, p.RemainingAmount)
+	}
+	q.WriteString(" END,remaining_count=CASE id")
+	for _, p := range ps {
+		q.WriteString(" WHEN ? THEN ?")
+		args = append(args, p.ID, p.RemainingCount)
+	}
+	q.WriteString(" END WHERE id IN (?" + strings.Repeat(",?", len(ps)-1) + ") AND closed=0 AND (id,remaining_amount,remaining_count) IN ((?,?,?)" +
+		strings.Repeat(",(?,?,?)", len(ps)-1) + ");SET n=n+ROW_COUNT();")
+	for _, p := range ps {
+		args = append(args, p.ID)
+	}
+	for _, p := range ps {
+		b := before[p.ID]
+		args = append(args, p.ID, b.amount, b.count)
+	}
+	return args
+}
+
 // fenceCheck writes the lock and check of the SET's claim to the buckets
 // of the known packets (the others' were locked by the read).
-func (s *Store) fenceCheck(q *strings.Builder, args []any, ps []*hongbao.Packet, known map[hongbao.PacketID]bool) []any {
+func (s *Store) fenceCheck(q *strings.Builder, args []any, ps map[*hongbao.Packet][]hongbao.Record, known map[hongbao.PacketID]bool) []any {
 	seen := map[hongbao.Bucket]bool{}
-	for _, p := range ps {
+	for p := range ps {
 		if known[p.ID] && !seen[p.ID.Bucket()] {
 			seen[p.ID.Bucket()] = true
 		}

@@ -52,6 +52,9 @@ func (s *Server) handleSend(r *http.Request, sender hongbao.UserID) (int, any, e
 	}
 	s.cache.SetState(p.ID, store.StateOf(p))
 	if created {
+		// Nobody has the ID yet, so nobody has a share: the first open's
+		// transaction need not read the packet either.
+		s.known.learn(p.ID, store.Batch{Packet: p, Openers: map[hongbao.UserID]int64{}}, s.now())
 		s.log.Info("packet sent", zap.String("request_id", requestID(r.Context())), zap.Stringer("packet_id", p.ID),
 			zap.Stringer("sender", sender), zap.Int64("total", p.Total), zap.Int("count", p.Count), zap.String("type", string(p.Type)))
 	}

@@ -76,7 +76,7 @@ func (k *known) answer(id hongbao.PacketID, user hongbao.UserID, now time.Time) 
 // from now on if the batch carries every opener and the packet still takes
 // opens, forgotten otherwise (a sold-out packet is the memo's).
 func (k *known) learn(id hongbao.PacketID, b store.Batch, now time.Time) {
-	if b.Packet == nil || b.Openers == nil || b.Packet.StatusAt(now) != hongbao.Active || len(b.Openers)+knownCost > k.limit {
+	if b.Packet == nil || b.Openers == nil || b.Packet.Count > k.upTo() || b.Packet.StatusAt(now) != hongbao.Active {
 		k.forget(id)
 		return
 	}

@@ -108,8 +108,10 @@ func groupShares(s *Store, fresh []share) ([]hongbao.DayTable, map[hongbao.DayTa
 }
 
 // updatePackets writes one UPDATE of the packets ps of table t, each to
-// what it has now on condition it still has what it had before (and is
-// not closed), and adds the rows it changed to n.
+// what it has now on condition it still has what it had before and takes
+// opens (not closed, not expired at the transaction's time t: MySQL's
+// row, not the caller's knowledge, decides), and adds the rows it changed
+// to n.
 func updatePackets(q *strings.Builder, args []any, t hongbao.DayTable, ps []*hongbao.Packet, before map[hongbao.PacketID]remaining) []any {
 	q.WriteString("UPDATE " + t.Packets() + " SET remaining_amount=CASE id")
 	for _, p := range ps {
@@ -121,7 +123,7 @@ func updatePackets(q *strings.Builder, args []any, t hongbao.DayTable, ps []*hon
 		q.WriteString(" WHEN ? THEN ?")
 		args = append(args, p.ID, p.RemainingCount)
 	}
-	q.WriteString(" END WHERE id IN (?" + strings.Repeat(",?", len(ps)-1) + ") AND closed=0 AND (id,remaining_amount,remaining_count) IN ((?,?,?)" +
+	q.WriteString(" END WHERE id IN (?" + strings.Repeat(",?", len(ps)-1) + ") AND closed=0 AND expires_at>t AND (id,remaining_amount,remaining_count) IN ((?,?,?)" +
 		strings.Repeat(",(?,?,?)", len(ps)-1) + ");SET n=n+ROW_COUNT();")
 	for _, p := range ps {
 		args = append(args, p.ID)

@@ -1055,12 +1055,7 @@ func TestKnownConcurrentServers(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	for _, f := range failures[:min(len(failures), 20)] {
-		t.Error(f)
-	}
-	if len(failures) > 20 {
-		t.Errorf("... and %d more failures", len(failures)-20)
-	}
+	omReport(t, failures)
 
 	opened := map[hongbao.PacketID]map[hongbao.UserID]int64{}
 	for _, a := range answers {

@@ -845,12 +845,7 @@ func TestOpenManyConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	for _, f := range failures[:min(len(failures), 20)] {
-		t.Error(f)
-	}
-	if len(failures) > 20 {
-		t.Errorf("... and %d more failures", len(failures)-20)
-	}
+	omReport(t, failures)
 
 	byPacket := map[hongbao.PacketID]map[hongbao.UserID]int64{}
 	var sumOpened int64
@@ -897,6 +892,17 @@ func TestOpenManyConcurrent(t *testing.T) {
 	}
 	t.Logf("%d OpenMany calls, %d shares, %d of %d packets sold out; server Innodb_deadlocks +%d during the run (retried inside the store; the counter is server-wide)",
 		calls, len(opens), soldOutPackets, npackets, omDeadlocks(t, dbs[0])-deadlocks0)
+}
+
+// omReport fails t with the first 20 failures and how many more there are.
+func omReport(t *testing.T, failures []string) {
+	t.Helper()
+	for _, f := range failures[:min(len(failures), 20)] {
+		t.Error(f)
+	}
+	if len(failures) > 20 {
+		t.Errorf("... and %d more failures", len(failures)-20)
+	}
 }
 
 // omDeadlocks reads the server's deadlock counter.

@@ -24,8 +24,23 @@ type known struct {
 	mu      sync.RWMutex
 	limit   int // shares held at most; 0: know nothing
 	held    int
-	packets map[hongbao.PacketID]*store.Known // replaced on learning, never changed: read without the lock
-	order   []hongbao.PacketID                // oldest first; may name packets forgotten since
+	packets map[hongbao.PacketID]knownEntry
+	order   []knownName // oldest first; may name packets forgotten since
+	gen     uint64      // of the last packet learnt anew
+}
+
+// knownEntry is a known packet; its Known is replaced on learning, never
+// changed, so readers use it without the lock.
+type knownEntry struct {
+	kn  *store.Known
+	gen uint64
+}
+
+// knownName names a packet in the eviction order; a name whose generation
+// is not the packet's is that of a packet forgotten and learnt again.
+type knownName struct {
+	id  hongbao.PacketID
+	gen uint64
 }
 
 // knownCost is what a packet costs beyond its shares, in shares (the
@@ -39,7 +54,7 @@ const knownCost = 8
 const knownUpTo = 1000
 
 func newKnown(limit int) *known {
-	return &known{limit: max(limit, 0), packets: map[hongbao.PacketID]*store.Known{}}
+	return &known{limit: max(limit, 0), packets: map[hongbao.PacketID]knownEntry{}}
 }
 
 // upTo is the largest packet the server asks every opener of.
@@ -50,7 +65,7 @@ func (k *known) upTo() int { return min(knownUpTo, k.limit/4) }
 // MySQL: a share opened elsewhere would otherwise read as expired).
 func (k *known) get(id hongbao.PacketID, now time.Time) *store.Known {
 	k.mu.RLock()
-	kn := k.packets[id]
+	kn := k.packets[id].kn
 	k.mu.RUnlock()
 	if kn == nil || kn.Packet.StatusAt(now) != hongbao.Active {
 		return nil
@@ -83,19 +98,23 @@ func (k *known) learn(id hongbao.PacketID, b store.Batch, now time.Time) {
 	kn := &store.Known{Packet: *b.Packet, Openers: b.Openers}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if old, ok := k.packets[id]; ok {
-		k.held -= len(old.Openers) + knownCost
+	e, ok := k.packets[id]
+	if ok {
+		k.held -= len(e.kn.Openers) + knownCost
 	} else {
-		k.order = append(k.order, id)
+		k.gen++
+		e.gen = k.gen
+		k.order = append(k.order, knownName{id, e.gen})
 	}
+	e.kn = kn
 	k.held += len(kn.Openers) + knownCost
-	k.packets[id] = kn
+	k.packets[id] = e
 	for k.held > k.limit && len(k.order) > 0 {
 		oldest := k.order[0]
 		k.order = k.order[1:]
-		if old, ok := k.packets[oldest]; ok {
-			k.held -= len(old.Openers) + knownCost
-			delete(k.packets, oldest)
+		if e, ok := k.packets[oldest.id]; ok && e.gen == oldest.gen {
+			k.held -= len(e.kn.Openers) + knownCost
+			delete(k.packets, oldest.id)
 		}
 	}
 }
@@ -104,14 +123,14 @@ func (k *known) learn(id hongbao.PacketID, b store.Batch, now time.Time) {
 func (k *known) forget(id hongbao.PacketID) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	old, ok := k.packets[id]
+	e, ok := k.packets[id]
 	if !ok {
 		return
 	}
-	k.held -= len(old.Openers) + knownCost
+	k.held -= len(e.kn.Openers) + knownCost
 	delete(k.packets, id)
 	if len(k.order) > 2*len(k.packets)+64 { // drop the names of forgotten packets
-		k.order = slices.DeleteFunc(k.order, func(id hongbao.PacketID) bool { _, ok := k.packets[id]; return !ok })
+		k.order = slices.DeleteFunc(k.order, func(n knownName) bool { return k.packets[n.id].gen != n.gen })
 	}
 }
 

@@ -88,8 +88,9 @@ func (s *Server) Close(ctx context.Context) error {
 	return err
 }
 
-// KnownLive is how many packets still taking opens the server knows every
-// share of right now.
+// KnownLive is how many small packets taking opens the server keeps with
+// every share in memory (one that expired meanwhile counts until its next
+// open or eviction drops it).
 func (s *Server) KnownLive() int { return s.known.size() }
 
 // SoldOutRemembered is how many sold-out packets the server answers from

@@ -21,44 +21,66 @@ func (s *Server) handleSend(r *http.Request, sender hongbao.UserID) (int, any, e
 	if err != nil {
 		return 0, nil, err
 	}
-	if err := s.limits.Validate(req); err != nil {
-		return 0, nil, err
-	}
 	key := r.Header.Get("Idempotency-Key")
 	if len(key) > maxIdemKey {
 		return 0, nil, &hongbao.InvalidError{Code: "invalid_idempotency_key", Field: "Idempotency-Key", Message: "must be at most 200 bytes"}
 	}
-	n := store.NewPacket{Sender: sender, Req: req, Expiry: s.limits.Expiry, IdempotencyKey: key, Funding: hongbao.Funded}
-	if s.wallet != nil {
-		n.Funding = hongbao.Pending
-		if err := s.devGrant(r.Context(), sender); err != nil {
-			return 0, nil, err
-		}
-		if err := s.covers(r.Context(), sender, req.Total, key); err != nil {
+	var id hongbao.PacketID
+	if h := r.Header.Get(api.HeaderPacketID); h != "" {
+		if id, err = hongbao.ParsePacketID(h); err != nil {
 			return 0, nil, err
 		}
 	}
-	p, created, err := s.create(r, n)
+	p, err := s.send(r.Context(), id, sender, req, key)
 	if err != nil {
 		return 0, nil, err
 	}
+	return http.StatusCreated, api.Packet(p, nil, s.now(), s.loc), nil
+}
+
+// Send creates packet id (0: the server mints one) for sender in process,
+// exactly as the HTTP API does: for embedding and benchmarks.
+func (s *Server) Send(ctx context.Context, id hongbao.PacketID, sender hongbao.UserID, req hongbao.SendRequest, idemKey string) (*hongbao.Packet, error) {
+	return s.send(ctx, id, sender, req, idemKey)
+}
+
+// send validates, funds and creates a packet; a repeated idempotency key
+// answers the packet its first attempt created.
+func (s *Server) send(ctx context.Context, id hongbao.PacketID, sender hongbao.UserID, req hongbao.SendRequest, key string) (*hongbao.Packet, error) {
+	if err := s.limits.Validate(req); err != nil {
+		return nil, err
+	}
+	n := store.NewPacket{Sender: sender, Req: req, Expiry: s.limits.Expiry, IdempotencyKey: key, Funding: hongbao.Funded}
+	if s.wallet != nil {
+		n.Funding = hongbao.Pending
+		if err := s.devGrant(ctx, sender); err != nil {
+			return nil, err
+		}
+		if err := s.covers(ctx, sender, req.Total, key); err != nil {
+			return nil, err
+		}
+	}
+	p, created, err := s.create(ctx, id, n)
+	if err != nil {
+		return nil, err
+	}
 	if p.Funding == hongbao.Pending {
-		if p, err = s.fund(r.Context(), p); err != nil {
-			return 0, nil, err
+		if p, err = s.fund(ctx, p); err != nil {
+			return nil, err
 		}
 	}
 	if p.Funding == hongbao.Cancelled {
-		return 0, nil, fmt.Errorf("packet %s: %w", p.ID, hongbao.ErrInsufficientFunds)
+		return nil, fmt.Errorf("packet %s: %w", p.ID, hongbao.ErrInsufficientFunds)
 	}
 	s.cache.SetState(p.ID, store.StateOf(p))
 	if created {
 		// Nobody has the ID yet, so nobody has a share: the first open's
 		// transaction need not read the packet either.
 		s.known.learn(p.ID, store.Batch{Packet: p, Openers: map[hongbao.UserID]int64{}}, s.now())
-		s.log.Info("packet sent", zap.String("request_id", requestID(r.Context())), zap.Stringer("packet_id", p.ID),
+		s.log.Info("packet sent", zap.String("request_id", requestID(ctx)), zap.Stringer("packet_id", p.ID),
 			zap.Stringer("sender", sender), zap.Int64("total", p.Total), zap.Int("count", p.Count), zap.String("type", string(p.Type)))
 	}
-	return http.StatusCreated, api.Packet(p, nil, s.now(), s.loc), nil
+	return p, nil
 }
 
 // devGrant credits a sender once (the ledger key makes it once) when the
@@ -119,17 +141,13 @@ func (s *Server) fund(ctx context.Context, p *hongbao.Packet) (*hongbao.Packet, 
 // create inserts the packet under the ID the router minted. Without one
 // (a server used on its own) it mints, picking the bucket as a router would,
 // and mints again in the rare case another minter produced the same ID.
-func (s *Server) create(r *http.Request, n store.NewPacket) (*hongbao.Packet, bool, error) {
-	if h := r.Header.Get(api.HeaderPacketID); h != "" {
-		id, err := hongbao.ParsePacketID(h)
-		if err != nil {
-			return nil, false, err
-		}
+func (s *Server) create(ctx context.Context, id hongbao.PacketID, n store.NewPacket) (*hongbao.Packet, bool, error) {
+	if id != 0 {
 		if err := s.own(id.Bucket()); err != nil {
 			return nil, false, err
 		}
 		n.ID = id
-		return s.store.Create(r.Context(), n)
+		return s.store.Create(ctx, n)
 	}
 	key := []byte(n.IdempotencyKey)
 	if len(key) == 0 {
@@ -145,7 +163,7 @@ func (s *Server) create(r *http.Request, n store.NewPacket) (*hongbao.Packet, bo
 			return nil, false, err
 		}
 		n.ID = id
-		p, created, err := s.store.Create(r.Context(), n)
+		p, created, err := s.store.Create(ctx, n)
 		if errors.Is(err, hongbao.ErrDuplicateID) && attempt < 3 {
 			continue
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
@@ -31,13 +32,51 @@ type design interface {
 var errConflict = errors.New("optimistic retries exhausted")
 
 // ours is the product: set.Server's open path (cache fast path, the
-// per-packet FIFO queue, group open, memcached CAS cap) in process.
-type ours struct{ srv *set.Server }
+// per-packet FIFO queue, group open, memcached CAS cap) in process. Its
+// packets are created through the server's own send path, as in
+// production, where the router sends a packet's send and its opens to the
+// same server; cold, they are inserted by SQL like the baselines', so the
+// server has never seen them (as after a failover or a restart).
+type ours struct {
+	srv  *set.Server
+	cold bool
+}
 
-func (o *ours) name() string                                     { return "queue" }
+func (o *ours) name() string {
+	if o.cold {
+		return "queue-cold"
+	}
+	return "queue"
+}
+
 func (o *ours) prepare(context.Context, []*hongbao.Packet) error { return nil }
-func (o *ours) drain(context.Context) error                      { return nil }
-func (o *ours) close()                                           { _ = o.srv.Close(context.Background()) }
+
+// create sends ps through the server, 16 at a time.
+func (o *ours) create(ctx context.Context, ps []*hongbao.Packet) error {
+	var i atomic.Int64
+	errs := make(chan error, 16)
+	for range 16 {
+		go func() {
+			for n := i.Add(1) - 1; n < int64(len(ps)); n = i.Add(1) - 1 {
+				p := ps[n]
+				if _, err := o.srv.Send(ctx, p.ID, p.Sender, hongbao.SendRequest{Total: p.Total, Count: p.Count, Type: p.Type}, ""); err != nil {
+					errs <- fmt.Errorf("send %s: %w", p.ID, err)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	var first error
+	for range 16 {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+func (o *ours) drain(context.Context) error { return nil }
+func (o *ours) close()                      { _ = o.srv.Close(context.Background()) }
 func (o *ours) open(ctx context.Context, id hongbao.PacketID, u hongbao.UserID) (int64, error) {
 	r, err := o.srv.Open(ctx, id, u)
 	return r.Amount, err

@@ -46,7 +46,7 @@ func main() {
 	flag.StringVar(&o.config, "config", "configs/dev.yaml", "configuration: SET a's MySQL and memcached are used, and the router for -e2e")
 	flag.StringVar(&o.redis, "redis", "127.0.0.1:26379", "Redis for the redis+lua baseline (empty: skip it)")
 	flag.StringVar(&o.out, "out", "docs/bench", "directory for results.md and the plot PNG")
-	flag.StringVar(&o.designs, "designs", "queue,lock,optimistic,redis+lua", "designs to compare")
+	flag.StringVar(&o.designs, "designs", "queue,queue-cold,lock,optimistic,redis+lua", "designs to compare (queue-cold: the product with packets it did not send)")
 	flag.StringVar(&o.scenarios, "scenarios", "hot,group,rain", "scenarios to run")
 	flag.DurationVar(&o.hotDur, "hot-duration", 8*time.Second, "length of a hot run")
 	flag.DurationVar(&o.capDur, "cap", 20*time.Second, "time cap of a group or rain run")

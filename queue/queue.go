@@ -52,10 +52,10 @@ type Config struct {
 	// starves behind the others.
 	Parallel int
 	// Merge is how many packets' batches one transaction may carry (1:
-	// each its own). When every committer is busy, the batches waiting for
-	// one share the next transaction: its begin, fence, commit and fsync,
-	// which is what many packets with one open each (WeChat groups) need.
-	// Packets of one bucket go together, as they share day tables.
+	// each its own). The batches waiting when a committer is free share
+	// its transaction: its begin, fence, commit and fsync, which is what
+	// many packets with one open each (WeChat groups) need. Packets of one
+	// bucket go together, as they share day tables.
 	Merge int
 }
 

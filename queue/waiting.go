@@ -10,13 +10,15 @@ import (
 type waiting struct {
 	mu     sync.Mutex
 	jobs   []*job
-	ready  chan struct{} // a token while jobs may be waiting; closed by close
+	ready  chan struct{} // a token while jobs may be waiting; never closed
+	done   chan struct{} // closed by close
 	closed bool
 }
 
-func newWaiting() *waiting { return &waiting{ready: make(chan struct{}, 1)} }
+func newWaiting() *waiting { return &waiting{ready: make(chan struct{}, 1), done: make(chan struct{})} }
 
-// put adds j at the back. It must not be called after close.
+// put adds j at the back. Jobs put after close are still handed out to
+// committers that have not returned.
 func (w *waiting) put(j *job) {
 	w.mu.Lock()
 	w.jobs = append(w.jobs, j)
@@ -31,12 +33,12 @@ func (w *waiting) wake() {
 	}
 }
 
-// close lets take return false once nothing waits.
+// close lets take return false once nothing waits. It is called once.
 func (w *waiting) close() {
 	w.mu.Lock()
 	w.closed = true
 	w.mu.Unlock()
-	close(w.ready)
+	close(w.done)
 }
 
 // take waits for jobs and removes a transaction's worth: the oldest job,
@@ -45,9 +47,10 @@ func (w *waiting) close() {
 // taken). Packets of one bucket share their day tables, and MySQL's cost
 // is mostly per statement: a transaction that writes several packets of a
 // table with one statement is cheaper than one that writes as many
-// packets of as many tables. The oldest job always goes first, so none
-// waits behind more than the jobs older than itself. take returns false
-// when closed and empty.
+// packets of as many tables. The oldest job always goes first, so a job
+// waits at most for the transactions of the jobs older than itself (which
+// may carry younger jobs of their buckets). take returns false when closed
+// and empty.
 func (w *waiting) take(merge, batch int) ([]*job, bool) {
 	for {
 		w.mu.Lock()
@@ -65,7 +68,10 @@ func (w *waiting) take(merge, batch int) ([]*job, bool) {
 		if closed {
 			return nil, false
 		}
-		<-w.ready
+		select {
+		case <-w.ready:
+		case <-w.done:
+		}
 	}
 }
 

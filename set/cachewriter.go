@@ -9,8 +9,9 @@ import (
 )
 
 // openerCache carries committed shares, and the state of packets that sold
-// out, to memcached off the committers' path, through one writer paced to
-// openerRate entries a second; entries
+// out, to memcached off the committers' path, through one writer: states
+// first and all of them, shares paced to openerRate entries a second;
+// share entries
 // beyond a backlog are dropped. The cache is advisory (a missing entry
 // costs a MySQL point read later, never a different answer), so caching
 // must not take the CPU of the opens it describes: unpaced, a hot packet's
@@ -20,6 +21,7 @@ import (
 type openerCache struct {
 	cache   *store.Cache
 	ch      chan openerEntry // never closed: a late add must not panic
+	states  chan openerEntry // sold-out states: written first, unpaced, never dropped
 	closing chan struct{}
 	wg      sync.WaitGroup
 	once    sync.Once
@@ -43,13 +45,14 @@ func (oc *openerCache) set(e openerEntry) {
 }
 
 const (
+	stateBacklog  = 4096 // sold-out states waiting; beyond, the committer writes its own
 	openerBacklog = 4096 // entries waiting for the writer at most
 	openerRate    = 5000 // entries written per second at most
 	openerTick    = 10 * time.Millisecond
 )
 
 func newOpenerCache(c *store.Cache) *openerCache {
-	oc := &openerCache{cache: c, ch: make(chan openerEntry, openerBacklog), closing: make(chan struct{})}
+	oc := &openerCache{cache: c, ch: make(chan openerEntry, openerBacklog), states: make(chan openerEntry, stateBacklog), closing: make(chan struct{})}
 	oc.wg.Add(1)
 	go oc.write()
 	return oc
@@ -63,7 +66,10 @@ func (oc *openerCache) write() {
 	defer tick.Stop()
 	for {
 		for range openerRate * openerTick / time.Second {
+			oc.writeStates()
 			select {
+			case e := <-oc.states:
+				oc.set(e)
 			case e := <-oc.ch:
 				oc.set(e)
 			case <-oc.closing:
@@ -80,7 +86,20 @@ func (oc *openerCache) write() {
 	}
 }
 
+// writeStates writes every sold-out state waiting.
+func (oc *openerCache) writeStates() {
+	for {
+		select {
+		case e := <-oc.states:
+			oc.set(e)
+		default:
+			return
+		}
+	}
+}
+
 func (oc *openerCache) drain() {
+	oc.writeStates()
 	for {
 		select {
 		case e := <-oc.ch:
@@ -88,6 +107,18 @@ func (oc *openerCache) drain() {
 		default:
 			return
 		}
+	}
+}
+
+// soldOut queues the state of a packet that just sold out. A lost state
+// would leave memcached saying the packet has shares until it expires, so
+// when the writer is that far behind the caller writes it itself.
+func (oc *openerCache) soldOut(id hongbao.PacketID, st store.State) {
+	e := openerEntry{id: id, state: &st}
+	select {
+	case oc.states <- e:
+	default:
+		oc.set(e)
 	}
 }
 

@@ -6,7 +6,9 @@ import (
 
 	"go.uber.org/zap"
 
+	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/store"
+	"github.com/hongbao-dev/hongbao/store/storetest"
 )
 
 // TestOpenerCacheAddAfterClose: a transaction may commit after a Close that
@@ -32,4 +34,28 @@ func TestOpenerCacheAddAfterClose(t *testing.T) {
 		t.Errorf("%d entries queued after close, want them dropped", n)
 	}
 	oc.close()
+}
+
+// TestOpenerCacheSoldOutNeverDropped: with the shares' backlog full (a rain
+// of entries the pacing drops), every sold-out state still reaches
+// memcached: a lost one would say the packet has shares until it expires.
+func TestOpenerCacheSoldOutNeverDropped(t *testing.T) {
+	c := store.NewCache([]string{storetest.Memcached(t, "a")}, time.Second, 8, zap.NewNop())
+	oc := newOpenerCache(c)
+	expires := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+	base := hongbao.PacketID(time.Now().UnixNano()) // fresh keys
+	for i := range 3 * openerBacklog {
+		oc.add(openerEntry{id: base, user: hongbao.UserID(i + 1), amount: 1, expires: expires})
+	}
+	const n = stateBacklog + 100 // more than the states' lane holds: the rest are written by the caller
+	for i := range n {
+		oc.soldOut(base+hongbao.PacketID(i+1), store.State{RemainingCount: 0, ExpiresAt: expires})
+	}
+	oc.close()
+	for i := range n {
+		id := base + hongbao.PacketID(i+1)
+		if _, _, st, ok := c.Lookup(id, 1); !ok || st.RemainingCount != 0 || !st.ExpiresAt.Equal(expires) {
+			t.Fatalf("state of packet %d (%d of %d) = %+v, %v; want sold out", id, i+1, n, st, ok)
+		}
+	}
 }

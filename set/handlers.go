@@ -22,9 +22,6 @@ func (s *Server) handleSend(r *http.Request, sender hongbao.UserID) (int, any, e
 		return 0, nil, err
 	}
 	key := r.Header.Get("Idempotency-Key")
-	if len(key) > maxIdemKey {
-		return 0, nil, &hongbao.InvalidError{Code: "invalid_idempotency_key", Field: "Idempotency-Key", Message: "must be at most 200 bytes"}
-	}
 	var id hongbao.PacketID
 	if h := r.Header.Get(api.HeaderPacketID); h != "" {
 		if id, err = hongbao.ParsePacketID(h); err != nil {
@@ -47,6 +44,9 @@ func (s *Server) Send(ctx context.Context, id hongbao.PacketID, sender hongbao.U
 // send validates, funds and creates a packet; a repeated idempotency key
 // answers the packet its first attempt created.
 func (s *Server) send(ctx context.Context, id hongbao.PacketID, sender hongbao.UserID, req hongbao.SendRequest, key string) (*hongbao.Packet, error) {
+	if len(key) > maxIdemKey {
+		return nil, &hongbao.InvalidError{Code: "invalid_idempotency_key", Field: "Idempotency-Key", Message: "must be at most 200 bytes"}
+	}
 	if err := s.limits.Validate(req); err != nil {
 		return nil, err
 	}
@@ -73,10 +73,8 @@ func (s *Server) send(ctx context.Context, id hongbao.PacketID, sender hongbao.U
 		return nil, fmt.Errorf("packet %s: %w", p.ID, hongbao.ErrInsufficientFunds)
 	}
 	s.cache.SetState(p.ID, store.StateOf(p))
+	s.known.learnSent(p, created, s.now()) // the first open's transaction need not read the packet either
 	if created {
-		// Nobody has the ID yet, so nobody has a share: the first open's
-		// transaction need not read the packet either.
-		s.known.learn(p.ID, store.Batch{Packet: p, Openers: map[hongbao.UserID]int64{}}, s.now())
 		s.log.Info("packet sent", zap.String("request_id", requestID(ctx)), zap.Stringer("packet_id", p.ID),
 			zap.Stringer("sender", sender), zap.Int64("total", p.Total), zap.Int("count", p.Count), zap.String("type", string(p.Type)))
 	}

@@ -96,6 +96,7 @@ func (k *known) learn(id hongbao.PacketID, b store.Batch, now time.Time) {
 		return
 	}
 	kn := &store.Known{Packet: *b.Packet, Openers: b.Openers}
+	kn.Packet.Greeting = "" // up to a kilobyte nobody asks the known packet for
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	e, ok := k.packets[id]
@@ -116,6 +117,18 @@ func (k *known) learn(id hongbao.PacketID, b store.Batch, now time.Time) {
 			k.held -= len(e.kn.Openers) + knownCost
 			delete(k.packets, oldest.id)
 		}
+	}
+}
+
+// learnSent records a packet this server just created: nobody can have a
+// share before the send answers. A send that found its packet created
+// before (a retried send, maybe on another server) teaches nothing.
+func (k *known) learnSent(p *hongbao.Packet, created bool, now time.Time) {
+	k.mu.RLock()
+	_, ok := k.packets[p.ID]
+	k.mu.RUnlock()
+	if created && !ok && p.RemainingCount == p.Count {
+		k.learn(p.ID, store.Batch{Packet: p, Openers: map[hongbao.UserID]int64{}}, now)
 	}
 }
 

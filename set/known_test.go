@@ -1098,3 +1098,42 @@ func TestKnownForgetsAfterFailedOpen(t *testing.T) {
 	p := s.knowsTruth(t, "with the bucket back", id)
 	kSameShares(t, "with the bucket back", map[hongbao.UserID]int64{u[0]: amount, u[2]: fresh}, p.Shares)
 }
+
+// TestKnownLearnSent: only a packet this send created, with every share
+// left, is learnt (with no openers); a replayed send teaches nothing and
+// never overwrites what later transactions taught.
+func TestKnownLearnSent(t *testing.T) {
+	fresh := func(id hongbao.PacketID) *hongbao.Packet { return kBatch(id, 10, nil).Packet }
+	opened := kBatch(3, 10, kOpeners(100, 2)).Packet // a replay that found shares taken
+	for _, tc := range []struct {
+		name    string
+		p       *hongbao.Packet
+		created bool
+		want    bool
+	}{
+		{"created here", fresh(1), true, true},
+		{"replayed send", fresh(2), false, false},
+		{"created, but shares taken meanwhile", opened, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := newKnown(1000)
+			k.learnSent(tc.p, tc.created, kT0)
+			kn := k.get(tc.p.ID, kT0)
+			if (kn != nil) != tc.want {
+				t.Fatalf("known = %+v, want known: %v", kn, tc.want)
+			}
+			if kn != nil && (len(kn.Openers) != 0 || kn.Openers == nil || kn.Packet.RemainingCount != tc.p.Count) {
+				t.Errorf("known %+v, want the fresh packet with an empty list of openers", kn)
+			}
+		})
+	}
+	t.Run("does not overwrite newer knowledge", func(t *testing.T) {
+		k := newKnown(1000)
+		later := kBatch(4, 10, kOpeners(200, 3))
+		k.learn(4, later, kT0)
+		k.learnSent(kBatch(4, 10, nil).Packet, true, kT0)
+		if kn := k.get(4, kT0); kn == nil || len(kn.Openers) != 3 || kn.Packet.RemainingCount != 7 {
+			t.Errorf("known %+v after a late send, want the 3 openers learnt after it", kn)
+		}
+	})
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"go.uber.org/zap"
 
@@ -194,11 +195,16 @@ func (s *Server) learn(id hongbao.PacketID, b store.Batch) {
 		}
 	}
 	s.known.learn(id, b, s.now())
-	if b.Packet.RemainingCount == 0 {
-		if b.Openers != nil {
-			s.memo.remember(id, b.Openers)
-		}
-		st := store.StateOf(b.Packet)
-		s.openers.add(openerEntry{id: id, state: &st})
+	if b.Packet.RemainingCount == 0 && b.Openers != nil {
+		s.memo.remember(id, b.Openers)
 	}
+	if b.Packet.RemainingCount == 0 && soldHere(b) {
+		s.openers.soldOut(id, store.StateOf(b.Packet))
+	}
+}
+
+// soldHere reports whether the batch took the packet's last share (a batch
+// of a packet sold out before changes nothing).
+func soldHere(b store.Batch) bool {
+	return slices.ContainsFunc(b.Outcomes, func(o hongbao.Outcome) bool { return o.Err == nil && o.Result.Status == hongbao.Opened })
 }

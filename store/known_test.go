@@ -397,6 +397,7 @@ func TestKnownStale(t *testing.T) {
 		// moving: p's bucket is being moved away (Disown not committed)
 		// while the call runs.
 		wrongSet, moving bool
+		refused          bool // the store must not use the knowledge at all: no attempt
 	}
 	sqlStale := func(q func(f *kmFix) (string, []any)) func(t *testing.T, f *kmFix) {
 		return func(t *testing.T, f *kmFix) {
@@ -420,8 +421,10 @@ func TestKnownStale(t *testing.T) {
 			users: func(f *kmFix) []hongbao.UserID { return []hongbao.UserID{f.n1, f.x, f.k1, f.x} }},
 		{name: "a user of the work opened elsewhere, packet as known", spec: omSpec{hongbao.Fixed, 1000, 10},
 			// The knowledge has the packet as MySQL has it but misses x's
-			// share: the conditional update alone would match, only the
-			// details' key catches it.
+			// share: the conditional update alone would match, so the
+			// store refuses openers that do not add up to the packet's
+			// shares and reads it.
+			refused: true,
 			stale: func(t *testing.T, f *kmFix) {
 				f.openElsewhere(t, f.x)
 				p, _, err := f.st.Packet(ctx, f.p)
@@ -529,7 +532,9 @@ func TestKnownStale(t *testing.T) {
 					attempt = append(attempt, kmWork{pi[w.ID], st, w.Users})
 					retry = append(retry, kmWork{pi[w.ID], truth[w.ID], w.Users})
 				}
-				kmApply(intn, attempt)
+				if !k.refused {
+					kmApply(intn, attempt)
+				}
 				var want []string
 				if !k.wrongSet {
 					want = kmApply(intn, retry)
@@ -613,7 +618,8 @@ func TestKnownStale(t *testing.T) {
 					case truth[id].missing && (b.Packet != nil || b.Openers != nil):
 						t.Errorf("packet p%d is gone, batch says %+v", pi[id], b)
 					case truth[id].missing:
-					case b.Packet.Greeting == kmMarker:
+					case b.Packet.Greeting == kmMarker && (!k.refused || id == f.p):
+						// (refused knowledge fails nothing: the others' is used)
 						t.Errorf("packet p%d: batch carries the stale knowledge's packet, not MySQL's", pi[id])
 					case !maps.Equal(b.Openers, truth[id].have) || b.Openers == nil:
 						t.Errorf("packet p%d: openers %v, MySQL %v", pi[id], b.Openers, truth[id].have)
@@ -1136,4 +1142,37 @@ func TestKnownNilOpeners(t *testing.T) {
 		t.Errorf("outcome %+v, want opened 100 fen", o)
 	}
 	omCheckCredits(t, db, storetest.CheckPacket(t, db, id))
+}
+
+// TestKnownUsable: knowledge stands in for a read only for a funded packet
+// taking opens whose openers add up to its shares.
+func TestKnownUsable(t *testing.T) {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	base := hongbao.Packet{Count: 3, RemainingCount: 2, RemainingAmount: 200, Total: 300, ExpiresAt: now.Add(time.Hour), Funding: hongbao.Funded}
+	one := map[hongbao.UserID]int64{7: 100}
+	for _, tc := range []struct {
+		name string
+		edit func(k *store.Known)
+		want bool
+	}{
+		{"live, openers add up", func(*store.Known) {}, true},
+		{"an opener missing", func(k *store.Known) { k.Openers = map[hongbao.UserID]int64{} }, false},
+		{"an opener too many", func(k *store.Known) { k.Openers = map[hongbao.UserID]int64{7: 100, 8: 1} }, false},
+		{"pending funding", func(k *store.Known) { k.Packet.Funding = hongbao.Pending }, false},
+		{"closed", func(k *store.Known) { k.Packet.Closed = true }, false},
+		{"expired", func(k *store.Known) { k.Packet.ExpiresAt = now }, false},
+		{"sold out", func(k *store.Known) {
+			k.Packet.RemainingCount, k.Openers = 0, map[hongbao.UserID]int64{7: 100, 8: 100, 9: 100}
+		}, false},
+		{"fresh, no openers (nil)", func(k *store.Known) { k.Packet.RemainingCount, k.Openers = 3, nil }, true},
+	} {
+		k := &store.Known{Packet: base, Openers: maps.Clone(one)}
+		tc.edit(k)
+		if got := k.Usable(now); got != tc.want {
+			t.Errorf("%s: Usable = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if (*store.Known)(nil).Usable(now) {
+		t.Error("nil knowledge is usable")
+	}
 }

@@ -48,6 +48,17 @@ type Known struct {
 	Openers map[hongbao.UserID]int64
 }
 
+// Usable reports whether k may stand in for reading its packet at now:
+// only while the packet takes opens (an answer that writes nothing, as
+// sold_out or expired, would check nothing, and a share opened elsewhere
+// would read as one of them), only for a funded packet, and only with as
+// many openers as the packet has shares (the writes check the packet row,
+// which cannot tell a list of openers that misses one).
+func (k *Known) Usable(now time.Time) bool {
+	return k != nil && k.Packet.Funding == hongbao.Funded && k.Packet.StatusAt(now) == hongbao.Active &&
+		len(k.Openers) == k.Packet.Count-k.Packet.RemainingCount
+}
+
 // Batch is the result of one Work: one outcome per user, the packet as the
 // transaction left it (nil when it does not exist) and, when asked for and
 // the packet is small enough, every share it has.
@@ -80,7 +91,9 @@ func (s *Store) OpenBatch(ctx context.Context, id hongbao.PacketID, users []hong
 // deadlocking. The transaction costs four round trips whatever the number
 // of packets (begin; fence, locks and shares read; writes; commit), plus one
 // when openers are asked for a packet not known; when every packet is
-// known, three (begin; writes; commit).
+// known, three (begin; writes; commit). Known packets are locked by the
+// writes instead, in table then ID order: transactions of one server never
+// share a packet, and a deadlock between servers is retried.
 func (s *Store) OpenMany(ctx context.Context, works []Work) ([]Batch, error) {
 	if len(works) == 0 {
 		return nil, nil
@@ -118,10 +131,7 @@ func unknown(works []Work) []Work {
 }
 
 func (s *Store) openTx(ctx context.Context, tx *sql.Tx, works []Work, now time.Time) ([]Batch, error) {
-	// Knowledge is used only while the packet takes opens: an answer that
-	// writes nothing (sold_out, expired) would check nothing, and a user's
-	// share opened elsewhere would read as one of them.
-	usable := func(w Work) bool { return w.Known != nil && w.Known.Packet.StatusAt(now) == hongbao.Active }
+	usable := func(w Work) bool { return w.Known.Usable(now) }
 	var toRead []Work
 	for _, w := range works {
 		if !usable(w) {

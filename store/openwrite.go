@@ -60,7 +60,7 @@ func (s *Store) writeShares(ctx context.Context, tx *sql.Tx, ws writeSet, now ti
 	// The block's text is parsed on every call: one declared time and one
 	// count of the updated rows keep it short.
 	q.WriteString("BEGIN NOT ATOMIC DECLARE t DATETIME(3) DEFAULT ?; DECLARE n INT DEFAULT 0;")
-	args = append(args, now.UTC())
+	args = append(args, now.UTC().Truncate(time.Millisecond)) // as DATETIME(3) keeps it: MySQL may round finer times up
 	args = s.fenceCheck(&q, args, byPacket, ws.known)
 	for _, t := range tables { // a statement per table: MySQL's cost is mostly per statement
 		q.WriteString("INSERT INTO " + t.Details() + "(packet_id,user_id,amount,seq,opened_at)VALUES")
@@ -109,9 +109,9 @@ func groupShares(s *Store, fresh []share) ([]hongbao.DayTable, map[hongbao.DayTa
 
 // updatePackets writes one UPDATE of the packets ps of table t, each to
 // what it has now on condition it still has what it had before and takes
-// opens (not closed, not expired at the transaction's time t: MySQL's
-// row, not the caller's knowledge, decides), and adds the rows it changed
-// to n.
+// opens (funded, not closed, not expired at the transaction's time t:
+// MySQL's row, not the caller's knowledge, decides), and adds the rows it
+// changed to n.
 func updatePackets(q *strings.Builder, args []any, t hongbao.DayTable, ps []*hongbao.Packet, before map[hongbao.PacketID]remaining) []any {
 	q.WriteString("UPDATE " + t.Packets() + " SET remaining_amount=CASE id")
 	for _, p := range ps {
@@ -123,7 +123,7 @@ func updatePackets(q *strings.Builder, args []any, t hongbao.DayTable, ps []*hon
 		q.WriteString(" WHEN ? THEN ?")
 		args = append(args, p.ID, p.RemainingCount)
 	}
-	q.WriteString(" END WHERE id IN (?" + strings.Repeat(",?", len(ps)-1) + ") AND closed=0 AND expires_at>t AND (id,remaining_amount,remaining_count) IN ((?,?,?)" +
+	q.WriteString(" END WHERE id IN (?" + strings.Repeat(",?", len(ps)-1) + ") AND closed=0 AND funding=1 AND expires_at>t AND (id,remaining_amount,remaining_count) IN ((?,?,?)" +
 		strings.Repeat(",(?,?,?)", len(ps)-1) + ");SET n=n+ROW_COUNT();")
 	for _, p := range ps {
 		args = append(args, p.ID)

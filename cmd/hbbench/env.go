@@ -63,6 +63,19 @@ func newBenchEnv(ctx context.Context, o options) (*benchEnv, error) {
 
 func (e *benchEnv) close() { e.admin.Close() }
 
+// server describes the MySQL every design shares: version and the settings
+// that change its numbers.
+func (e *benchEnv) server(ctx context.Context) string {
+	var version, threads, flush, pool, stats string
+	err := e.admin.QueryRowContext(ctx, "SELECT @@version, @@thread_handling, @@innodb_flush_log_at_trx_commit, @@innodb_buffer_pool_size, @@use_stat_tables").
+		Scan(&version, &threads, &flush, &pool, &stats)
+	if err != nil {
+		return "unknown (" + err.Error() + ")"
+	}
+	return fmt.Sprintf("%s, thread_handling=%s, innodb_flush_log_at_trx_commit=%s, innodb_buffer_pool_size=%s, use_stat_tables=%s",
+		version, threads, flush, pool, stats)
+}
+
 func (e *benchEnv) nextUser() hongbao.UserID { return hongbao.UserID(e.users.Add(1)) }
 
 // newDesign builds a design with its own pool sized for clients.

@@ -95,6 +95,7 @@ func run(ctx context.Context, o options, w io.Writer) error {
 	out := io.MultiWriter(w, &report)
 	fmt.Fprintf(out, "# hbbench results, %s\n\n", time.Now().Format(time.RFC3339))
 	fmt.Fprintf(out, "machine: %s\n\n", machine())
+	fmt.Fprintf(out, "MySQL: %s\n\n", env.server(ctx))
 	name := "results-e2e.md"
 	if o.compare {
 		name = "results.md"

@@ -136,17 +136,24 @@ func commits(ctx context.Context, db *sql.DB) int64 {
 	return n
 }
 
-// quiesce waits (30 s at most) for InnoDB to purge what earlier runs
-// deleted, so that no run pays for the one before: the design run right
-// after a big cleanup would otherwise share the CPU with the purge.
+// quiesce waits (30 s at most) for InnoDB to finish what earlier runs
+// left it (purging what their cleanup deleted, some seconds of CPU after a
+// hot run), so that no run pays for the one before: the design run first
+// after a big cleanup would otherwise share the CPU with the purge. The
+// database is idle when its buffer pool sees almost no writes for 200 ms.
 func quiesce(ctx context.Context, db *sql.DB) {
 	deadline := time.Now().Add(30 * time.Second)
+	last := int64(-1)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		var name string
 		var n int64
-		if err := db.QueryRowContext(ctx, "SHOW GLOBAL STATUS LIKE 'Innodb_history_list_length'").Scan(&name, &n); err != nil || n < 1000 {
+		if err := db.QueryRowContext(ctx, "SHOW GLOBAL STATUS LIKE 'Innodb_buffer_pool_write_requests'").Scan(&name, &n); err != nil {
 			return // without the counter, run anyway
 		}
+		if last >= 0 && n-last < 1000 {
+			return
+		}
+		last = n
 		time.Sleep(200 * time.Millisecond)
 	}
 }
@@ -256,6 +263,7 @@ func cleanup(ctx context.Context, db *sql.DB, loc *time.Location, ps []*hongbao.
 			in := "(?" + strings.Repeat(",?", n-1) + ")"
 			for _, q := range []string{
 				"DELETE FROM hb_set.outbox WHERE packet_id IN " + in,
+				"DELETE FROM hb_set.expiry WHERE packet_id IN " + in, // packets sent through the server
 				"DELETE FROM " + t.Details() + " WHERE packet_id IN " + in,
 				"DELETE FROM " + t.Packets() + " WHERE id IN " + in,
 			} {

@@ -39,6 +39,7 @@ type options struct {
 	cpuprof   string
 	compare   bool
 	crash     bool
+	repeat    int
 }
 
 func main() {
@@ -58,7 +59,12 @@ func main() {
 	flag.StringVar(&o.cpuprof, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.BoolVar(&o.compare, "compare", true, "run the in-process design comparison, plot and memory (false: only -e2e)")
 	flag.BoolVar(&o.crash, "crash", true, "kill -9 the store (a private MariaDB for ours; a private Redis for redis+lua) in the middle of a rain and count what is lost")
+	flag.IntVar(&o.repeat, "repeat", 3, "runs of a group or rain design that finishes in under 10 s; the median is reported")
 	flag.Parse()
+	if o.repeat < 1 {
+		fmt.Fprintln(os.Stderr, "hbbench: flag -repeat: must be positive")
+		os.Exit(2)
+	}
 	if o.clients < 1 {
 		fmt.Fprintln(os.Stderr, "hbbench: flag -clients: must be positive")
 		os.Exit(2)

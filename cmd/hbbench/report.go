@@ -28,10 +28,11 @@ func ms(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d.Microse
 func ratio(rs []*result, s, a, b string) string {
 	var ra, rb float64
 	for _, r := range rs {
-		if r.scenario == s && r.design == a {
+		design, _, _ := strings.Cut(r.design, " (")
+		if r.scenario == s && design == a {
 			ra = r.rate()
 		}
-		if r.scenario == s && r.design == b {
+		if r.scenario == s && design == b {
 			rb = r.rate()
 		}
 	}

@@ -50,7 +50,7 @@ func main() {
 	flag.StringVar(&o.designs, "designs", "queue,queue-cold,lock,optimistic,redis+lua", "designs to compare (queue-cold: the product with packets it did not send)")
 	flag.StringVar(&o.scenarios, "scenarios", "hot,group,rain", "scenarios to run")
 	flag.DurationVar(&o.hotDur, "hot-duration", 8*time.Second, "length of a hot run")
-	flag.DurationVar(&o.capDur, "cap", 20*time.Second, "time cap of a group or rain run")
+	flag.DurationVar(&o.capDur, "cap", 15*time.Second, "time cap of a group or rain run")
 	flag.IntVar(&o.clients, "clients", 2000, "concurrent clients")
 	flag.StringVar(&o.sweep, "sweep", "16,64,256,1024,2000", "client counts of the hot plot (empty: no plot)")
 	flag.StringVar(&o.e2e, "e2e", "", "router URL for the end-to-end runs, e.g. http://127.0.0.1:8080 (empty: skip)")

@@ -43,16 +43,6 @@ import (
 // kT0 is the unit tests' time.
 var kT0 = time.Date(2025, 2, 1, 12, 0, 0, 0, time.UTC)
 
-// kOpeners returns n openers: users base+1.. with amounts 3*user.
-func kOpeners(base, n int) map[hongbao.UserID]int64 {
-	m := make(map[hongbao.UserID]int64, n)
-	for i := 1; i <= n; i++ {
-		u := hongbao.UserID(base + i)
-		m[u] = 3 * int64(u)
-	}
-	return m
-}
-
 // kBatch is a committed batch of packet id with count shares, the openers
 // given, expiring an hour after kT0: what learn is fed.
 func kBatch(id hongbao.PacketID, count int, openers map[hongbao.UserID]int64) store.Batch {
@@ -154,22 +144,22 @@ func TestKnownLearnForgets(t *testing.T) {
 	if got := newKnown(1 << 30).upTo(); got != knownUpTo {
 		t.Errorf("upTo() with a huge limit = %d, want %d", got, knownUpTo)
 	}
-	soldOut := kBatch(1, 3, kOpeners(100, 3))
-	expired := kBatch(1, 3, kOpeners(100, 1))
+	soldOut := kBatch(1, 3, openers(100, 3))
+	expired := kBatch(1, 3, openers(100, 1))
 	expired.Packet.ExpiresAt = kT0
-	closed := kBatch(1, 3, kOpeners(100, 1))
+	closed := kBatch(1, 3, openers(100, 1))
 	closed.Packet.Closed = true
 	noOpeners := kBatch(1, 3, nil)
 	for _, tc := range []struct {
 		name string
 		b    store.Batch
 	}{
-		{"count above upTo", kBatch(1, 11, kOpeners(100, 1))},
+		{"count above upTo", kBatch(1, 11, openers(100, 1))},
 		{"sold out", soldOut},
 		{"expired", expired},
 		{"closed", closed},
 		{"openers nil", noOpeners},
-		{"packet nil", store.Batch{Openers: kOpeners(100, 1)}},
+		{"packet nil", store.Batch{Openers: openers(100, 1)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			k := newKnown(40)
@@ -177,7 +167,7 @@ func TestKnownLearnForgets(t *testing.T) {
 			if k.size() != 0 || k.get(1, kT0) != nil {
 				t.Errorf("learnt from scratch: size %d", k.size())
 			}
-			k.learn(1, kBatch(1, 10, kOpeners(100, 2)), kT0) // exactly upTo: kept
+			k.learn(1, kBatch(1, 10, openers(100, 2)), kT0) // exactly upTo: kept
 			if k.get(1, kT0) == nil {
 				t.Fatal("a packet of upTo shares is not known")
 			}
@@ -297,7 +287,7 @@ func TestKnownBoundFIFO(t *testing.T) {
 		{10, 0, []hongbao.PacketID{6, 7, 8, 9, 10}, 59},
 	}
 	for i, st := range steps {
-		k.learn(st.id, kBatch(st.id, 15, kOpeners(1000*int(st.id), st.openers)), kT0)
+		k.learn(st.id, kBatch(st.id, 15, openers(1000*int(st.id), st.openers)), kT0)
 		m.learn(st.id, st.openers)
 		got := kHeld(t, k)
 		if !slices.Equal(got, st.want) || k.held != st.held {
@@ -315,7 +305,7 @@ func TestKnownBoundFIFO(t *testing.T) {
 		for i := range 3000 {
 			id := hongbao.PacketID(1 + r.IntN(40))
 			n := r.IntN(upTo) // fewer than the count: still active
-			k.learn(id, kBatch(id, upTo, kOpeners(1000*int(id), n)), kT0)
+			k.learn(id, kBatch(id, upTo, openers(1000*int(id), n)), kT0)
 			m.learn(id, n)
 			kCheckModel(t, fmt.Sprintf("limit %d, step %d (learn %d with %d shares)", limit, i, id, n), k, m)
 		}
@@ -353,14 +343,14 @@ func TestKnownOrderBounded(t *testing.T) {
 			k := newKnown(10000)
 			for i := range keep {
 				id := hongbao.PacketID(1000 + i)
-				k.learn(id, kBatch(id, 2, kOpeners(0, 1)), kT0)
+				k.learn(id, kBatch(id, 2, openers(0, 1)), kT0)
 			}
-			sold := kBatch(3, 2, kOpeners(0, 2)) // sold out: learning it forgets
+			sold := kBatch(3, 2, openers(0, 2)) // sold out: learning it forgets
 			for range 10000 {
-				k.learn(1, kBatch(1, 2, kOpeners(0, 1)), kT0)
-				k.learn(2, kBatch(2, 2, kOpeners(0, 1)), kT0)
-				k.learn(3, kBatch(3, 2, kOpeners(0, 1)), kT0)
-				k.learn(1, kBatch(1, 2, kOpeners(0, 1)), kT0) // again: no new name
+				k.learn(1, kBatch(1, 2, openers(0, 1)), kT0)
+				k.learn(2, kBatch(2, 2, openers(0, 1)), kT0)
+				k.learn(3, kBatch(3, 2, openers(0, 1)), kT0)
+				k.learn(1, kBatch(1, 2, openers(0, 1)), kT0) // again: no new name
 				k.forget(1)
 				k.forget(2)
 				k.learn(3, sold, kT0)
@@ -379,7 +369,7 @@ func TestKnownOrderBounded(t *testing.T) {
 					k.learn(id, kBatch(id, 2, map[hongbao.UserID]int64{}), kT0)
 					id++
 				}
-				k.learn(id, kBatch(id, 3, kOpeners(0, 2)), kT0) // 2 more than fits
+				k.learn(id, kBatch(id, 3, openers(0, 2)), kT0) // 2 more than fits
 				if k.get(1000, kT0) != nil || k.get(1001, kT0) == nil || k.get(id, kT0) == nil {
 					t.Errorf("learning past the limit did not evict exactly the oldest packet")
 				}
@@ -1104,7 +1094,7 @@ func TestKnownForgetsAfterFailedOpen(t *testing.T) {
 // never overwrites what later transactions taught.
 func TestKnownLearnSent(t *testing.T) {
 	fresh := func(id hongbao.PacketID) *hongbao.Packet { return kBatch(id, 10, nil).Packet }
-	opened := kBatch(3, 10, kOpeners(100, 2)).Packet // a replay that found shares taken
+	opened := kBatch(3, 10, openers(100, 2)).Packet // a replay that found shares taken
 	for _, tc := range []struct {
 		name    string
 		p       *hongbao.Packet
@@ -1129,7 +1119,7 @@ func TestKnownLearnSent(t *testing.T) {
 	}
 	t.Run("does not overwrite newer knowledge", func(t *testing.T) {
 		k := newKnown(1000)
-		later := kBatch(4, 10, kOpeners(200, 3))
+		later := kBatch(4, 10, openers(200, 3))
 		k.learn(4, later, kT0)
 		k.learnSent(kBatch(4, 10, nil).Packet, true, kT0)
 		if kn := k.get(4, kT0); kn == nil || len(kn.Openers) != 3 || kn.Packet.RemainingCount != 7 {

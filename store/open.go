@@ -228,18 +228,10 @@ type openRead struct {
 // group scenario).
 func (s *Store) readForOpen(ctx context.Context, tx *sql.Tx, works []Work) (openRead, error) {
 	ids, users := packetsOf(works)
-	buckets := map[hongbao.Bucket]bool{}
+	buckets := bucketsOf(ids)
 	var q strings.Builder
-	var args []any
-	q.WriteString("SELECT bucket FROM hb_fence.owned WHERE set_name = ? AND bucket IN (")
-	args = append(args, s.set)
-	for _, id := range ids {
-		if !buckets[id.Bucket()] {
-			buckets[id.Bucket()] = true
-			args = append(args, int(id.Bucket()))
-		}
-	}
-	q.WriteString("?" + strings.Repeat(",?", len(buckets)-1) + ") LOCK IN SHARE MODE;")
+	fq, args := s.owned("bucket", buckets)
+	q.WriteString(fq + ";")
 	for i, id := range ids { // UNION ALL parts run in order: locks in ID order
 		q.WriteString(unionPart(i) + "(" + selectPacket + s.Table(id).Packets() + " WHERE id = ? FOR UPDATE)")
 		args = append(args, id)
@@ -263,11 +255,36 @@ func (s *Store) readForOpen(ctx context.Context, tx *sql.Tx, works []Work) (open
 		return openRead{}, s.readErr(err)
 	}
 	defer rows.Close()
-	rd, err := scanForOpen(rows, ids, buckets, s.set)
+	rd, err := scanForOpen(rows, ids, len(buckets), s.set)
 	if err != nil {
 		return openRead{}, s.readErr(err)
 	}
 	return rd, nil
+}
+
+// owned is the fence every open transaction takes, as a statement
+// selecting what: a shared lock on the SET's claim to each of buckets (at
+// least one), which a bucket's move must wait for. It returns the
+// statement and its arguments.
+func (s *Store) owned(what string, buckets []hongbao.Bucket) (string, []any) {
+	args := make([]any, 0, len(buckets)+1)
+	args = append(args, s.set)
+	for _, b := range buckets {
+		args = append(args, int(b))
+	}
+	return "SELECT " + what + " FROM hb_fence.owned WHERE set_name = ? AND bucket IN (?" +
+		strings.Repeat(",?", len(buckets)-1) + ") LOCK IN SHARE MODE", args
+}
+
+// bucketsOf returns the distinct buckets of ids, in the order first seen.
+func bucketsOf(ids []hongbao.PacketID) []hongbao.Bucket {
+	var bs []hongbao.Bucket
+	for _, id := range ids {
+		if !slices.Contains(bs, id.Bucket()) {
+			bs = append(bs, id.Bucket())
+		}
+	}
+	return bs
 }
 
 func unionPart(i int) string {
@@ -322,7 +339,7 @@ func (s *Store) readErr(err error) error {
 
 // scanForOpen reads the result sets of readForOpen in order: the fence,
 // the packets, the shares.
-func scanForOpen(rows *sql.Rows, ids []hongbao.PacketID, buckets map[hongbao.Bucket]bool, set string) (openRead, error) {
+func scanForOpen(rows *sql.Rows, ids []hongbao.PacketID, buckets int, set string) (openRead, error) {
 	owned := 0
 	for rows.Next() {
 		owned++
@@ -330,8 +347,8 @@ func scanForOpen(rows *sql.Rows, ids []hongbao.PacketID, buckets map[hongbao.Buc
 	if err := rows.Err(); err != nil {
 		return openRead{}, err
 	}
-	if owned != len(buckets) {
-		return openRead{}, fmt.Errorf("%d of %d buckets not owned by SET %s: %w", len(buckets)-owned, len(buckets), set, hongbao.ErrWrongSet)
+	if owned != buckets {
+		return openRead{}, fmt.Errorf("%d of %d buckets not owned by SET %s: %w", buckets-owned, buckets, set, hongbao.ErrWrongSet)
 	}
 	rd := openRead{packets: map[hongbao.PacketID]*hongbao.Packet{}, have: map[hongbao.PacketID]map[hongbao.UserID]int64{}}
 	if !rows.NextResultSet() {

@@ -66,7 +66,10 @@ func (s *Store) writeShares(ctx context.Context, tx *sql.Tx, ws writeSet, now ti
 		q.WriteString("INSERT INTO " + t.Details() + "(packet_id,user_id,amount,seq,opened_at)VALUES")
 		for i, p := range byTable[t] {
 			for k, r := range byPacket[p] {
-				q.WriteString(map[bool]string{true: "(?,?,?,?,t)", false: ",(?,?,?,?,t)"}[i == 0 && k == 0])
+				if i > 0 || k > 0 {
+					q.WriteString(",")
+				}
+				q.WriteString("(?,?,?,?,t)")
 				args = append(args, p.ID, r.User, r.Amount, r.Seq)
 			}
 		}
@@ -138,22 +141,19 @@ func updatePackets(q *strings.Builder, args []any, t hongbao.DayTable, ps []*hon
 // fenceCheck writes the lock and check of the SET's claim to the buckets
 // of the known packets (the others' were locked by the read).
 func (s *Store) fenceCheck(q *strings.Builder, args []any, ps map[*hongbao.Packet][]hongbao.Record, known map[hongbao.PacketID]bool) []any {
-	seen := map[hongbao.Bucket]bool{}
+	var ids []hongbao.PacketID
 	for p := range ps {
-		if known[p.ID] && !seen[p.ID.Bucket()] {
-			seen[p.ID.Bucket()] = true
+		if known[p.ID] {
+			ids = append(ids, p.ID)
 		}
 	}
-	if len(seen) == 0 {
+	if len(ids) == 0 {
 		return args
 	}
-	args = append(args, s.set)
-	for b := range seen {
-		args = append(args, int(b))
-	}
-	q.WriteString("IF (SELECT COUNT(*) FROM hb_fence.owned WHERE set_name = ? AND bucket IN (?" + strings.Repeat(",?", len(seen)-1) +
-		fmt.Sprintf(") LOCK IN SHARE MODE) <> %d THEN SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = %d, MESSAGE_TEXT = 'buckets not owned'; END IF;", len(seen), errNotOwned))
-	return args
+	buckets := bucketsOf(ids)
+	fq, fargs := s.owned("COUNT(*)", buckets)
+	fmt.Fprintf(q, "IF (%s) <> %d THEN SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = %d, MESSAGE_TEXT = 'buckets not owned'; END IF;", fq, len(buckets), errNotOwned)
+	return append(args, fargs...)
 }
 
 // openersOf fills the Openers of every batch whose work asked for them and

@@ -130,9 +130,7 @@ func openRetrying(ctx context.Context, d design, j job, busy *atomic.Int64) (int
 
 // commits reads MariaDB's commit counter.
 func commits(ctx context.Context, db *sql.DB) int64 {
-	var name string
-	var n int64
-	_ = db.QueryRowContext(ctx, "SHOW GLOBAL STATUS LIKE 'Com_commit'").Scan(&name, &n) // 0 on error: the column shows it
+	n, _ := status(ctx, db, "Com_commit") // 0 on error: the column shows it
 	return n
 }
 

@@ -16,8 +16,9 @@ test: ## vet + unit and integration tests with -race against real MariaDB and me
 deps: ## install MariaDB and memcached if missing
 	@scripts/dev.sh deps
 
-build:
+build: ## the binaries, into .run/bin
 	go build -o .run/bin/ ./cmd/...
+	cd cmd/hbbench && go build -o ../../.run/bin/ .
 
 bench-compare: ## the design comparison, end to end and memory; writes docs/bench/results.md
 	@scripts/dev.sh bench

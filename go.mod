@@ -6,15 +6,12 @@ require (
 	github.com/bradfitz/gomemcache v0.0.0-20260422231931-4d751bb6e37c
 	github.com/cespare/xxhash/v2 v2.3.0
 	github.com/go-sql-driver/mysql v1.10.1
-	github.com/redis/go-redis/v9 v9.23.0
 	go.uber.org/zap v1.28.0
 	go.yaml.in/yaml/v3 v3.0.6
-	golang.org/x/image v0.47.0
 )
 
 require (
 	filippo.io/edwards25519 v1.2.0 // indirect
-	go.uber.org/atomic v1.12.0 // indirect
+	github.com/stretchr/testify v1.12.1 // indirect
 	go.uber.org/multierr v1.10.0 // indirect
-	golang.org/x/sys v0.49.0 // indirect
 )

@@ -5,7 +5,9 @@
 package hongbao
 
 import (
+	"crypto/rand"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -167,4 +169,34 @@ func (m *Minter) Next(b Bucket) (PacketID, error) {
 		m.lastMs, m.seq = ms, 0
 	}
 	return NewPacketID(time.UnixMilli(ms), b, m.seq)
+}
+
+// mintTries is how many IDs Mint tries before giving up: a collision
+// needs two minters in one millisecond and bucket, so a second ID all but
+// always succeeds.
+const mintTries = 4
+
+// Mint is the one way a send gets its packet ID: it picks the bucket from
+// the sender and the idempotency key (random bytes without one, so keyless
+// sends spread over the buckets), mints an ID there and passes it to try.
+// When try reports ErrDuplicateID (the ID is another minter's packet), it mints again in the same bucket, so a
+// retried send still meets its first attempt's idempotency key.
+func (m *Minter) Mint(sender UserID, idempotencyKey string, try func(PacketID) error) error {
+	key := []byte(idempotencyKey)
+	if len(key) == 0 {
+		key = make([]byte, 16)
+		_, _ = rand.Read(key) // crypto/rand.Read never fails (Go 1.24+)
+	}
+	b := BucketFor(sender, key)
+	var err error
+	for range mintTries {
+		var id PacketID
+		if id, err = m.Next(b); err != nil {
+			return err
+		}
+		if err = try(id); !errors.Is(err, ErrDuplicateID) {
+			return err
+		}
+	}
+	return err
 }

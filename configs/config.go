@@ -15,10 +15,6 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.yaml.in/yaml/v3"
-
-	"github.com/hongbao-dev/hongbao/queue"
-
-	hongbao "github.com/hongbao-dev/hongbao"
 )
 
 // Config is the whole configuration.
@@ -141,12 +137,12 @@ func Load(path string, env []string) (*Config, error) {
 
 // Defaults is the configuration before the file is read.
 func Defaults() *Config {
-	l := hongbao.DefaultLimits()
 	return &Config{
 		TimeZone: "Asia/Shanghai",
 		TokenTTL: Duration(24 * time.Hour),
-		Limits: Limits{MaxTotal: l.MaxTotal, MaxCount: l.MaxCount, MaxShare: l.MaxShare,
-			Expiry: Duration(l.Expiry), MaxGreeting: l.MaxGreeting},
+		// The domain's DefaultLimits (a test of cmd/internal/settings
+		// keeps the two equal; configs imports nothing of hongbao's).
+		Limits: Limits{MaxTotal: 20000, MaxCount: 100, MaxShare: 20000, Expiry: Duration(24 * time.Hour), MaxGreeting: 200},
 		Queue: Queue{Size: 1024, Batch: 256, Idle: Duration(5 * time.Second), TxTimeout: Duration(5 * time.Second), SlotCap: 2,
 			Merge: 64, Committers: 4, Memo: 1_000_000},
 		Cache:         Cache{Timeout: Duration(200 * time.Millisecond), Conns: 64},
@@ -216,20 +212,6 @@ func (c *Config) Location() *time.Location {
 		return time.UTC
 	}
 	return loc
-}
-
-// DomainLimits converts to the domain's limits.
-func (c *Config) DomainLimits() hongbao.Limits {
-	l := c.Limits
-	return hongbao.Limits{MaxTotal: l.MaxTotal, MaxCount: l.MaxCount, MaxShare: l.MaxShare,
-		Expiry: l.Expiry.D(), MaxGreeting: l.MaxGreeting}
-}
-
-// QueueConfig converts to the per-packet queues' configuration.
-func (c *Config) QueueConfig() queue.Config {
-	q := c.Queue
-	return queue.Config{Size: q.Size, Batch: q.Batch, Idle: q.Idle.D(), TxTimeout: q.TxTimeout.D(), SlotCap: q.SlotCap,
-		Parallel: q.Committers, Merge: q.Merge}
 }
 
 // Set returns the SET called name.

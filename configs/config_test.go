@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	hongbao "github.com/hongbao-dev/hongbao"
 )
 
 // writeConfig writes a config file made of dev.yaml with edit applied.
@@ -48,9 +46,9 @@ func TestLoadDev(t *testing.T) {
 	if c.TokenTTL.D() != 24*time.Hour {
 		t.Errorf("token_ttl %s", c.TokenTTL.D())
 	}
-	wantLimits := hongbao.Limits{MaxTotal: 20000, MaxCount: 100, MaxShare: 20000, Expiry: 24 * time.Hour, MaxGreeting: 200}
-	if got := c.DomainLimits(); got != wantLimits {
-		t.Errorf("DomainLimits() = %+v, want %+v", got, wantLimits)
+	wantLimits := Limits{MaxTotal: 20000, MaxCount: 100, MaxShare: 20000, Expiry: Duration(24 * time.Hour), MaxGreeting: 200}
+	if c.Limits != wantLimits {
+		t.Errorf("limits = %+v, want %+v", c.Limits, wantLimits)
 	}
 	wantQueue := Queue{Size: 1024, Batch: 256, Idle: Duration(5 * time.Second), TxTimeout: Duration(5 * time.Second), SlotCap: 2,
 		Merge: 128, Committers: 4, Memo: 1_000_000}
@@ -97,7 +95,7 @@ func TestLoadEnvOverrides(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Load with overrides: %v", err)
 	}
-	if c.Limits.MaxTotal != 50000 || c.DomainLimits().MaxTotal != 50000 {
+	if c.Limits.MaxTotal != 50000 {
 		t.Errorf("max_total = %d, want 50000", c.Limits.MaxTotal)
 	}
 	if c.Queue.Idle.D() != 9*time.Second {
@@ -196,8 +194,5 @@ func TestDefaultsNeedSecrets(t *testing.T) {
 	d.Secret, d.InternalSecret = strings.Repeat("s", 16), strings.Repeat("i", 16)
 	if err := d.Check(); err != nil && strings.Contains(err.Error(), "secret") {
 		t.Errorf("defaults with 16-byte secrets: %v", err)
-	}
-	if got := d.DomainLimits(); got != hongbao.DefaultLimits() {
-		t.Errorf("default limits %+v, want hongbao.DefaultLimits() %+v", got, hongbao.DefaultLimits())
 	}
 }

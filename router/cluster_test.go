@@ -2,9 +2,9 @@ package router_test
 
 // Integration tests of the whole cluster (issue 3): real hbrouter, hbserver
 // and hbctl processes over private MariaDB and memcached instances
-// (routertest), and the tests talk HTTP to the router like any client, or
+// (clustertest), and the tests talk HTTP to the router like any client, or
 // straight to the servers. The invariants are checked with the tests' own
-// SQL (storetest), straight from each SET's MySQL.
+// SQL (dbtest), straight from each SET's MySQL.
 
 import (
 	"context"
@@ -26,10 +26,11 @@ import (
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/api"
 	"github.com/hongbao-dev/hongbao/router"
-	"github.com/hongbao-dev/hongbao/router/routertest"
-	"github.com/hongbao-dev/hongbao/set"
+	"github.com/hongbao-dev/hongbao/router/clustertest"
+	"github.com/hongbao-dev/hongbao/router/topology"
+	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store"
-	"github.com/hongbao-dev/hongbao/store/storetest"
+	"github.com/hongbao-dev/hongbao/store/dbtest"
 )
 
 // TestClusterPacketsLandOnBothSets: packets sent through the router are
@@ -93,7 +94,7 @@ func TestClusterPacketsLandOnBothSets(t *testing.T) {
 	t.Logf("packets per SET: %v", perSet)
 	// And the router finds each of them again.
 	for i, id := range ids[:10] {
-		r := c.detail(storetest.FreshUser(), id)
+		r := c.detail(dbtest.FreshUser(), id)
 		if total, _ := r.Num("total"); r.Status != http.StatusOK || r.Str("id") != id.String() || total != bodies[i].Total {
 			t.Errorf("detail of %s: %v", id, r)
 		}
@@ -106,9 +107,9 @@ func TestClusterPacketsLandOnBothSets(t *testing.T) {
 func TestClusterIdempotentSend(t *testing.T) {
 	c := startCluster(t)
 	sender := c.richUser(t)
-	key := storetest.UniqueName("idem-")
+	key := dbtest.UniqueName("idem-")
 	body := sendBody{Total: 888, Count: 8, Type: "random", Greeting: "一次就好"}
-	var replies [5]routertest.Reply
+	var replies [5]clustertest.Reply
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	for i := range 4 {
@@ -194,7 +195,7 @@ func TestClusterManyPacketsManyOpeners(t *testing.T) {
 	}
 	pool := make([]hongbao.UserID, poolSize)
 	for i := range pool {
-		pool[i] = storetest.FreshUser()
+		pool[i] = dbtest.FreshUser()
 	}
 	ids := make([]hongbao.PacketID, packets)
 	bodies := make([]sendBody, packets)
@@ -338,7 +339,7 @@ func TestClusterServerRefusesUnsignedRequests(t *testing.T) {
 		{"signed under another secret", func(r *http.Request, u hongbao.UserID) { wrongSecret.Sign(r, u) }},
 		{"signature 5 minutes old", func(r *http.Request, u hongbao.UserID) { stale.Sign(r, u) }},
 		{"signature of another user", func(r *http.Request, u hongbao.UserID) {
-			good.Sign(r, storetest.FreshUser())
+			good.Sign(r, dbtest.FreshUser())
 			r.Header.Set(api.HeaderUser, u.String())
 		}},
 	}
@@ -365,7 +366,7 @@ func TestClusterServerRefusesUnsignedRequests(t *testing.T) {
 		return
 	}
 	owner, _ := router.Route(topo, pkt, nil)
-	opener := storetest.FreshUser()
+	opener := dbtest.FreshUser()
 	for _, srv := range owner.Servers {
 		for _, a := range attacks {
 			for _, method := range []string{http.MethodPost, http.MethodGet} {
@@ -446,7 +447,7 @@ func TestClusterKillServerDuringOpens(t *testing.T) {
 	}
 	pool := make([]hongbao.UserID, poolSize)
 	for i := range pool {
-		pool[i] = storetest.FreshUser()
+		pool[i] = dbtest.FreshUser()
 	}
 
 	answers := make([][]openAnswer, len(ids))
@@ -483,7 +484,7 @@ func TestClusterKillServerDuringOpens(t *testing.T) {
 		time.Sleep(2 * time.Millisecond)
 	}
 	atKill := done.Load()
-	c.Kill(routertest.Server, victimName)
+	c.Kill(clustertest.Server, victimName)
 	killedAt := time.Since(began)
 	if atKill > total/2 {
 		t.Errorf("the kill came late: %d of %d opens were already answered", atKill, total)
@@ -520,7 +521,7 @@ func TestClusterKillServerDuringOpens(t *testing.T) {
 		len(ids), len(onVictim), victim, total, killedAt.Round(time.Millisecond), atKill, elapsed.Round(time.Millisecond),
 		slowest.Round(time.Millisecond), retries.Load(), totalOpened)
 
-	c.Restart(routertest.Server, victimName)
+	c.Restart(clustertest.Server, victimName)
 	// The restarted server serves again: a fresh packet of SET a that ranks
 	// it first can be sent and opened.
 	for tries := 0; tries < 100; tries++ {
@@ -529,8 +530,8 @@ func TestClusterKillServerDuringOpens(t *testing.T) {
 		if _, ranked := router.Route(topo, id, nil); ranked[0] != victim {
 			continue
 		}
-		a := c.openFinal(storetest.FreshUser(), id, retryAny5xx, 10*time.Second)
-		if kind, err := routertest.Classify(a.R); err != nil || kind != hongbao.Opened {
+		a := c.openFinal(dbtest.FreshUser(), id, retryAny5xx, 10*time.Second)
+		if kind, err := clustertest.Classify(a.R); err != nil || kind != hongbao.Opened {
 			t.Errorf("open after the restart: %v", a.R)
 		}
 		break
@@ -561,7 +562,7 @@ func TestClusterMoveBucket(t *testing.T) {
 		key, bucket = bucketKey(t, sender, ownedByA)
 		var n int
 		err := c.DB(setA).QueryRow("SELECT COUNT(*) FROM " + hongbao.DayTable{Bucket: bucket, Day: today}.Packets()).Scan(&n)
-		if storetest.MissingTable(err) || (err == nil && n == 0) {
+		if dbtest.MissingTable(err) || (err == nil && n == 0) {
 			break
 		}
 	}
@@ -573,7 +574,7 @@ func TestClusterMoveBucket(t *testing.T) {
 	if id.Bucket() != bucket {
 		t.Fatalf("packet %s is in bucket %d, want %d", id, id.Bucket(), bucket)
 	}
-	early := []hongbao.UserID{storetest.FreshUser(), storetest.FreshUser()}
+	early := []hongbao.UserID{dbtest.FreshUser(), dbtest.FreshUser()}
 	for _, u := range early {
 		if a := c.openFinal(u, id, retryBusy, 10*time.Second); a.R.Str("status") != hongbao.Opened {
 			t.Fatalf("open before the move: %v", a.R)
@@ -587,7 +588,7 @@ func TestClusterMoveBucket(t *testing.T) {
 	// A reader follows the packet through the router during the move.
 	type seen struct {
 		at time.Time
-		r  routertest.Reply
+		r  clustertest.Reply
 	}
 	var polls []seen
 	stop := make(chan struct{})
@@ -595,7 +596,7 @@ func TestClusterMoveBucket(t *testing.T) {
 	pollers.Add(1)
 	go func() {
 		defer pollers.Done()
-		reader := storetest.FreshUser()
+		reader := dbtest.FreshUser()
 		for {
 			select {
 			case <-stop:
@@ -627,7 +628,7 @@ func TestClusterMoveBucket(t *testing.T) {
 	type stale struct {
 		srv   string
 		after time.Duration
-		r     routertest.Reply
+		r     clustertest.Reply
 	}
 	var staleAnswers []stale
 	var staleMu sync.Mutex
@@ -637,7 +638,7 @@ func TestClusterMoveBucket(t *testing.T) {
 		probes.Add(1)
 		go func() {
 			defer probes.Done()
-			reader := storetest.FreshUser()
+			reader := dbtest.FreshUser()
 			for time.Since(moved) < 3*time.Second {
 				req := c.Request(http.MethodGet, "http://"+srv+"/v1/packets/"+id.String(), 0, nil, nil)
 				probeSigner.Sign(req, reader)
@@ -655,7 +656,7 @@ func TestClusterMoveBucket(t *testing.T) {
 
 	// Within ~3 s the router sends the packet to SET b: a new open
 	// succeeds there and the detail shows every share.
-	late := storetest.FreshUser()
+	late := dbtest.FreshUser()
 	var final openAnswer
 	for {
 		final = c.openFinal(late, id, retryBusy, 5*time.Second)
@@ -671,7 +672,7 @@ func TestClusterMoveBucket(t *testing.T) {
 	if routedAfter > 3*time.Second {
 		t.Errorf("the router took %v after the move to open the packet on SET %s, want ~3 s at most", routedAfter, setB)
 	}
-	r := c.detail(storetest.FreshUser(), id)
+	r := c.detail(dbtest.FreshUser(), id)
 	if r.Status != http.StatusOK || len(r.JSON["records"].([]any)) != 3 {
 		t.Errorf("detail through the router after the move: %v", r)
 	}
@@ -800,10 +801,10 @@ func TestClusterMoveBucket(t *testing.T) {
 	if _, err := st.OpenBatch(ctx, id, []hongbao.UserID{intruder}); !errors.Is(err, hongbao.ErrWrongSet) {
 		t.Errorf("open of %s on SET %s after the move: %v, want wrong_set", id, setA, err)
 	}
-	if p := storetest.ReadPacket(t, c.DB(setA), minted); p != nil {
+	if p := dbtest.ReadPacket(t, c.DB(setA), minted); p != nil {
 		t.Errorf("a refused create left packet %s on SET %s", minted, setA)
 	}
-	if p := storetest.ReadPacket(t, c.DB(setA), id); p != nil {
+	if p := dbtest.ReadPacket(t, c.DB(setA), id); p != nil {
 		t.Errorf("packet %s still on SET %s after the move: %+v", id, setA, *p)
 	}
 	// The control: a bucket SET a still owns takes the same write.
@@ -864,30 +865,30 @@ func TestClusterMoveBucket(t *testing.T) {
 
 // ---- the cluster -------------------------------------------------------------
 
-// cluster is a routertest cluster of two SETs of two servers and a router,
+// cluster is a clustertest cluster of two SETs of two servers and a router,
 // with no settler: every share's wallet credit stays in its SET's outbox,
 // where checkPacket finds it.
 type cluster struct {
-	*routertest.Cluster
+	*clustertest.Cluster
 	loc  *time.Location
 	meta *sql.DB
 }
 
 func startCluster(t *testing.T) *cluster {
 	t.Helper()
-	rc := routertest.Start(t, routertest.Options{NoSettlers: true})
-	meta, err := store.OpenDB(rc.MetaDSN, 2)
+	rc := clustertest.Start(t, clustertest.Options{NoSettlers: true})
+	meta, err := schema.Open(rc.MetaDSN, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { meta.Close() })
-	return &cluster{Cluster: rc, loc: storetest.Shanghai(t), meta: meta}
+	return &cluster{Cluster: rc, loc: dbtest.Shanghai(t), meta: meta}
 }
 
 // richUser returns a fresh user with enough money for any test.
 func (c *cluster) richUser(t testing.TB) hongbao.UserID {
 	t.Helper()
-	u := storetest.FreshUser()
+	u := dbtest.FreshUser()
 	c.TopUp(t, u, 100_000_000)
 	return u
 }
@@ -903,7 +904,7 @@ func (c *cluster) balance(t testing.TB, user hongbao.UserID) int64 {
 }
 
 // do sends a request through the router as user (0: no token).
-func (c *cluster) do(method, path string, user hongbao.UserID, body []byte, hdr map[string]string) routertest.Reply {
+func (c *cluster) do(method, path string, user hongbao.UserID, body []byte, hdr map[string]string) clustertest.Reply {
 	return c.Do(c.Request(method, c.URL()+path, user, body, hdr))
 }
 
@@ -924,7 +925,7 @@ func (b sendBody) json() []byte {
 }
 
 // send posts a packet through the router; key "" sends no Idempotency-Key.
-func (c *cluster) send(user hongbao.UserID, b sendBody, key string) routertest.Reply {
+func (c *cluster) send(user hongbao.UserID, b sendBody, key string) clustertest.Reply {
 	var hdr map[string]string
 	if key != "" {
 		hdr = map[string]string{"Idempotency-Key": key}
@@ -953,16 +954,16 @@ func (c *cluster) mustSend(t testing.TB, user hongbao.UserID, b sendBody, key st
 	}
 }
 
-func (c *cluster) open(user hongbao.UserID, id hongbao.PacketID) routertest.Reply {
+func (c *cluster) open(user hongbao.UserID, id hongbao.PacketID) clustertest.Reply {
 	return c.do(http.MethodPost, "/v1/packets/"+id.String()+"/open", user, nil, nil)
 }
 
-func (c *cluster) detail(user hongbao.UserID, id hongbao.PacketID) routertest.Reply {
+func (c *cluster) detail(user hongbao.UserID, id hongbao.PacketID) clustertest.Reply {
 	return c.do(http.MethodGet, "/v1/packets/"+id.String(), user, nil, nil)
 }
 
 // replyID is the packet ID of a send's answer.
-func replyID(t testing.TB, r routertest.Reply) hongbao.PacketID {
+func replyID(t testing.TB, r clustertest.Reply) hongbao.PacketID {
 	t.Helper()
 	id, err := hongbao.ParsePacketID(r.Str("id"))
 	if err != nil {
@@ -983,7 +984,7 @@ const (
 type openAnswer struct {
 	User    hongbao.UserID
 	Packet  hongbao.PacketID
-	R       routertest.Reply
+	R       clustertest.Reply
 	Retries int
 	Took    time.Duration
 }
@@ -1009,11 +1010,11 @@ func (c *cluster) openFinal(user hongbao.UserID, id hongbao.PacketID, policy ret
 }
 
 // topology reads the current topology from the meta database.
-func (c *cluster) topology(t testing.TB) *set.Topology {
+func (c *cluster) topology(t testing.TB) *topology.Map {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	topo, err := set.LoadTopology(ctx, c.meta)
+	topo, err := topology.Load(ctx, c.meta)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1022,7 +1023,7 @@ func (c *cluster) topology(t testing.TB) *set.Topology {
 
 // dbPacket is a packet as the MySQL of its SET holds it.
 type dbPacket struct {
-	storetest.Packet
+	dbtest.Packet
 	Set string
 }
 
@@ -1030,12 +1031,12 @@ type dbPacket struct {
 // exactly the SET topo says owns its bucket, asserts DESIGN.md's invariants
 // 1 and 2 on its rows, and that every share's wallet credit waits in an
 // outbox, and returns them (nil if it is nowhere).
-func (c *cluster) checkPacket(t testing.TB, topo *set.Topology, id hongbao.PacketID) *dbPacket {
+func (c *cluster) checkPacket(t testing.TB, topo *topology.Map, id hongbao.PacketID) *dbPacket {
 	t.Helper()
 	owner := topo.Owner(id.Bucket()).Name
 	var found *dbPacket
 	for _, s := range c.Sets {
-		p := storetest.ReadPacket(t, c.DB(s.Name), id)
+		p := dbtest.ReadPacket(t, c.DB(s.Name), id)
 		if p == nil {
 			continue
 		}
@@ -1055,7 +1056,7 @@ func (c *cluster) checkPacket(t testing.TB, topo *set.Topology, id hongbao.Packe
 	// this cluster, so none is delivered): exactly one, of the same amount.
 	credits := map[hongbao.UserID][]int64{}
 	for _, s := range c.Sets {
-		for u, cs := range storetest.OutboxCredits(t, c.DB(s.Name), id) {
+		for u, cs := range dbtest.OutboxCredits(t, c.DB(s.Name), id) {
 			credits[u] = append(credits[u], cs...)
 		}
 	}
@@ -1093,7 +1094,7 @@ func (c *cluster) senderRows(t testing.TB, day hongbao.DayTable, sender hongbao.
 	}
 	count := func(db *sql.DB, q string, args ...any) int {
 		var n int
-		if err := db.QueryRow(q, args...).Scan(&n); err != nil && !storetest.MissingTable(err) {
+		if err := db.QueryRow(q, args...).Scan(&n); err != nil && !dbtest.MissingTable(err) {
 			t.Fatal(err)
 		}
 		return n
@@ -1113,7 +1114,7 @@ func checkAnswers(t testing.TB, p *dbPacket, answers []openAnswer) (opened int) 
 	t.Helper()
 	openedBy := map[hongbao.UserID]int{}
 	for _, a := range answers {
-		kind, err := routertest.Classify(a.R)
+		kind, err := clustertest.Classify(a.R)
 		if err != nil {
 			t.Errorf("packet %s, user %s (after %d retries, %v): %v", a.Packet, a.User, a.Retries, a.Took, err)
 			continue
@@ -1148,7 +1149,7 @@ func checkAnswers(t testing.TB, p *dbPacket, answers []openAnswer) (opened int) 
 func bucketKey(t testing.TB, sender hongbao.UserID, ok func(hongbao.Bucket) bool) (string, hongbao.Bucket) {
 	t.Helper()
 	for range 100_000 {
-		key := storetest.UniqueName("k-")
+		key := dbtest.UniqueName("k-")
 		if b := hongbao.BucketFor(sender, []byte(key)); ok(b) {
 			return key, b
 		}

@@ -12,12 +12,12 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/set"
+	"github.com/hongbao-dev/hongbao/router/topology"
 )
 
 // Route returns the SET owning packet id in t and its servers in the order
 // to try them.
-func Route(t *set.Topology, id hongbao.PacketID, healthy func(string) bool) (*set.Info, []string) {
+func Route(t *topology.Map, id hongbao.PacketID, healthy func(string) bool) (*topology.Set, []string) {
 	owner := t.Owner(id.Bucket())
 	return owner, Rank(owner.Servers, uint64(id), healthy)
 }

@@ -7,10 +7,10 @@ import (
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/set"
+	"github.com/hongbao-dev/hongbao/router/topology"
 )
 
-var goldenTopology = set.Spread(7, []set.Info{
+var goldenTopology = topology.Spread(7, []topology.Set{
 	{Name: "a", Servers: []string{"10.0.0.1:8081", "10.0.0.2:8081"}},
 	{Name: "b", Servers: []string{"10.0.1.1:8081", "10.0.1.2:8081", "10.0.1.3:8081"}},
 })

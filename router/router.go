@@ -1,7 +1,6 @@
 package router
 
 import (
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,13 +14,13 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/api"
-	"github.com/hongbao-dev/hongbao/set"
+	"github.com/hongbao-dev/hongbao/router/topology"
 )
 
 // Router is the public API. It holds no state of its own beyond caches of
 // the topology and of server health: any number of routers can run.
 type Router struct {
-	topo     *set.Watcher
+	topo     *topology.Watcher
 	health   *Health
 	signer   *hongbao.Signer
 	internal *api.Internal
@@ -34,7 +33,7 @@ type Router struct {
 
 // Deps are the Router's collaborators.
 type Deps struct {
-	Topology *set.Watcher
+	Topology *topology.Watcher
 	Health   *Health
 	Signer   *hongbao.Signer // user tokens
 	Internal *api.Internal   // router -> server signatures
@@ -118,28 +117,19 @@ func (rt *Router) handleSend(w http.ResponseWriter, r *http.Request, user hongba
 	if err != nil {
 		return err
 	}
-	key := []byte(r.Header.Get("Idempotency-Key"))
-	if len(key) == 0 {
-		key = make([]byte, 16)
-		_, _ = rand.Read(key) // never fails
-	}
-	bucket := hongbao.BucketFor(user, key)
-	for attempt := 0; ; attempt++ {
-		id, err := rt.minter.Next(bucket)
-		if err != nil {
-			return err
-		}
+	err = rt.minter.Mint(user, r.Header.Get("Idempotency-Key"), func(id hongbao.PacketID) error {
 		api.AddField(r.Context(), zap.Stringer("packet_id", id))
 		resp, err := rt.forward(r, user, id, body, map[string]string{api.HeaderPacketID: id.String()})
 		if err != nil {
 			return err
 		}
-		if resp.code == "duplicate_id" && attempt < 3 {
-			continue // another router minted the same ID: mint again
+		if resp.code == "duplicate_id" {
+			return hongbao.ErrDuplicateID // another router minted the same ID: mint again
 		}
 		resp.write(w)
 		return nil
-	}
+	})
+	return err
 }
 
 // handlePacket forwards grab, open and detail to the packet's server.

@@ -89,6 +89,9 @@ stop() { # stop PIDFILE: TERM, wait, then KILL
 
 build() {
   (cd "$ROOT" && go build -o "$RUN/bin/" ./cmd/...)
+  # The benchmark is a module of its own (its rivals and plotting stay out
+  # of the product's dependencies).
+  (cd "$ROOT/cmd/hbbench" && go build -o "$RUN/bin/" .)
 }
 
 # proc KIND NAME CMD...: run a project binary in the background with a pid file.

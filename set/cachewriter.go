@@ -5,7 +5,7 @@ import (
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/store"
+	"github.com/hongbao-dev/hongbao/store/cache"
 )
 
 // openerCache carries committed shares, and the state of packets that sold
@@ -19,7 +19,7 @@ import (
 // Under such load most entries are dropped; that packet's repeated opens
 // are answered by its live queue, and after a sell-out by the memo.
 type openerCache struct {
-	cache   *store.Cache
+	cache   *cache.Cache
 	ch      chan openerEntry // never closed: a late add must not panic
 	states  chan openerEntry // sold-out states: written first, unpaced, never dropped
 	closing chan struct{}
@@ -33,7 +33,7 @@ type openerEntry struct {
 	user    hongbao.UserID
 	amount  int64
 	expires time.Time
-	state   *store.State
+	state   *hongbao.State
 }
 
 func (oc *openerCache) set(e openerEntry) {
@@ -51,7 +51,7 @@ const (
 	openerTick    = 10 * time.Millisecond
 )
 
-func newOpenerCache(c *store.Cache) *openerCache {
+func newOpenerCache(c *cache.Cache) *openerCache {
 	oc := &openerCache{cache: c, ch: make(chan openerEntry, openerBacklog), states: make(chan openerEntry, stateBacklog), closing: make(chan struct{})}
 	oc.wg.Add(1)
 	go oc.write()
@@ -113,7 +113,7 @@ func (oc *openerCache) drain() {
 // soldOut queues the state of a packet that just sold out. A lost state
 // would leave memcached saying the packet has shares until it expires, so
 // when the writer is that far behind the caller writes it itself.
-func (oc *openerCache) soldOut(id hongbao.PacketID, st store.State) {
+func (oc *openerCache) soldOut(id hongbao.PacketID, st hongbao.State) {
 	e := openerEntry{id: id, state: &st}
 	select {
 	case oc.states <- e:

@@ -7,15 +7,15 @@ import (
 	"go.uber.org/zap"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/store"
-	"github.com/hongbao-dev/hongbao/store/storetest"
+	"github.com/hongbao-dev/hongbao/store/cache"
+	"github.com/hongbao-dev/hongbao/store/dbtest"
 )
 
 // TestOpenerCacheAddAfterClose: a transaction may commit after a Close that
 // ran out of time; its cache entries are dropped, never a panic (a send on
 // a closed channel), and close twice is fine.
 func TestOpenerCacheAddAfterClose(t *testing.T) {
-	c := store.NewCache([]string{"127.0.0.1:1"}, 50*time.Millisecond, 2, zap.NewNop()) // nothing listens
+	c := cache.New([]string{"127.0.0.1:1"}, 50*time.Millisecond, 2, zap.NewNop()) // nothing listens
 	oc := newOpenerCache(c)
 	for i := range 10 {
 		oc.add(openerEntry{id: 1, user: 2, amount: int64(i + 1), expires: time.Now().Add(time.Hour)})
@@ -40,7 +40,7 @@ func TestOpenerCacheAddAfterClose(t *testing.T) {
 // of entries the pacing drops), every sold-out state still reaches
 // memcached: a lost one would say the packet has shares until it expires.
 func TestOpenerCacheSoldOutNeverDropped(t *testing.T) {
-	c := store.NewCache([]string{storetest.Memcached(t, "a")}, time.Second, 8, zap.NewNop())
+	c := cache.New([]string{dbtest.Memcached(t, "a")}, time.Second, 8, zap.NewNop())
 	oc := newOpenerCache(c)
 	expires := time.Now().Add(time.Hour).Truncate(time.Millisecond)
 	base := hongbao.PacketID(time.Now().UnixNano()) // fresh keys
@@ -49,7 +49,7 @@ func TestOpenerCacheSoldOutNeverDropped(t *testing.T) {
 	}
 	const n = stateBacklog + 100 // more than the states' lane holds: the rest are written by the caller
 	for i := range n {
-		oc.soldOut(base+hongbao.PacketID(i+1), store.State{RemainingCount: 0, ExpiresAt: expires})
+		oc.soldOut(base+hongbao.PacketID(i+1), hongbao.State{RemainingCount: 0, ExpiresAt: expires})
 	}
 	oc.close()
 	for i := range n {

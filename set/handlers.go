@@ -72,7 +72,7 @@ func (s *Server) send(ctx context.Context, id hongbao.PacketID, sender hongbao.U
 	if p.Funding == hongbao.Cancelled {
 		return nil, fmt.Errorf("packet %s: %w", p.ID, hongbao.ErrInsufficientFunds)
 	}
-	s.cache.SetState(p.ID, store.StateOf(p))
+	s.cache.SetState(p.ID, p.State())
 	s.known.learnSent(p, created, s.now()) // the first open's transaction need not read the packet either
 	if created {
 		s.log.Info("packet sent", zap.String("request_id", requestID(ctx)), zap.Stringer("packet_id", p.ID),
@@ -87,8 +87,8 @@ func (s *Server) devGrant(ctx context.Context, sender hongbao.UserID) error {
 	if s.grant <= 0 {
 		return nil
 	}
-	_, _, err := s.wallet.Apply(ctx, store.Entry{Key: "topup:dev-grant:" + sender.String(), User: sender,
-		Amount: s.grant, Kind: store.KindTopUp})
+	_, _, err := s.wallet.Apply(ctx, hongbao.Entry{Key: "topup:dev-grant:" + sender.String(), User: sender,
+		Amount: s.grant, Kind: hongbao.KindTopUp})
 	return err
 }
 
@@ -115,15 +115,15 @@ func (s *Server) covers(ctx context.Context, sender hongbao.UserID, total int64,
 // debit cannot be made now the packet stays pending, the client gets an
 // error, and a retry or the settler's sweeper decides it.
 func (s *Server) fund(ctx context.Context, p *hongbao.Packet) (*hongbao.Packet, error) {
-	e, _, err := s.wallet.Apply(ctx, store.Entry{Key: store.SendKey(p.ID), User: p.Sender, Amount: -p.Total,
-		Kind: store.KindSend, Packet: p.ID})
+	e, _, err := s.wallet.Apply(ctx, hongbao.Entry{Key: hongbao.SendKey(p.ID), User: p.Sender, Amount: -p.Total,
+		Kind: hongbao.KindSend, Packet: p.ID})
 	to := hongbao.Funded
 	switch {
 	case errors.Is(err, hongbao.ErrInsufficientFunds):
 		to = hongbao.Cancelled
 	case err != nil:
 		return nil, fmt.Errorf("debit for %s: %w", p.ID, err)
-	case e.Kind == store.KindVoid:
+	case e.Kind == hongbao.KindVoid:
 		to = hongbao.Cancelled // the sweeper gave up on it first
 	}
 	p, err = s.store.Fund(ctx, p.ID, to)
@@ -137,8 +137,7 @@ func (s *Server) fund(ctx context.Context, p *hongbao.Packet) (*hongbao.Packet, 
 }
 
 // create inserts the packet under the ID the router minted. Without one
-// (a server used on its own) it mints, picking the bucket as a router would,
-// and mints again in the rare case another minter produced the same ID.
+// (a server used on its own) it mints one as a router would.
 func (s *Server) create(ctx context.Context, id hongbao.PacketID, n store.NewPacket) (*hongbao.Packet, bool, error) {
 	if id != 0 {
 		if err := s.own(id.Bucket()); err != nil {
@@ -147,26 +146,18 @@ func (s *Server) create(ctx context.Context, id hongbao.PacketID, n store.NewPac
 		n.ID = id
 		return s.store.Create(ctx, n)
 	}
-	key := []byte(n.IdempotencyKey)
-	if len(key) == 0 {
-		key = randomKey()
-	}
-	bucket := hongbao.BucketFor(n.Sender, key)
-	if err := s.own(bucket); err != nil {
-		return nil, false, err
-	}
-	for attempt := 0; ; attempt++ {
-		id, err := s.minter.Next(bucket)
-		if err != nil {
-			return nil, false, err
+	var p *hongbao.Packet
+	var created bool
+	err := s.minter.Mint(n.Sender, n.IdempotencyKey, func(id hongbao.PacketID) error {
+		if err := s.own(id.Bucket()); err != nil {
+			return err
 		}
 		n.ID = id
-		p, created, err := s.store.Create(ctx, n)
-		if errors.Is(err, hongbao.ErrDuplicateID) && attempt < 3 {
-			continue
-		}
-		return p, created, err
-	}
+		var err error
+		p, created, err = s.store.Create(ctx, n)
+		return err
+	})
+	return p, created, err
 }
 
 func (s *Server) handleGrab(r *http.Request, user hongbao.UserID, id hongbao.PacketID) (int, any, error) {

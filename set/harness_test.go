@@ -2,7 +2,7 @@ package set_test
 
 // The harness runs the real SET server stack (store on the test MariaDB,
 // cache on a real memcached, queues, HTTP handler) behind httptest, and
-// checks the invariants of DESIGN.md with the tests' own SQL (storetest),
+// checks the invariants of DESIGN.md with the tests' own SQL (dbtest),
 // independently of the store's code.
 
 import (
@@ -25,11 +25,12 @@ import (
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/api"
 	"github.com/hongbao-dev/hongbao/queue"
-	"github.com/hongbao-dev/hongbao/router/routertest"
+	"github.com/hongbao-dev/hongbao/router/clustertest"
 	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/set"
 	"github.com/hongbao-dev/hongbao/store"
-	"github.com/hongbao-dev/hongbao/store/storetest"
+	"github.com/hongbao-dev/hongbao/store/cache"
+	"github.com/hongbao-dev/hongbao/store/dbtest"
 )
 
 // testSecret is the router -> server secret of every harness.
@@ -69,17 +70,17 @@ type harness struct {
 // server (waiting for requests in flight), then drains the queues.
 func newHarness(t testing.TB, opts harnessOpts) *harness {
 	t.Helper()
-	db := storetest.DB(t, "a", 64)
+	db := dbtest.DB(t, "a", 64)
 	if opts.Set == "" {
-		opts.Set = storetest.UniqueName("t")
+		opts.Set = dbtest.UniqueName("t")
 	}
 	buckets := opts.Buckets
 	if buckets == nil {
 		buckets = schema.AllBuckets()
 	}
-	storetest.Own(t, db, opts.Set, buckets)
+	dbtest.Own(t, db, opts.Set, buckets)
 	if opts.Memcached == "" {
-		opts.Memcached = storetest.Memcached(t, "a")
+		opts.Memcached = dbtest.Memcached(t, "a")
 	}
 	if opts.Limits == (hongbao.Limits{}) {
 		opts.Limits = hongbao.DefaultLimits()
@@ -90,11 +91,11 @@ func newHarness(t testing.TB, opts harnessOpts) *harness {
 	if opts.StoreDB == nil {
 		opts.StoreDB = db
 	}
-	loc := storetest.Shanghai(t)
+	loc := dbtest.Shanghai(t)
 	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
 	srv := set.NewServer(set.Deps{
 		Store:  store.New(opts.StoreDB, opts.Set, loc, time.Now, mrand.Int64N),
-		Cache:  store.NewCache([]string{opts.Memcached}, 500*time.Millisecond, 256, log),
+		Cache:  cache.New([]string{opts.Memcached}, 500*time.Millisecond, 256, log),
 		Auth:   api.NewInternal(testSecret, time.Now),
 		Limits: opts.Limits,
 		// Merging on, as configured in production: every test of the open
@@ -124,7 +125,7 @@ func newHarness(t testing.TB, opts harnessOpts) *harness {
 }
 
 // reply is an HTTP answer with its JSON body.
-type reply = routertest.Reply
+type reply = clustertest.Reply
 
 // request is one request to the harness; the zero Sign signs it as the
 // router would.
@@ -138,7 +139,7 @@ type request struct {
 }
 
 func (h *harness) do(rq request) reply {
-	req, err := routertest.NewRequest(rq.method, h.url+rq.path, rq.body, rq.header)
+	req, err := clustertest.NewRequest(rq.method, h.url+rq.path, rq.body, rq.header)
 	if err != nil {
 		return reply{Err: err}
 	}
@@ -152,7 +153,7 @@ func (h *harness) do(rq request) reply {
 	default:
 		h.auth.Sign(req, rq.user)
 	}
-	return routertest.Do(h.client, req)
+	return clustertest.Do(h.client, req)
 }
 
 // jsonBody marshals v unless it already is raw bytes or a string.
@@ -248,9 +249,9 @@ func (h *harness) openFinal(user hongbao.UserID, id string) (reply, tries) {
 // checkInvariants asserts DESIGN.md's invariants 1 and 2 for packet id from
 // the tables themselves, and returns the packet and its shares in opening
 // order.
-func checkInvariants(t testing.TB, db *sql.DB, id hongbao.PacketID) (*storetest.Packet, []storetest.Share) {
+func checkInvariants(t testing.TB, db *sql.DB, id hongbao.PacketID) (*dbtest.Packet, []dbtest.Share) {
 	t.Helper()
-	p := storetest.CheckPacket(t, db, id)
+	p := dbtest.CheckPacket(t, db, id)
 	return p, p.Details
 }
 
@@ -262,7 +263,7 @@ func rowsBySenders(t testing.TB, db *sql.DB, senders []hongbao.UserID, at ...tim
 	if len(senders) == 0 {
 		return 0, 0
 	}
-	loc := storetest.Shanghai(t)
+	loc := dbtest.Shanghai(t)
 	seen := map[int]bool{}
 	var days []int
 	for _, tm := range at {
@@ -297,8 +298,8 @@ func rowsBySenders(t testing.TB, db *sql.DB, senders []hongbao.UserID, at ...tim
 		}
 		return total
 	}
-	idemTables := storetest.TablesLike(t, db, `db\_%`, `^t_idem$`)
-	return count(storetest.DayTables(t, db, days...)), count(idemTables)
+	idemTables := dbtest.TablesLike(t, db, `db\_%`, `^t_idem$`)
+	return count(dbtest.DayTables(t, db, days...)), count(idemTables)
 }
 
 // answers collects the final open answers of concurrent clients.
@@ -317,7 +318,7 @@ type answer struct {
 // won reports whether a gave the user a share: opened, or already_opened
 // after an attempt whose outcome the client could not know.
 func (a answer) won() bool {
-	kind, err := routertest.Classify(a.R)
+	kind, err := clustertest.Classify(a.R)
 	return err == nil && (kind == hongbao.Opened || (kind == hongbao.AlreadyOpened && a.Tries.Unknown > 0))
 }
 
@@ -353,7 +354,7 @@ func (a *answers) told(t testing.TB) map[hongbao.PacketID]map[hongbao.UserID]int
 	told := map[hongbao.PacketID]map[hongbao.UserID]int64{}
 	var bad firstErrors
 	for _, x := range a.list {
-		kind, err := routertest.Classify(x.R)
+		kind, err := clustertest.Classify(x.R)
 		switch {
 		case err != nil:
 			bad.add("packet %d user %d: %v", x.Packet, x.User, err)

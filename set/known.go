@@ -13,7 +13,7 @@ import (
 // opened lately, the packet as its last transaction here left it and every
 // share it had then. With it a repeated open is answered from memory, a
 // new open goes to the queue without a memcached lookup, and the packet's
-// next transaction skips its reads (store.Known). It is a belief, never
+// next transaction skips its reads (hongbao.Snapshot). It is a belief, never
 // trusted for money: the store's writes check it, and only what can never
 // change (a committed share) is answered from it directly.
 //
@@ -32,7 +32,7 @@ type known struct {
 // knownEntry is a known packet; its Known is replaced on learning, never
 // changed, so readers use it without the lock.
 type knownEntry struct {
-	kn  *store.Known
+	kn  *hongbao.Snapshot
 	gen uint64
 }
 
@@ -63,7 +63,7 @@ func (k *known) upTo() int { return min(knownUpTo, k.limit/4) }
 // get returns what is known of id, nil when nothing is or the packet no
 // longer takes opens at now (an expired packet's answers must come from
 // MySQL: a share opened elsewhere would otherwise read as expired).
-func (k *known) get(id hongbao.PacketID, now time.Time) *store.Known {
+func (k *known) get(id hongbao.PacketID, now time.Time) *hongbao.Snapshot {
 	k.mu.RLock()
 	kn := k.packets[id].kn
 	k.mu.RUnlock()
@@ -95,7 +95,7 @@ func (k *known) learn(id hongbao.PacketID, b store.Batch, now time.Time) {
 		k.forget(id)
 		return
 	}
-	kn := &store.Known{Packet: *b.Packet, Openers: b.Openers}
+	kn := &hongbao.Snapshot{Packet: *b.Packet, Openers: b.Openers}
 	kn.Packet.Greeting = "" // up to a kilobyte nobody asks the known packet for
 	k.mu.Lock()
 	defer k.mu.Unlock()

@@ -32,10 +32,11 @@ import (
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/api"
 	"github.com/hongbao-dev/hongbao/queue"
-	"github.com/hongbao-dev/hongbao/router/routertest"
+	"github.com/hongbao-dev/hongbao/router/clustertest"
 	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store"
-	"github.com/hongbao-dev/hongbao/store/storetest"
+	"github.com/hongbao-dev/hongbao/store/cache"
+	"github.com/hongbao-dev/hongbao/store/dbtest"
 )
 
 // --- Unit tests of known (no I/O) -----------------------------------------
@@ -409,13 +410,13 @@ type kStack struct {
 
 func newKStack(t *testing.T, o kOpts) *kStack {
 	t.Helper()
-	db := storetest.DB(t, "a", 16)
+	db := dbtest.DB(t, "a", 16)
 	if o.set == "" {
-		o.set = storetest.UniqueName("k")
-		storetest.Own(t, db, o.set, schema.AllBuckets())
+		o.set = dbtest.UniqueName("k")
+		dbtest.Own(t, db, o.set, schema.AllBuckets())
 	}
 	if o.mc == "" {
-		o.mc = storetest.Memcached(t, "a")
+		o.mc = dbtest.Memcached(t, "a")
 	}
 	if o.memo == 0 {
 		o.memo = 10000
@@ -426,12 +427,12 @@ func newKStack(t *testing.T, o kOpts) *kStack {
 	if o.now == nil {
 		o.now = time.Now
 	}
-	pool := storetest.DB(t, "a", o.conns)
-	loc := storetest.Shanghai(t)
+	pool := dbtest.DB(t, "a", o.conns)
+	loc := dbtest.Shanghai(t)
 	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
 	srv := NewServer(Deps{
 		Store:  store.New(pool, o.set, loc, o.now, mrand.Int64N),
-		Cache:  store.NewCache([]string{o.mc}, 500*time.Millisecond, 64, log),
+		Cache:  cache.New([]string{o.mc}, 500*time.Millisecond, 64, log),
 		Auth:   api.NewInternal(kSecret, time.Now),
 		Limits: hongbao.DefaultLimits(),
 		// A short Idle: a packet's worker retires (and gives its memcached
@@ -457,15 +458,15 @@ func newKStack(t *testing.T, o kOpts) *kStack {
 		client: &http.Client{Transport: tr, Timeout: 3 * time.Second}, auth: api.NewInternal(kSecret, time.Now)}
 }
 
-type kReply = routertest.Reply
+type kReply = clustertest.Reply
 
 func (s *kStack) do(method, path string, user hongbao.UserID, body []byte) kReply {
-	req, err := routertest.NewRequest(method, s.url+path, body, nil)
+	req, err := clustertest.NewRequest(method, s.url+path, body, nil)
 	if err != nil {
 		return kReply{Err: err}
 	}
 	s.auth.Sign(req, user)
-	return routertest.Do(s.client, req)
+	return clustertest.Do(s.client, req)
 }
 
 func (s *kStack) open(user hongbao.UserID, id hongbao.PacketID) kReply {
@@ -480,7 +481,7 @@ func (s *kStack) grab(user hongbao.UserID, id hongbao.PacketID) kReply {
 func (s *kStack) send(t *testing.T, total int64, count int) hongbao.PacketID {
 	t.Helper()
 	body := fmt.Sprintf(`{"total":%d,"count":%d,"type":"random","greeting":"恭喜发财"}`, total, count)
-	r := s.do(http.MethodPost, "/v1/packets", storetest.FreshUser(), []byte(body))
+	r := s.do(http.MethodPost, "/v1/packets", dbtest.FreshUser(), []byte(body))
 	if r.Status != http.StatusCreated {
 		t.Fatalf("send: %v", r)
 	}
@@ -520,9 +521,9 @@ func kGrabbed(t *testing.T, what string, r kReply, canOpen bool, reason string) 
 
 // knowsTruth asserts the server knows packet id exactly as MySQL holds it:
 // every share, what is left, and returns MySQL's packet.
-func (s *kStack) knowsTruth(t *testing.T, what string, id hongbao.PacketID) *storetest.Packet {
+func (s *kStack) knowsTruth(t *testing.T, what string, id hongbao.PacketID) *dbtest.Packet {
 	t.Helper()
-	p := storetest.CheckPacket(t, s.db, id)
+	p := dbtest.CheckPacket(t, s.db, id)
 	kn := s.srv.known.get(id, s.srv.now())
 	switch {
 	case kn == nil:
@@ -630,7 +631,7 @@ func kUsers(n int) []hongbao.UserID {
 	seen := map[hongbao.UserID]bool{}
 	var us []hongbao.UserID
 	for len(us) < n {
-		if u := storetest.FreshUser(); !seen[u] {
+		if u := dbtest.FreshUser(); !seen[u] {
 			seen[u] = true
 			us = append(us, u)
 		}
@@ -649,7 +650,7 @@ func kSameShares(t *testing.T, what string, told, mysql map[hongbao.UserID]int64
 // TestKnownRepeatedOpenFromMemory proves opened packets become known, known openers' repeated opens are answered exactly without MySQL or memcached, new openers get MySQL's shares, and a sell-out moves the packet to the memo.
 func TestKnownRepeatedOpenFromMemory(t *testing.T) {
 	t.Parallel()
-	mc := storetest.StartMemcached(t) // the server's own: its command count is the server's
+	mc := dbtest.StartMemcached(t) // the server's own: its command count is the server's
 	s := newKStack(t, kOpts{mc: mc.Addr})
 	id := s.send(t, 600, 6)
 	users := kUsers(9)
@@ -714,7 +715,7 @@ func TestKnownRepeatedOpenFromMemory(t *testing.T) {
 	kSameShares(t, "after a new opener", told, p.Shares)
 	// The last share: sold out, remembered by the memo, no longer known.
 	told[users[5]] = kOpened(t, "last share", s.open(users[5], id), hongbao.Opened, 0)
-	p = storetest.CheckPacket(t, s.db, id)
+	p = dbtest.CheckPacket(t, s.db, id)
 	kSameShares(t, "sold out", told, p.Shares)
 	if p.RemainingCount != 0 || p.RemainingAmount != 0 || len(p.Shares) != 6 {
 		t.Errorf("after six opens: %d shares, %d/%d left; want 6 shares, sold out", len(p.Shares), p.RemainingAmount, p.RemainingCount)
@@ -767,7 +768,7 @@ func TestKnownGrab(t *testing.T) {
 	release()
 	kGrabbed(t, "grab by a newcomer to the known live packet", s.grab(u[4], live), true, "")
 	kOpened(t, "open by the known opener", s.open(u[0], live), hongbao.AlreadyOpened, amount)
-	if p := storetest.CheckPacket(t, s.db, live); len(p.Shares) != 1 || p.Shares[u[0]] != amount {
+	if p := dbtest.CheckPacket(t, s.db, live); len(p.Shares) != 1 || p.Shares[u[0]] != amount {
 		t.Errorf("the grabs changed the live packet: %v", p.Shares)
 	}
 }
@@ -792,9 +793,9 @@ func kOpenUntil(s *kStack, id hongbao.PacketID, user hongbao.UserID) (hongbao.Op
 // TestKnownTwoServers proves two servers opening one packet at once, each with knowledge the other's commits make stale, answer exactly what MySQL holds on either server.
 func TestKnownTwoServers(t *testing.T) {
 	t.Parallel()
-	set := storetest.UniqueName("k2")
-	storetest.Own(t, storetest.DB(t, "a", 4), set, schema.AllBuckets())
-	mc := storetest.StartMemcached(t).Addr // the SET's memcached, shared
+	set := dbtest.UniqueName("k2")
+	dbtest.Own(t, dbtest.DB(t, "a", 4), set, schema.AllBuckets())
+	mc := dbtest.StartMemcached(t).Addr // the SET's memcached, shared
 	servers := []*kStack{newKStack(t, kOpts{set: set, mc: mc, conns: 8}), newKStack(t, kOpts{set: set, mc: mc, conns: 8})}
 	a, b := servers[0], servers[1]
 	const count, total = 30, 30 * 157
@@ -862,7 +863,7 @@ func TestKnownTwoServers(t *testing.T) {
 	if won[0] < 2 || won[1] < 2 {
 		t.Errorf("shares taken on A: %d, on B: %d; want both servers to open the packet in the race", won[0], won[1])
 	}
-	p := storetest.CheckPacket(t, a.db, id)
+	p := dbtest.CheckPacket(t, a.db, id)
 	kSameShares(t, "after the race", told, p.Shares)
 	if len(p.Shares) != count || p.RemainingCount != 0 || p.RemainingAmount != 0 {
 		t.Errorf("after 44 users: %d shares, %d/%d left; want %d shares, sold out", len(p.Shares), p.RemainingAmount, p.RemainingCount, count)
@@ -892,9 +893,9 @@ func TestKnownTwoServers(t *testing.T) {
 			t.Errorf("server %d does not remember the sold-out packet", i)
 		}
 	}
-	p = storetest.CheckPacket(t, a.db, id)
+	p = dbtest.CheckPacket(t, a.db, id)
 	kSameShares(t, "at the end", told, p.Shares)
-	if got := storetest.OutboxCredits(t, a.db, id); len(got) != count {
+	if got := dbtest.OutboxCredits(t, a.db, id); len(got) != count {
 		t.Errorf("%d openers credited, want %d", len(got), count)
 	} else {
 		for u, cr := range got {
@@ -909,7 +910,7 @@ func TestKnownTwoServers(t *testing.T) {
 // as another server's transaction would have (detail row, credit, packet).
 func kForeignShare(t *testing.T, db *sql.DB, id hongbao.PacketID, user hongbao.UserID, amount int64) {
 	t.Helper()
-	pt, dt := storetest.Tables(t, id)
+	pt, dt := dbtest.Tables(t, id)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	tx, err := db.BeginTx(ctx, nil)
@@ -928,7 +929,7 @@ func kForeignShare(t *testing.T, db *sql.DB, id hongbao.PacketID, user hongbao.U
 	}{
 		{"INSERT INTO " + dt + " (packet_id, user_id, amount, seq, opened_at) VALUES (?,?,?,?,?)", []any{id, user, amount, count - left + 1, now}},
 		{"INSERT INTO hb_set.outbox (entry_key, user_id, amount, kind, packet_id, created_at) VALUES (?,?,?,?,?,?)",
-			[]any{store.OpenKey(id, user), user, amount, store.KindOpen, id, now}},
+			[]any{hongbao.OpenKey(id, user), user, amount, hongbao.KindOpen, id, now}},
 		{"UPDATE " + pt + " SET remaining_amount = remaining_amount - ?, remaining_count = remaining_count - 1 WHERE id = ?", []any{amount, id}},
 	} {
 		if _, err := tx.ExecContext(ctx, q.sql, q.args...); err != nil {
@@ -999,7 +1000,7 @@ func TestKnownStaleOutside(t *testing.T) {
 		u := kUsers(3)
 		amount := kOpened(t, "open", s.open(u[0], id), hongbao.Opened, 0)
 		s.knowsTruth(t, "before the close", id)
-		settler := store.New(s.db, s.set, storetest.Shanghai(t), func() time.Time { return time.Now().Add(25 * time.Hour) }, mrand.Int64N)
+		settler := store.New(s.db, s.set, dbtest.Shanghai(t), func() time.Time { return time.Now().Add(25 * time.Hour) }, mrand.Int64N)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		done, refund, err := settler.Close(ctx, id)
@@ -1018,9 +1019,9 @@ func TestKnownStaleOutside(t *testing.T) {
 		if kn := s.srv.known.get(id, s.srv.now()); kn != nil || s.srv.KnownLive() != 0 {
 			t.Errorf("after an open of the closed packet the server still knows it: %+v (%d known)", kn, s.srv.KnownLive())
 		}
-		pt, _ := storetest.Tables(t, id)
-		p := storetest.CheckPacket(t, s.db, id)
-		closed := storetest.Count(t, s.db, "SELECT closed FROM "+pt+" WHERE id = ?", id)
+		pt, _ := dbtest.Tables(t, id)
+		p := dbtest.CheckPacket(t, s.db, id)
+		closed := dbtest.Count(t, s.db, "SELECT closed FROM "+pt+" WHERE id = ?", id)
 		if len(p.Shares) != 1 || p.Shares[u[0]] != amount || p.RemainingCount != 4 || p.RemainingAmount != 500-amount || closed != 1 {
 			t.Errorf("after the close: shares %v, %d/%d left, closed %d; want only %d's share", p.Shares, p.RemainingAmount, p.RemainingCount, closed, u[0])
 		}
@@ -1045,7 +1046,7 @@ func TestKnownStaleOutside(t *testing.T) {
 		kOpened(t, "the opener after expiry", s.open(u[0], id), hongbao.AlreadyOpened, amount)
 		kGrabbed(t, "grab by the opener after expiry", s.grab(u[0], id), false, hongbao.AlreadyOpened)
 		kGrabbed(t, "grab by a newcomer after expiry", s.grab(u[1], id), false, string(hongbao.Expired))
-		if p := storetest.CheckPacket(t, s.db, id); len(p.Shares) != 1 || p.RemainingCount != 4 {
+		if p := dbtest.CheckPacket(t, s.db, id); len(p.Shares) != 1 || p.RemainingCount != 4 {
 			t.Errorf("after expiry: shares %v, %d left", p.Shares, p.RemainingCount)
 		}
 	})

@@ -35,7 +35,7 @@ func (s *Server) grab(ctx context.Context, id hongbao.PacketID, user hongbao.Use
 		if p.Funding != hongbao.Funded {
 			return false, "", hongbao.ErrNotFound // never openable: not a packet to anyone
 		}
-		st = store.StateOf(p)
+		st = p.State()
 		s.cache.SetState(id, st)
 	}
 	// The cache may have lost (or not yet have) this user's share: one
@@ -199,7 +199,7 @@ func (s *Server) learn(id hongbao.PacketID, b store.Batch) {
 		s.memo.remember(id, b.Openers)
 	}
 	if b.Packet.RemainingCount == 0 && soldHere(b) {
-		s.openers.soldOut(id, store.StateOf(b.Packet))
+		s.openers.soldOut(id, b.Packet.State())
 	}
 }
 

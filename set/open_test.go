@@ -17,10 +17,10 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/api"
-	"github.com/hongbao-dev/hongbao/router/routertest"
+	"github.com/hongbao-dev/hongbao/router/clustertest"
 	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store"
-	"github.com/hongbao-dev/hongbao/store/storetest"
+	"github.com/hongbao-dev/hongbao/store/dbtest"
 )
 
 // distinctUsers returns n distinct user IDs from a random base.
@@ -44,7 +44,7 @@ func TestOpenRace(t *testing.T) {
 		t.Run(tc.typ, func(t *testing.T) {
 			h := newHarness(t, harnessOpts{})
 			const count, clients = 100, 1000
-			id := h.mustSend(t, storetest.FreshUser(), tc.total, count, tc.typ)
+			id := h.mustSend(t, dbtest.FreshUser(), tc.total, count, tc.typ)
 			users := distinctUsers(clients)
 			got := h.openAtOnce(id, users)
 
@@ -53,7 +53,7 @@ func TestOpenRace(t *testing.T) {
 			soldOut := 0
 			var bad firstErrors
 			for _, a := range got.list {
-				kind, err := routertest.Classify(a.R)
+				kind, err := clustertest.Classify(a.R)
 				switch {
 				case err != nil:
 					bad.add("user %d: %v", a.User, err)
@@ -81,7 +81,7 @@ func TestOpenRace(t *testing.T) {
 			if sum != tc.total {
 				t.Errorf("opened amounts sum to %d, want %d", sum, tc.total)
 			}
-			p := storetest.CheckPacket(t, h.db, id)
+			p := dbtest.CheckPacket(t, h.db, id)
 			if p.RemainingCount != 0 || p.RemainingAmount != 0 {
 				t.Errorf("after the race: %d shares and %d fen left", p.RemainingCount, p.RemainingAmount)
 			}
@@ -111,8 +111,8 @@ func assertSameShares(t *testing.T, id hongbao.PacketID, told, db map[hongbao.Us
 // gets one share; every answer names it.
 func TestOneUserConcurrentOpens(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
-	id := h.mustSend(t, storetest.FreshUser(), 1000, 10, "random")
-	user := storetest.FreshUser()
+	id := h.mustSend(t, dbtest.FreshUser(), 1000, 10, "random")
+	user := dbtest.FreshUser()
 	got := h.openAtOnce(id, slices.Repeat([]hongbao.UserID{user}, 50))
 	got.summary(t)
 	kinds := map[string]int{}
@@ -120,7 +120,7 @@ func TestOneUserConcurrentOpens(t *testing.T) {
 	unknown := 0
 	for _, a := range got.list {
 		unknown += a.Tries.Unknown
-		kind, err := routertest.Classify(a.R)
+		kind, err := clustertest.Classify(a.R)
 		if err != nil {
 			t.Error(err)
 			continue
@@ -168,7 +168,7 @@ func TestManyPacketsOverlappingUsers(t *testing.T) {
 				if i%3 == 0 {
 					typ, total = "fixed", int64(count)*(1+mrand.Int64N(20000/int64(count)))
 				}
-				r := h.send(storetest.FreshUser(), map[string]any{"total": total, "count": count, "type": typ}, "")
+				r := h.send(dbtest.FreshUser(), map[string]any{"total": total, "count": count, "type": typ}, "")
 				id, err := hongbao.ParsePacketID(r.Str("id"))
 				if r.Status != http.StatusCreated || err != nil {
 					t.Errorf("send %d: %v", i, r)
@@ -209,7 +209,7 @@ func TestManyPacketsOverlappingUsers(t *testing.T) {
 
 	told := got.told(t)
 	for _, id := range ids {
-		assertSameShares(t, id, told[id], storetest.CheckPacket(t, h.db, id).Shares)
+		assertSameShares(t, id, told[id], dbtest.CheckPacket(t, h.db, id).Shares)
 	}
 }
 
@@ -217,8 +217,8 @@ func TestManyPacketsOverlappingUsers(t *testing.T) {
 func TestGrab(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
-	id := h.mustSend(t, storetest.FreshUser(), 300, 2, "random").String()
-	a, b, c := storetest.FreshUser(), storetest.FreshUser(), storetest.FreshUser()
+	id := h.mustSend(t, dbtest.FreshUser(), 300, 2, "random").String()
+	a, b, c := dbtest.FreshUser(), dbtest.FreshUser(), dbtest.FreshUser()
 	wantGrab := func(u hongbao.UserID, canOpen bool, reason string) {
 		t.Helper()
 		r := h.grab(u, id)
@@ -258,11 +258,11 @@ func TestGrab(t *testing.T) {
 func TestDetail(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
-	sender := storetest.FreshUser()
+	sender := dbtest.FreshUser()
 	const total, count = 1000, 5
 	pid := h.mustSend(t, sender, total, count, "random")
 	id := pid.String()
-	viewer := storetest.FreshUser()
+	viewer := dbtest.FreshUser()
 
 	r := h.detail(viewer, id)
 	if r.Status != http.StatusOK {
@@ -403,9 +403,9 @@ func TestExpired(t *testing.T) {
 	limits := hongbao.DefaultLimits()
 	limits.Expiry = 2500 * time.Millisecond
 	h := newHarness(t, harnessOpts{Limits: limits})
-	pid := h.mustSend(t, storetest.FreshUser(), 1000, 10, "random")
+	pid := h.mustSend(t, dbtest.FreshUser(), 1000, 10, "random")
 	id := pid.String()
-	a, b := storetest.FreshUser(), storetest.FreshUser()
+	a, b := dbtest.FreshUser(), dbtest.FreshUser()
 	first := h.open(a, id)
 	if first.Status != http.StatusOK || first.Str("status") != hongbao.Opened {
 		t.Fatalf("open before expiry: %v", first)
@@ -442,9 +442,9 @@ func TestIdempotencyKey(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
 	began := time.Now()
-	sender := storetest.FreshUser()
+	sender := dbtest.FreshUser()
 	body := map[string]any{"total": 1000, "count": 10, "type": "random", "greeting": "hi"}
-	key := storetest.UniqueName("k")
+	key := dbtest.UniqueName("k")
 	r1 := h.send(sender, body, key)
 	r2 := h.send(sender, body, key)
 	if r1.Status != http.StatusCreated || r2.Status != http.StatusCreated {
@@ -471,7 +471,7 @@ func TestIdempotencyKeyConcurrentRetries(t *testing.T) {
 	body := map[string]any{"total": 1000, "count": 10, "type": "random", "greeting": "hi"}
 	for round := range 5 {
 		began := time.Now()
-		sender, key := storetest.FreshUser(), storetest.UniqueName("k")
+		sender, key := dbtest.FreshUser(), dbtest.UniqueName("k")
 		ids := make([]string, 20)
 		failed := make([]reply, 20)
 		var wg sync.WaitGroup
@@ -509,8 +509,8 @@ func TestRouterMintedID(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
 	began := time.Now()
-	sender := storetest.FreshUser()
-	id, err := hongbao.NewMinter(time.Now).Next(hongbao.BucketFor(sender, []byte(storetest.UniqueName("k"))))
+	sender := dbtest.FreshUser()
+	id, err := hongbao.NewMinter(time.Now).Next(hongbao.BucketFor(sender, []byte(dbtest.UniqueName("k"))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -527,14 +527,14 @@ func TestRouterMintedID(t *testing.T) {
 	if r2.Status != http.StatusCreated || r2.Str("id") != id.String() {
 		t.Errorf("retried send with the same minted ID: %v", r2)
 	}
-	other := storetest.FreshUser()
+	other := dbtest.FreshUser()
 	if r := sendAs(other, id.String(), body); r.Status < 400 || r.Str("id") != "" {
 		t.Errorf("another sender's send under a taken ID: %v", r)
 	}
 	if r := sendAs(sender, id.String(), []byte(`{"total":2000,"count":10}`)); r.Status < 400 || r.Str("id") != "" {
 		t.Errorf("another packet under a taken ID: %v", r)
 	}
-	malformed := storetest.FreshUser()
+	malformed := dbtest.FreshUser()
 	if r := sendAs(malformed, "12x", body); !r.IsProblem(http.StatusBadRequest, "invalid_id") {
 		t.Errorf("malformed minted ID: %v", r)
 	}
@@ -593,7 +593,7 @@ func TestBadInput(t *testing.T) {
 	}
 	var senders []hongbao.UserID
 	for _, c := range cases {
-		sender := storetest.FreshUser()
+		sender := dbtest.FreshUser()
 		senders = append(senders, sender)
 		r := h.send(sender, c.body, c.key)
 		if !r.IsProblem(c.status, c.code) {
@@ -621,7 +621,7 @@ func TestBadInput(t *testing.T) {
 		{"stale", func(u hongbao.UserID) request { return request{user: u, signer: stale} }},
 		{"future", func(u hongbao.UserID) request { return request{user: u, signer: future} }},
 	} {
-		sender := storetest.FreshUser()
+		sender := dbtest.FreshUser()
 		senders = append(senders, sender)
 		rq := f.rq(sender)
 		rq.method, rq.path, rq.body = http.MethodPost, "/v1/packets", good
@@ -629,7 +629,7 @@ func TestBadInput(t *testing.T) {
 	}
 	// A signature for one user does not carry over to another.
 	{
-		signedFor, claimed := storetest.FreshUser(), storetest.FreshUser()
+		signedFor, claimed := dbtest.FreshUser(), dbtest.FreshUser()
 		senders = append(senders, signedFor, claimed)
 		req, _ := http.NewRequest(http.MethodPost, h.url+"/v1/packets", strings.NewReader(string(good)))
 		newSigner(testSecret, time.Now).Sign(req, signedFor)
@@ -645,7 +645,7 @@ func TestBadInput(t *testing.T) {
 	}
 
 	// Malformed and unknown packet IDs, on every packet endpoint.
-	opener := storetest.FreshUser()
+	opener := dbtest.FreshUser()
 	offBucket := int64(time.Since(time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)).Milliseconds())<<22 | 1000<<12
 	unknownOld, _ := hongbao.NewPacketID(time.Date(2024, 6, 15, 12, 0, 0, 0, time.UTC), 123, 7)
 	unknownNow, _ := hongbao.NewPacketID(time.Now(), hongbao.Bucket(mrand.IntN(1000)), 4095)
@@ -676,7 +676,7 @@ func TestBadInput(t *testing.T) {
 	}
 
 	// Unsigned opens of a real packet take no share.
-	pid := h.mustSend(t, storetest.FreshUser(), 1000, 10, "random")
+	pid := h.mustSend(t, dbtest.FreshUser(), 1000, 10, "random")
 	for _, f := range []struct {
 		name string
 		rq   request
@@ -706,12 +706,12 @@ func newSigner(secret []byte, now func() time.Time) *api.Internal {
 // TestMemcachedStopped: the cache dies in the middle of a load; every open
 // still gets a final, correct answer from MySQL.
 func TestMemcachedStopped(t *testing.T) {
-	mc := storetest.StartMemcached(t)
+	mc := dbtest.StartMemcached(t)
 	h := newHarness(t, harnessOpts{Memcached: mc.Addr})
 	const packets, openers, count = 20, 30, 20
 	ids := make([]hongbao.PacketID, packets)
 	for i := range ids {
-		ids[i] = h.mustSend(t, storetest.FreshUser(), 2000, count, []string{"random", "fixed"}[i%2])
+		ids[i] = h.mustSend(t, dbtest.FreshUser(), 2000, count, []string{"random", "fixed"}[i%2])
 	}
 	us := distinctUsers(openers)
 	start := make(chan struct{})
@@ -739,7 +739,7 @@ func TestMemcachedStopped(t *testing.T) {
 
 	told := got.told(t)
 	for _, id := range ids {
-		p := storetest.CheckPacket(t, h.db, id)
+		p := dbtest.CheckPacket(t, h.db, id)
 		assertSameShares(t, id, told[id], p.Shares)
 		if p.RemainingCount != 0 {
 			t.Errorf("packet %d: %d shares left after %d openers", id, p.RemainingCount, openers)
@@ -781,13 +781,13 @@ func TestWrongSet(t *testing.T) {
 	// A packet of a bucket h does not own.
 	var pid hongbao.PacketID
 	for {
-		pid = owner.mustSend(t, storetest.FreshUser(), 1000, 10, "random")
+		pid = owner.mustSend(t, dbtest.FreshUser(), 1000, 10, "random")
 		if pid.Bucket() >= 5 {
 			break
 		}
 	}
 	for range 3 {
-		r := h.open(storetest.FreshUser(), pid.String())
+		r := h.open(dbtest.FreshUser(), pid.String())
 		if !r.IsProblem(http.StatusMisdirectedRequest, "wrong_set") {
 			t.Errorf("open on the wrong SET: %v, want 421 wrong_set", r)
 		}
@@ -796,7 +796,7 @@ func TestWrongSet(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 20 {
 		wg.Go(func() {
-			r, _ := h.openFinal(storetest.FreshUser(), pid.String())
+			r, _ := h.openFinal(dbtest.FreshUser(), pid.String())
 			if !r.IsProblem(http.StatusMisdirectedRequest, "wrong_set") {
 				t.Errorf("concurrent open on the wrong SET: %v", r)
 			}
@@ -807,12 +807,12 @@ func TestWrongSet(t *testing.T) {
 		t.Errorf("the wrong SET took shares: %+v", shares)
 	}
 	// The owner still serves it.
-	if r := owner.open(storetest.FreshUser(), pid.String()); r.Status != http.StatusOK || r.Str("status") != hongbao.Opened {
+	if r := owner.open(dbtest.FreshUser(), pid.String()); r.Status != http.StatusOK || r.Str("status") != hongbao.Opened {
 		t.Errorf("open on the owning SET: %v", r)
 	}
 
 	// Sends whose bucket h does not own are refused; sends it owns work.
-	wrongSender, rightSender := storetest.FreshUser(), storetest.FreshUser()
+	wrongSender, rightSender := dbtest.FreshUser(), dbtest.FreshUser()
 	var wrongKey, rightKey string
 	for i := 0; wrongKey == "" || rightKey == ""; i++ {
 		k := fmt.Sprintf("key-%d", i)
@@ -835,7 +835,7 @@ func TestWrongSet(t *testing.T) {
 		t.Fatalf("send to an owned bucket: %v", r)
 	}
 	own, _ := hongbao.ParsePacketID(r.Str("id"))
-	if r := h.open(storetest.FreshUser(), own.String()); r.Status != http.StatusOK || r.Str("status") != hongbao.Opened {
+	if r := h.open(dbtest.FreshUser(), own.String()); r.Status != http.StatusOK || r.Str("status") != hongbao.Opened {
 		t.Errorf("open in an owned bucket: %v", r)
 	}
 	checkInvariants(t, h.db, own)
@@ -848,9 +848,9 @@ func TestWrongSet(t *testing.T) {
 // away").
 func TestFenceCoversEveryWrite(t *testing.T) {
 	t.Parallel()
-	db := storetest.DB(t, "a", 8)
+	db := dbtest.DB(t, "a", 8)
 	ctx := t.Context()
-	name := storetest.UniqueName("t")
+	name := dbtest.UniqueName("t")
 	const b = hongbao.Bucket(7)
 	if err := schema.Own(ctx, db, name, 1, []hongbao.Bucket{b}); err != nil {
 		t.Fatal(err)
@@ -860,7 +860,7 @@ func TestFenceCoversEveryWrite(t *testing.T) {
 		defer cancel()
 		_, _ = db.ExecContext(ctx, "DELETE FROM hb_fence.owned WHERE set_name = ?", name)
 	})
-	loc := storetest.Shanghai(t)
+	loc := dbtest.Shanghai(t)
 	st := store.New(db, name, loc, time.Now, mrand.Int64N)
 	minter := hongbao.NewMinter(time.Now)
 	create := func(funding hongbao.Funding) hongbao.PacketID {
@@ -869,7 +869,7 @@ func TestFenceCoversEveryWrite(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, _, err = st.Create(ctx, store.NewPacket{ID: id, Sender: storetest.FreshUser(), Expiry: time.Hour, Funding: funding,
+		_, _, err = st.Create(ctx, store.NewPacket{ID: id, Sender: dbtest.FreshUser(), Expiry: time.Hour, Funding: funding,
 			Req: hongbao.SendRequest{Total: 100, Count: 2, Type: hongbao.Random}})
 		if err != nil {
 			t.Fatal(err)
@@ -889,7 +889,7 @@ func TestFenceCoversEveryWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if _, err := st.OpenBatch(ctx, funded, []hongbao.UserID{storetest.FreshUser()}); !errors.Is(err, hongbao.ErrWrongSet) {
+	if _, err := st.OpenBatch(ctx, funded, []hongbao.UserID{dbtest.FreshUser()}); !errors.Is(err, hongbao.ErrWrongSet) {
 		t.Errorf("OpenBatch after the move: %v, want wrong_set", err)
 	}
 	if _, _, err := st.Close(ctx, funded); !errors.Is(err, hongbao.ErrWrongSet) {
@@ -898,14 +898,14 @@ func TestFenceCoversEveryWrite(t *testing.T) {
 	if _, err := st.Fund(ctx, pending, hongbao.Funded); !errors.Is(err, hongbao.ErrWrongSet) {
 		t.Errorf("Fund after the move: %v, want wrong_set", err)
 	}
-	p := storetest.ReadPacket(t, db, pending)
+	p := dbtest.ReadPacket(t, db, pending)
 	if p == nil {
 		t.Fatalf("packet %d is gone from the moved-away SET", pending)
 	}
 	if p.Funding != hongbao.Pending {
 		t.Errorf("the moved-away SET funded packet %d: funding %d", pending, p.Funding)
 	}
-	if n := storetest.Count(t, db, "SELECT COUNT(*) FROM hb_set.pending WHERE packet_id = ?", pending); n != 1 {
+	if n := dbtest.Count(t, db, "SELECT COUNT(*) FROM hb_set.pending WHERE packet_id = ?", pending); n != 1 {
 		t.Errorf("the moved-away SET removed packet %d from hb_set.pending", pending)
 	}
 	if _, shares := checkInvariants(t, db, funded); len(shares) != 0 {
@@ -919,7 +919,7 @@ func TestFenceCoversEveryWrite(t *testing.T) {
 // the same as with the entries in place.
 func TestCacheLoss(t *testing.T) {
 	t.Parallel()
-	mc := storetest.StartMemcached(t)
+	mc := dbtest.StartMemcached(t)
 	h := newHarness(t, harnessOpts{Memcached: mc.Addr})
 	flush := func() {
 		t.Helper()
@@ -927,9 +927,9 @@ func TestCacheLoss(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	live := h.mustSend(t, storetest.FreshUser(), 1000, 10, "random").String()
-	over := h.mustSend(t, storetest.FreshUser(), 200, 2, "random").String()
-	a, b, c := storetest.FreshUser(), storetest.FreshUser(), storetest.FreshUser()
+	live := h.mustSend(t, dbtest.FreshUser(), 1000, 10, "random").String()
+	over := h.mustSend(t, dbtest.FreshUser(), 200, 2, "random").String()
+	a, b, c := dbtest.FreshUser(), dbtest.FreshUser(), dbtest.FreshUser()
 	first := map[string]reply{}
 	for _, id := range []string{live, over} {
 		first[id] = h.open(a, id)

@@ -4,7 +4,6 @@ package set
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -18,13 +17,15 @@ import (
 	"github.com/hongbao-dev/hongbao/api"
 	"github.com/hongbao-dev/hongbao/queue"
 	"github.com/hongbao-dev/hongbao/store"
+	"github.com/hongbao-dev/hongbao/store/cache"
+	"github.com/hongbao-dev/hongbao/store/wallet"
 )
 
 // Server serves one SET.
 type Server struct {
 	store   *store.Store
-	cache   *store.Cache
-	wallet  *store.Wallet // nil: packets are funded without a debit (tests, benchmarks)
+	cache   *cache.Cache
+	wallet  *wallet.Wallet // nil: packets are funded without a debit (tests, benchmarks)
 	grant   int64
 	queue   *queue.Manager
 	auth    *api.Internal
@@ -44,9 +45,9 @@ type Server struct {
 // Deps are the Server's collaborators.
 type Deps struct {
 	Store *store.Store
-	Cache *store.Cache
+	Cache *cache.Cache
 	// Wallet is debited at send; nil moves no money (tests and benchmarks).
-	Wallet *store.Wallet
+	Wallet *wallet.Wallet
 	// DevGrant, when positive, credits every sender once with that many
 	// fen on their first send: a dev cluster's users can send at once.
 	// Never set it in production.
@@ -108,8 +109,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/packets/{id}/open", s.authed(s.withPacket(s.handleOpen)))
 	mux.HandleFunc("GET /v1/packets/{id}", s.authed(s.withPacket(s.handleDetail)))
 	mux.HandleFunc("GET /v1/me/wallet", s.authed(s.handleWallet))
-	mux.HandleFunc("GET /v1/me/received", s.authed(s.handleHistory(store.KindOpen)))
-	mux.HandleFunc("GET /v1/me/sent", s.authed(s.handleHistory(store.KindSend)))
+	mux.HandleFunc("GET /v1/me/received", s.authed(s.handleHistory(hongbao.KindOpen)))
+	mux.HandleFunc("GET /v1/me/sent", s.authed(s.handleHistory(hongbao.KindSend)))
 	mux.HandleFunc("POST /v1/ping", s.authed(func(*http.Request, hongbao.UserID) (int, any, error) {
 		return http.StatusOK, map[string]bool{"ok": true}, nil // the no-op behind the router: the HTTP ceiling
 	}))
@@ -198,11 +199,4 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Write([]byte("ready\n"))
-}
-
-// randomKey is the bucket key of a send without an Idempotency-Key.
-func randomKey() []byte {
-	b := make([]byte, 16)
-	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24+)
-	return b
 }

@@ -9,15 +9,15 @@ import (
 	"testing"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/store/storetest"
+	"github.com/hongbao-dev/hongbao/store/dbtest"
 )
 
 // memoStack is a harness whose server has a store pool of its own and a
 // private memcached, so a test can take both away from this server alone.
 type memoStack struct {
 	*harness
-	storeDB *sql.DB            // the server's store pool
-	mc      *storetest.Process // the server's memcached
+	storeDB *sql.DB         // the server's store pool
+	mc      *dbtest.Process // the server's memcached
 }
 
 // cut leaves the server with nothing but its process memory: its store
@@ -33,8 +33,8 @@ func (s *memoStack) cut(t *testing.T) {
 
 func newMemoStack(t *testing.T, memo int) *memoStack {
 	t.Helper()
-	storeDB := storetest.DB(t, "a", 16) // the server's own pool, which cut closes
-	mc := storetest.StartMemcached(t)
+	storeDB := dbtest.DB(t, "a", 16) // the server's own pool, which cut closes
+	mc := dbtest.StartMemcached(t)
 	if memo == 0 {
 		memo = -1 // the harness's way of saying off
 	}
@@ -47,7 +47,7 @@ func newMemoStack(t *testing.T, memo int) *memoStack {
 // and the shares taken, checked against MySQL.
 func (s *memoStack) sellOut(t *testing.T, count int, users []hongbao.UserID, atOnce bool) (hongbao.PacketID, map[hongbao.UserID]int64) {
 	t.Helper()
-	id := s.mustSend(t, storetest.FreshUser(), 100*int64(count), count, "random")
+	id := s.mustSend(t, dbtest.FreshUser(), 100*int64(count), count, "random")
 	type res struct {
 		u   hongbao.UserID
 		r   hongbao.OpenResult
@@ -78,7 +78,7 @@ func (s *memoStack) sellOut(t *testing.T, count int, users []hongbao.UserID, atO
 			t.Fatalf("user %d opening packet %d: %+v, %v", x.u, id, x.r, x.err)
 		}
 	}
-	p := storetest.CheckPacket(t, s.db, id)
+	p := dbtest.CheckPacket(t, s.db, id)
 	if p.RemainingCount != 0 || len(told) != count {
 		t.Fatalf("packet %d: %d shares told, %d left; want %d told, sold out", id, len(told), p.RemainingCount, count)
 	}

@@ -120,7 +120,7 @@ func (s *Store) Stats(ctx context.Context, d Day, now time.Time) (DayStats, erro
 		var n int
 		err := s.db.QueryRowContext(ctx, "SELECT COUNT(DISTINCT packet_id) FROM "+table+" WHERE packet_id >= ? AND packet_id < ? AND "+bucketOf+" = ?",
 			d.lo, d.hi, int(d.Table.Bucket)).Scan(&n)
-		if err != nil && !missingTable(err) {
+		if err != nil && !schema.IsMissingTable(err) {
 			return st, fmt.Errorf("store: waiting in %s: %w", table, err)
 		}
 		st.Unsettled += n
@@ -185,7 +185,7 @@ var ErrDayChanged = errors.New("the day changed after it was copied; run again")
 // (idempotency keys, the expiry marks of sold-out packets). It locks the
 // Day's rows and refuses if they no longer match the copy.
 func (s *Store) Purge(ctx context.Context, d Day, copied Checksum, asOf time.Time) error {
-	return inTx(ctx, s.db, func(tx *sql.Tx) error {
+	return schema.InTx(ctx, s.db, func(tx *sql.Tx) error {
 		var now Checksum
 		err := tx.QueryRowContext(ctx, "SELECT COUNT(*), COALESCE(SUM(total),0), COALESCE(SUM(remaining_amount),0) FROM "+d.Table.Packets()+
 			" WHERE id >= ? AND id < ? FOR UPDATE", d.lo, d.hi).Scan(&now.Packets, &now.Total, &now.Remaining)
@@ -220,7 +220,7 @@ func (s *Store) Purge(ctx context.Context, d Day, copied Checksum, asOf time.Tim
 		for _, table := range []string{d.Table.DB() + ".t_idem", "hb_set.expiry"} {
 			_, err := tx.ExecContext(ctx, "DELETE FROM "+table+" WHERE packet_id >= ? AND packet_id < ? AND "+bucketOf+" = ?",
 				d.lo, d.hi, int(d.Table.Bucket))
-			if err != nil && !missingTable(err) {
+			if err != nil && !schema.IsMissingTable(err) {
 				return fmt.Errorf("store: purge %s: %w", table, err)
 			}
 		}

@@ -5,7 +5,7 @@ package store_test
 // applied without the locking read and the share read, in one compound
 // write that fails when the knowledge has gone stale, after which OpenMany
 // applies every work again from what MySQL holds. They run against test SET
-// a's MariaDB (storetest.DB) and reuse the helpers of openmany_test.go.
+// a's MariaDB (dbtest.DB) and reuse the helpers of openmany_test.go.
 
 import (
 	"context"
@@ -22,7 +22,7 @@ import (
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store"
-	"github.com/hongbao-dev/hongbao/store/storetest"
+	"github.com/hongbao-dev/hongbao/store/dbtest"
 )
 
 // kmMarker is the greeting the tests put in the packet of every Known they
@@ -33,7 +33,7 @@ import (
 const kmMarker = "known-marker"
 
 // kmMark returns a copy of k whose packet carries kmMarker.
-func kmMark(k *store.Known) *store.Known {
+func kmMark(k *hongbao.Snapshot) *hongbao.Snapshot {
 	if k == nil {
 		return nil
 	}
@@ -44,17 +44,17 @@ func kmMark(k *store.Known) *store.Known {
 
 // kmUsable reports whether the store applies a work from k: only while
 // the known packet takes opens (a sold-out or expired one is read).
-func kmUsable(k *store.Known) bool {
+func kmUsable(k *hongbao.Snapshot) bool {
 	return k != nil && k.Packet.StatusAt(time.Now()) == hongbao.Active
 }
 
 // kmLearn returns the knowledge a batch gives, as a server keeps it.
-func kmLearn(t *testing.T, b store.Batch) *store.Known {
+func kmLearn(t *testing.T, b store.Batch) *hongbao.Snapshot {
 	t.Helper()
 	if b.Packet == nil || b.Openers == nil {
 		t.Fatalf("batch without packet or openers to learn from: %+v", b)
 	}
-	return &store.Known{Packet: *b.Packet, Openers: b.Openers}
+	return &hongbao.Snapshot{Packet: *b.Packet, Openers: b.Openers}
 }
 
 // kmRand is a store's source of draws that a test can reseed before a
@@ -119,17 +119,17 @@ func (s *kmState) String() string {
 // kmTruth reads packet id from MySQL into the model.
 func kmTruth(t *testing.T, db *sql.DB, id hongbao.PacketID) *kmState {
 	t.Helper()
-	p := storetest.ReadPacket(t, db, id)
+	p := dbtest.ReadPacket(t, db, id)
 	if p == nil {
 		return &kmState{missing: true}
 	}
-	pt, _ := storetest.Tables(t, id)
-	closed := storetest.Count(t, db, "SELECT closed FROM "+pt+" WHERE id = ?", id) != 0
+	pt, _ := dbtest.Tables(t, id)
+	closed := dbtest.Count(t, db, "SELECT closed FROM "+pt+" WHERE id = ?", id) != 0
 	return &kmState{typ: hongbao.Type(p.Type), amount: p.RemainingAmount, count: p.RemainingCount, closed: closed, have: p.Shares}
 }
 
 // kmBelief is the model of what k says of its packet.
-func kmBelief(k *store.Known) *kmState {
+func kmBelief(k *hongbao.Snapshot) *kmState {
 	return &kmState{typ: k.Packet.Type, amount: k.Packet.RemainingAmount, count: k.Packet.RemainingCount,
 		closed: k.Packet.Closed, have: maps.Clone(k.Openers)}
 }
@@ -193,9 +193,9 @@ func kmSameState(got, want *kmState) bool {
 // kmCount counts packet id's detail rows and outbox credits.
 func kmCount(t *testing.T, db *sql.DB, id hongbao.PacketID) (details, credits int) {
 	t.Helper()
-	_, dt := storetest.Tables(t, id)
-	details = storetest.Count(t, db, "SELECT COUNT(*) FROM "+dt+" WHERE packet_id = ?", id)
-	credits = storetest.Count(t, db, "SELECT COUNT(*) FROM hb_set.outbox WHERE packet_id = ?", id)
+	_, dt := dbtest.Tables(t, id)
+	details = dbtest.Count(t, db, "SELECT COUNT(*) FROM "+dt+" WHERE packet_id = ?", id)
+	credits = dbtest.Count(t, db, "SELECT COUNT(*) FROM hb_set.outbox WHERE packet_id = ?", id)
 	return details, credits
 }
 
@@ -231,7 +231,7 @@ func TestKnownMatchesUnknown(t *testing.T) {
 			for i, sp := range specs {
 				ids[i] = omCreate(t, st, buckets[i%len(buckets)], sp, hongbao.Funded)
 			}
-			knowledge := map[int]*store.Known{}
+			knowledge := map[int]*hongbao.Snapshot{}
 			for ri, round := range rounds {
 				works := make([]store.Work, len(round))
 				nknown := 0
@@ -275,7 +275,7 @@ func TestKnownMatchesUnknown(t *testing.T) {
 				t.Errorf("seed %d, %s: outcomes differ from one at a time: %s", seed, mode, omDiff(r.lines, want))
 			}
 			for i, id := range ids {
-				p := storetest.CheckPacket(t, db, id)
+				p := dbtest.CheckPacket(t, db, id)
 				m := model[i]
 				if p.RemainingAmount != m.amount || p.RemainingCount != m.count || !slices.Equal(p.Details, m.shares) {
 					t.Errorf("seed %d, %s: packet p%d: left %d/%d with shares %v, want %d/%d with %v",
@@ -319,7 +319,7 @@ type kmFix struct {
 	elsewhere *store.Store // another server of the same SET
 	rnd       *kmRand
 	p, h, u   hongbao.PacketID
-	known     map[hongbao.PacketID]*store.Known
+	known     map[hongbao.PacketID]*hongbao.Snapshot
 	// k1, k2 opened p before the knowledge was taken, n1, n2 are new, x
 	// opens p elsewhere after it.
 	k1, k2, n1, n2, x hongbao.UserID
@@ -331,12 +331,12 @@ type kmFix struct {
 func kmNewFix(t *testing.T, db *sql.DB, loc *time.Location, spec omSpec, ownDay bool) *kmFix {
 	t.Helper()
 	ctx := context.Background()
-	f := &kmFix{db: db, set: storetest.UniqueName("km"), rnd: newKmRand(1), known: map[hongbao.PacketID]*store.Known{}}
+	f := &kmFix{db: db, set: dbtest.UniqueName("km"), rnd: newKmRand(1), known: map[hongbao.PacketID]*hongbao.Snapshot{}}
 	bs := omBuckets(3)
-	storetest.Own(t, db, f.set, bs)
+	dbtest.Own(t, db, f.set, bs)
 	f.st = store.New(db, f.set, loc, time.Now, f.rnd.intn)
 	f.elsewhere = store.New(db, f.set, loc, time.Now, rand.Int64N)
-	f.k1, f.k2, f.n1, f.n2, f.x = storetest.FreshUser(), storetest.FreshUser(), storetest.FreshUser(), storetest.FreshUser(), storetest.FreshUser()
+	f.k1, f.k2, f.n1, f.n2, f.x = dbtest.FreshUser(), dbtest.FreshUser(), dbtest.FreshUser(), dbtest.FreshUser(), dbtest.FreshUser()
 	if ownDay {
 		// A day of January 2025 no table exists for yet; the packet lives
 		// an hour past now.
@@ -344,8 +344,8 @@ func kmNewFix(t *testing.T, db *sql.DB, loc *time.Location, spec omSpec, ownDay 
 		for slices.Contains(bs, f.p.Bucket()) {
 			f.p = omMissingDayTable(t, db)
 		}
-		storetest.Own(t, db, f.set, []hongbao.Bucket{f.p.Bucket()})
-		_, created, err := f.st.Create(ctx, store.NewPacket{ID: f.p, Sender: storetest.FreshUser(),
+		dbtest.Own(t, db, f.set, []hongbao.Bucket{f.p.Bucket()})
+		_, created, err := f.st.Create(ctx, store.NewPacket{ID: f.p, Sender: dbtest.FreshUser(),
 			Req:    hongbao.SendRequest{Total: spec.total, Count: spec.count, Type: spec.typ},
 			Expiry: time.Since(f.p.Time()) + time.Hour, Funding: hongbao.Funded})
 		if err != nil || !created {
@@ -358,8 +358,8 @@ func kmNewFix(t *testing.T, db *sql.DB, loc *time.Location, spec omSpec, ownDay 
 	f.u = omCreate(t, f.st, bs[2], omSpec{hongbao.Fixed, 600, 6}, hongbao.Funded)
 	got, err := f.st.OpenMany(ctx, []store.Work{
 		{ID: f.p, Users: []hongbao.UserID{f.k1, f.k2}, OpenersUpTo: 1000},
-		{ID: f.h, Users: []hongbao.UserID{storetest.FreshUser()}, OpenersUpTo: 1000},
-		{ID: f.u, Users: []hongbao.UserID{storetest.FreshUser()}, OpenersUpTo: 1000},
+		{ID: f.h, Users: []hongbao.UserID{dbtest.FreshUser()}, OpenersUpTo: 1000},
+		{ID: f.u, Users: []hongbao.UserID{dbtest.FreshUser()}, OpenersUpTo: 1000},
 	})
 	if err != nil {
 		t.Fatalf("first opens: %v", err)
@@ -385,8 +385,8 @@ func (f *kmFix) openElsewhere(t *testing.T, users ...hongbao.UserID) {
 // TestKnownStale proves stale knowledge of every kind never commits: the retry gives the exact one-at-a-time answer (or wrong_set), alone and merged with healthy packets.
 func TestKnownStale(t *testing.T) {
 	ctx := context.Background()
-	db := storetest.DB(t, "a", 6)
-	loc := storetest.Shanghai(t)
+	db := dbtest.DB(t, "a", 6)
+	loc := dbtest.Shanghai(t)
 	type kind struct {
 		name   string
 		spec   omSpec
@@ -411,13 +411,13 @@ func TestKnownStale(t *testing.T) {
 	newcomers := func(f *kmFix) []hongbao.UserID { return []hongbao.UserID{f.k1, f.n1, f.n2} }
 	kinds := []kind{
 		{name: "opened elsewhere", spec: omSpec{hongbao.Random, 1000, 10},
-			stale: func(t *testing.T, f *kmFix) { f.openElsewhere(t, storetest.FreshUser(), storetest.FreshUser()) },
+			stale: func(t *testing.T, f *kmFix) { f.openElsewhere(t, dbtest.FreshUser(), dbtest.FreshUser()) },
 			users: newcomers},
 		{name: "sold out elsewhere", spec: omSpec{hongbao.Random, 500, 4},
-			stale: func(t *testing.T, f *kmFix) { f.openElsewhere(t, storetest.FreshUser(), storetest.FreshUser()) },
+			stale: func(t *testing.T, f *kmFix) { f.openElsewhere(t, dbtest.FreshUser(), dbtest.FreshUser()) },
 			users: func(f *kmFix) []hongbao.UserID { return []hongbao.UserID{f.n1, f.k2, f.n2} }},
 		{name: "a user of the work opened elsewhere", spec: omSpec{hongbao.Random, 1000, 10},
-			stale: func(t *testing.T, f *kmFix) { f.openElsewhere(t, storetest.FreshUser(), f.x) },
+			stale: func(t *testing.T, f *kmFix) { f.openElsewhere(t, dbtest.FreshUser(), f.x) },
 			users: func(f *kmFix) []hongbao.UserID { return []hongbao.UserID{f.n1, f.x, f.k1, f.x} }},
 		{name: "a user of the work opened elsewhere, packet as known", spec: omSpec{hongbao.Fixed, 1000, 10},
 			// The knowledge has the packet as MySQL has it but misses x's
@@ -431,7 +431,7 @@ func TestKnownStale(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				f.known[f.p] = &store.Known{Packet: *p, Openers: f.known[f.p].Openers}
+				f.known[f.p] = &hongbao.Snapshot{Packet: *p, Openers: f.known[f.p].Openers}
 				if _, ok := f.known[f.p].Openers[f.x]; ok || p.RemainingCount != 7 {
 					t.Fatalf("setup: knowledge %+v", f.known[f.p])
 				}
@@ -442,14 +442,14 @@ func TestKnownStale(t *testing.T) {
 			// share was added, so no key of the details is hit and only
 			// the conditional update catches the knowledge.
 			stale: sqlStale(func(f *kmFix) (string, []any) {
-				pt, _ := storetest.Tables(t, f.p)
+				pt, _ := dbtest.Tables(t, f.p)
 				return "UPDATE " + pt + " SET total = total - 10, remaining_amount = remaining_amount - 10, count = count - 1," +
 					" remaining_count = remaining_count - 1 WHERE id = ?", []any{f.p}
 			}),
 			users: newcomers},
 		{name: "closed", spec: omSpec{hongbao.Random, 1000, 10},
 			stale: sqlStale(func(f *kmFix) (string, []any) {
-				pt, _ := storetest.Tables(t, f.p)
+				pt, _ := dbtest.Tables(t, f.p)
 				return "UPDATE " + pt + " SET closed = 1 WHERE id = ?", []any{f.p}
 			}),
 			users: newcomers},
@@ -460,7 +460,7 @@ func TestKnownStale(t *testing.T) {
 			users: newcomers},
 		{name: "bucket owned by another SET", spec: omSpec{hongbao.Fixed, 1000, 10}, wrongSet: true,
 			stale: func(t *testing.T, f *kmFix) {
-				other := storetest.UniqueName("km")
+				other := dbtest.UniqueName("km")
 				t.Cleanup(func() { _, _ = f.db.Exec("DELETE FROM hb_fence.owned WHERE set_name = ?", other) })
 				sqlStale(func(f *kmFix) (string, []any) {
 					return "UPDATE hb_fence.owned SET set_name = ? WHERE set_name = ? AND bucket = ?", []any{other, f.set, int(f.p.Bucket())}
@@ -471,7 +471,7 @@ func TestKnownStale(t *testing.T) {
 			stale: func(*testing.T, *kmFix) {}, users: newcomers},
 		{name: "row purged", spec: omSpec{hongbao.Random, 1000, 10},
 			stale: func(t *testing.T, f *kmFix) {
-				pt, dt := storetest.Tables(t, f.p)
+				pt, dt := dbtest.Tables(t, f.p)
 				for _, q := range []string{"DELETE FROM " + dt + " WHERE packet_id = ?", "DELETE FROM " + pt + " WHERE id = ?"} {
 					if _, err := f.db.ExecContext(ctx, q, f.p); err != nil {
 						t.Fatal(err)
@@ -481,7 +481,7 @@ func TestKnownStale(t *testing.T) {
 			users: newcomers},
 		{name: "day table dropped", spec: omSpec{hongbao.Random, 1000, 10}, ownDay: true,
 			stale: func(t *testing.T, f *kmFix) {
-				pt, dt := storetest.Tables(t, f.p)
+				pt, dt := dbtest.Tables(t, f.p)
 				if _, err := f.db.ExecContext(ctx, "DROP TABLE "+pt+", "+dt); err != nil {
 					t.Fatal(err)
 				}
@@ -506,7 +506,7 @@ func TestKnownStale(t *testing.T) {
 				credits := map[hongbao.PacketID]map[hongbao.UserID][]int64{}
 				for _, id := range ids {
 					truth[id] = kmTruth(t, db, id)
-					credits[id] = storetest.OutboxCredits(t, db, id)
+					credits[id] = dbtest.OutboxCredits(t, db, id)
 				}
 				before := map[hongbao.PacketID]*kmState{}
 				for id, s := range truth {
@@ -605,12 +605,12 @@ func TestKnownStale(t *testing.T) {
 						t.Errorf("packet p%d in MySQL: %v, want %v", pi[id], after, wantState)
 					}
 					if after.missing || k.wrongSet {
-						if c := storetest.OutboxCredits(t, db, id); !maps.EqualFunc(c, credits[id], slices.Equal) {
+						if c := dbtest.OutboxCredits(t, db, id); !maps.EqualFunc(c, credits[id], slices.Equal) {
 							t.Errorf("packet p%d: outbox credits %v, before the call %v", pi[id], c, credits[id])
 						}
 						continue
 					}
-					omCheckCredits(t, db, storetest.CheckPacket(t, db, id))
+					omCheckCredits(t, db, dbtest.CheckPacket(t, db, id))
 				}
 				for i, b := range got {
 					id := works[i].ID
@@ -634,10 +634,10 @@ func TestKnownStale(t *testing.T) {
 func TestKnownOpenersAnswer(t *testing.T) {
 	ctx := context.Background()
 	db, loc, set, buckets := omSetup(t, 2)
-	clock := &storetest.Clock{}
+	clock := &dbtest.Clock{}
 	clock.Set(time.Now())
 	st := store.New(db, set, loc, clock.Now, rand.Int64N)
-	a, b, c, d, n := storetest.FreshUser(), storetest.FreshUser(), storetest.FreshUser(), storetest.FreshUser(), storetest.FreshUser()
+	a, b, c, d, n := dbtest.FreshUser(), dbtest.FreshUser(), dbtest.FreshUser(), dbtest.FreshUser(), dbtest.FreshUser()
 	live := omCreate(t, st, buckets[0], omSpec{hongbao.Random, 1000, 10}, hongbao.Funded)
 	soldOut := omCreate(t, st, buckets[1], omSpec{hongbao.Fixed, 200, 2}, hongbao.Funded)
 	bs, err := st.OpenMany(ctx, []store.Work{
@@ -695,7 +695,7 @@ func TestKnownOpenersAnswer(t *testing.T) {
 				if reads[id] || !slices.ContainsFunc(tc.works, func(w store.Work) bool { return w.ID == id }) {
 					continue // the store must read it (or has no business with it)
 				}
-				pt, _ := storetest.Tables(t, id)
+				pt, _ := dbtest.Tables(t, id)
 				var got hongbao.PacketID
 				if err := lock.QueryRowContext(ctx, "SELECT id FROM "+pt+" WHERE id = ? FOR UPDATE", id).Scan(&got); err != nil {
 					t.Fatal(err)
@@ -738,7 +738,7 @@ func TestKnownOpenersAnswer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := storetest.CheckPacket(t, db, live)
+	p := dbtest.CheckPacket(t, db, live)
 	omCheckCredits(t, db, p)
 	want := []string{ao(a, kLive.Openers[a]), fmt.Sprintf("%s:%s:%d", n, hongbao.Opened, p.Shares[n]), ao(n, p.Shares[n])}
 	var got []string
@@ -827,7 +827,7 @@ func TestKnownOpenersUpTo(t *testing.T) {
 		}
 		for i, c := range cases {
 			b, w := got[i], works[i]
-			p := storetest.CheckPacket(t, db, w.ID)
+			p := dbtest.CheckPacket(t, db, w.ID)
 			omCheckCredits(t, db, p)
 			for j, o := range b.Outcomes {
 				if o.Err == nil && p.Shares[w.Users[j]] != o.Result.Amount {
@@ -865,7 +865,7 @@ func TestKnownSamePacketTwice(t *testing.T) {
 		rnd := newKmRand(7)
 		st := store.New(db, set, loc, time.Now, rnd.intn)
 		id := omCreate(t, st, buckets[0], omSpec{hongbao.Random, 1000, 6}, hongbao.Funded)
-		a, b, c, d := storetest.FreshUser(), storetest.FreshUser(), storetest.FreshUser(), storetest.FreshUser()
+		a, b, c, d := dbtest.FreshUser(), dbtest.FreshUser(), dbtest.FreshUser(), dbtest.FreshUser()
 		bs, err := st.OpenMany(ctx, []store.Work{{ID: id, Users: []hongbao.UserID{a}, OpenersUpTo: 100}})
 		if err != nil {
 			t.Fatal(err)
@@ -894,7 +894,7 @@ func TestKnownSamePacketTwice(t *testing.T) {
 		for i, b := range bs {
 			lines = append(lines, omPrintBatch(t, 0, works[i], b)...)
 		}
-		p := storetest.CheckPacket(t, db, id)
+		p := dbtest.CheckPacket(t, db, id)
 		omCheckCredits(t, db, p)
 		if mode == "both known" {
 			want := kmApply(seeded(99), []kmWork{{0, truth, works[0].Users}, {0, truth, works[1].Users}})
@@ -925,25 +925,25 @@ func TestKnownSamePacketTwice(t *testing.T) {
 func TestKnownConcurrentServers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	loc := storetest.Shanghai(t)
-	set := storetest.UniqueName("km")
+	loc := dbtest.Shanghai(t)
+	set := dbtest.UniqueName("km")
 	buckets := omBuckets(3)
 	type server struct {
 		st    *store.Store
 		rnd   *kmRand
 		mu    sync.Mutex
-		known map[hongbao.PacketID]*store.Known
+		known map[hongbao.PacketID]*hongbao.Snapshot
 	}
 	var servers []*server
 	for i := range 2 {
-		db := storetest.DB(t, "a", 8)
+		db := dbtest.DB(t, "a", 8)
 		if i == 0 {
-			storetest.Own(t, db, set, buckets)
+			dbtest.Own(t, db, set, buckets)
 		}
 		rnd := newKmRand(uint64(time.Now().UnixNano()) + uint64(i))
-		servers = append(servers, &server{st: store.New(db, set, loc, time.Now, rnd.intn), rnd: rnd, known: map[hongbao.PacketID]*store.Known{}})
+		servers = append(servers, &server{st: store.New(db, set, loc, time.Now, rnd.intn), rnd: rnd, known: map[hongbao.PacketID]*hongbao.Snapshot{}})
 	}
-	db := storetest.DB(t, "a", 2)
+	db := dbtest.DB(t, "a", 2)
 	specs := []omSpec{{hongbao.Random, 2000, 20}, {hongbao.Fixed, 3000, 30}, {hongbao.Random, 30000, 300}, {hongbao.Random, 500, 5},
 		{hongbao.Random, 100000, 1000}, {hongbao.Fixed, 800, 8}}
 	const npackets = 12
@@ -957,7 +957,7 @@ func TestKnownConcurrentServers(t *testing.T) {
 	// packet through both, and again.
 	pool := make([]hongbao.UserID, 60)
 	for i := range pool {
-		pool[i] = storetest.FreshUser()
+		pool[i] = dbtest.FreshUser()
 	}
 	type answer struct {
 		id     hongbao.PacketID
@@ -1010,7 +1010,7 @@ func TestKnownConcurrentServers(t *testing.T) {
 				sv.mu.Lock()
 				for i, b := range bs {
 					if b.Packet != nil && b.Openers != nil && b.Packet.RemainingCount > 0 && !b.Packet.Closed {
-						sv.known[works[i].ID] = &store.Known{Packet: *b.Packet, Openers: b.Openers}
+						sv.known[works[i].ID] = &hongbao.Snapshot{Packet: *b.Packet, Openers: b.Openers}
 					} else {
 						delete(sv.known, works[i].ID)
 					}
@@ -1079,7 +1079,7 @@ func TestKnownConcurrentServers(t *testing.T) {
 	shares := map[hongbao.PacketID]map[hongbao.UserID]int64{}
 	needed := 0 // draws the committed shares took
 	for _, id := range ids {
-		p := storetest.CheckPacket(t, db, id)
+		p := dbtest.CheckPacket(t, db, id)
 		shares[id] = p.Shares
 		omCheckCredits(t, db, p)
 		if len(p.Shares) != len(p.Details) || len(p.Details) > p.Count {
@@ -1125,7 +1125,7 @@ func TestKnownNilOpeners(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := storetest.FreshUser()
+	u := dbtest.FreshUser()
 	var bs []store.Batch
 	func() {
 		defer func() {
@@ -1133,7 +1133,7 @@ func TestKnownNilOpeners(t *testing.T) {
 				err = fmt.Errorf("panic: %v", r)
 			}
 		}()
-		bs, err = st.OpenMany(ctx, []store.Work{{ID: id, Users: []hongbao.UserID{u}, Known: &store.Known{Packet: *p}}})
+		bs, err = st.OpenMany(ctx, []store.Work{{ID: id, Users: []hongbao.UserID{u}, Known: &hongbao.Snapshot{Packet: *p}}})
 	}()
 	if err != nil {
 		t.Fatalf("OpenMany with Known{Openers: nil} of a packet with no share: %v", err)
@@ -1141,7 +1141,7 @@ func TestKnownNilOpeners(t *testing.T) {
 	if o := bs[0].Outcomes[0]; o.Err != nil || o.Result.Status != hongbao.Opened || o.Result.Amount != 100 {
 		t.Errorf("outcome %+v, want opened 100 fen", o)
 	}
-	omCheckCredits(t, db, storetest.CheckPacket(t, db, id))
+	omCheckCredits(t, db, dbtest.CheckPacket(t, db, id))
 }
 
 // TestKnownUsable: knowledge stands in for a read only for a funded packet
@@ -1152,27 +1152,27 @@ func TestKnownUsable(t *testing.T) {
 	one := map[hongbao.UserID]int64{7: 100}
 	for _, tc := range []struct {
 		name string
-		edit func(k *store.Known)
+		edit func(k *hongbao.Snapshot)
 		want bool
 	}{
-		{"live, openers add up", func(*store.Known) {}, true},
-		{"an opener missing", func(k *store.Known) { k.Openers = map[hongbao.UserID]int64{} }, false},
-		{"an opener too many", func(k *store.Known) { k.Openers = map[hongbao.UserID]int64{7: 100, 8: 1} }, false},
-		{"pending funding", func(k *store.Known) { k.Packet.Funding = hongbao.Pending }, false},
-		{"closed", func(k *store.Known) { k.Packet.Closed = true }, false},
-		{"expired", func(k *store.Known) { k.Packet.ExpiresAt = now }, false},
-		{"sold out", func(k *store.Known) {
+		{"live, openers add up", func(*hongbao.Snapshot) {}, true},
+		{"an opener missing", func(k *hongbao.Snapshot) { k.Openers = map[hongbao.UserID]int64{} }, false},
+		{"an opener too many", func(k *hongbao.Snapshot) { k.Openers = map[hongbao.UserID]int64{7: 100, 8: 1} }, false},
+		{"pending funding", func(k *hongbao.Snapshot) { k.Packet.Funding = hongbao.Pending }, false},
+		{"closed", func(k *hongbao.Snapshot) { k.Packet.Closed = true }, false},
+		{"expired", func(k *hongbao.Snapshot) { k.Packet.ExpiresAt = now }, false},
+		{"sold out", func(k *hongbao.Snapshot) {
 			k.Packet.RemainingCount, k.Openers = 0, map[hongbao.UserID]int64{7: 100, 8: 100, 9: 100}
 		}, false},
-		{"fresh, no openers (nil)", func(k *store.Known) { k.Packet.RemainingCount, k.Openers = 3, nil }, true},
+		{"fresh, no openers (nil)", func(k *hongbao.Snapshot) { k.Packet.RemainingCount, k.Openers = 3, nil }, true},
 	} {
-		k := &store.Known{Packet: base, Openers: maps.Clone(one)}
+		k := &hongbao.Snapshot{Packet: base, Openers: maps.Clone(one)}
 		tc.edit(k)
 		if got := k.Usable(now); got != tc.want {
 			t.Errorf("%s: Usable = %v, want %v", tc.name, got, tc.want)
 		}
 	}
-	if (*store.Known)(nil).Usable(now) {
+	if (*hongbao.Snapshot)(nil).Usable(now) {
 		t.Error("nil knowledge is usable")
 	}
 }

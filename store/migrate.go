@@ -33,12 +33,12 @@ func CopyBucket(ctx context.Context, from, to *sql.DB, b hongbao.Bucket) (int, e
 	// of a database, so select by the bucket bits of the packet ID.
 	err := copyRows(ctx, from, to, "SELECT sender, idem_key, packet_id, req_hash, created_at FROM "+b.DB()+
 		".t_idem WHERE (packet_id >> 12) & 1023 = ?", []any{int(b)}, b.DB()+".t_idem")
-	if err != nil && !missingTable(err) {
+	if err != nil && !schema.IsMissingTable(err) {
 		return total, fmt.Errorf("store: copy idempotency keys of bucket %d: %w", b, err)
 	}
 	for _, table := range []string{"hb_set.expiry", "hb_set.pending"} {
 		err := copyRows(ctx, from, to, "SELECT * FROM "+table+" WHERE (packet_id >> 12) & 1023 = ?", []any{int(b)}, table)
-		if err != nil && !missingTable(err) {
+		if err != nil && !schema.IsMissingTable(err) {
 			return total, fmt.Errorf("store: copy %s of bucket %d: %w", table, b, err)
 		}
 	}
@@ -48,7 +48,7 @@ func CopyBucket(ctx context.Context, from, to *sql.DB, b hongbao.Bucket) (int, e
 func copyDay(ctx context.Context, from, to *sql.DB, dst *schema.Ensurer, t hongbao.DayTable) (int, error) {
 	var n int
 	err := from.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+t.Packets()).Scan(&n)
-	if missingTable(err) || (err == nil && n == 0) {
+	if schema.IsMissingTable(err) || (err == nil && n == 0) {
 		return 0, nil
 	}
 	if err != nil {
@@ -121,14 +121,14 @@ func DropBucket(ctx context.Context, db *sql.DB, b hongbao.Bucket) error {
 	for day := 1; day <= 31; day++ {
 		t := hongbao.DayTable{Bucket: b, Day: day}
 		for _, q := range []string{"DELETE FROM " + t.Details(), "DELETE FROM " + t.Packets()} {
-			if _, err := db.ExecContext(ctx, q); err != nil && !missingTable(err) {
+			if _, err := db.ExecContext(ctx, q); err != nil && !schema.IsMissingTable(err) {
 				return fmt.Errorf("store: drop %s: %w", t.Packets(), err)
 			}
 		}
 	}
 	for _, table := range []string{b.DB() + ".t_idem", "hb_set.expiry", "hb_set.pending"} {
 		_, err := db.ExecContext(ctx, "DELETE FROM "+table+" WHERE (packet_id >> 12) & 1023 = ?", int(b))
-		if err != nil && !missingTable(err) {
+		if err != nil && !schema.IsMissingTable(err) {
 			return fmt.Errorf("store: drop %s of bucket %d: %w", table, b, err)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/schema"
 )
 
 // Open opens packet id for user in one transaction.
@@ -33,30 +34,7 @@ type Work struct {
 	OpenersUpTo, SoldOutOpenersUpTo int
 	// Known, when set, is what the caller learnt of the packet from its
 	// last transaction; the transaction then skips reading the packet.
-	Known *Known
-}
-
-// Known is a packet as a transaction left it, with every share it had
-// then. A work that carries it is applied without the row lock and the
-// share read: its update is conditional on the packet still being as known
-// and a share already taken fails on the details' key, so knowledge gone
-// stale (another server opened the packet, a settler closed it, an
-// archiver moved it) fails the transaction instead of corrupting it; the
-// works are then applied again, reading everything.
-type Known struct {
-	Packet  hongbao.Packet
-	Openers map[hongbao.UserID]int64
-}
-
-// Usable reports whether k may stand in for reading its packet at now:
-// only while the packet takes opens (an answer that writes nothing, as
-// sold_out or expired, would check nothing, and a share opened elsewhere
-// would read as one of them), only for a funded packet, and only with as
-// many openers as the packet has shares (the writes check the packet row,
-// which cannot tell a list of openers that misses one).
-func (k *Known) Usable(now time.Time) bool {
-	return k != nil && k.Packet.Funding == hongbao.Funded && k.Packet.StatusAt(now) == hongbao.Active &&
-		len(k.Openers) == k.Packet.Count-k.Packet.RemainingCount
+	Known *hongbao.Snapshot
 }
 
 // Batch is the result of one Work: one outcome per user, the packet as the
@@ -112,7 +90,7 @@ func (s *Store) OpenMany(ctx context.Context, works []Work) ([]Batch, error) {
 
 func (s *Store) openMany(ctx context.Context, works []Work) ([]Batch, error) {
 	var bs []Batch
-	err := inTx(ctx, s.db, func(tx *sql.Tx) error {
+	err := schema.InTx(ctx, s.db, func(tx *sql.Tx) error {
 		now := s.now() // fixed for the whole transaction
 		var err error
 		bs, err = s.openTx(ctx, tx, works, now)
@@ -163,7 +141,7 @@ func (s *Store) openTx(ctx context.Context, tx *sql.Tx, works []Work, now time.T
 			continue
 		}
 		var recs []hongbao.Record
-		bs[i].Outcomes, recs = drawShares(p, rd.have[w.ID], w.Users, now, s.intn)
+		bs[i].Outcomes, recs = hongbao.DrawOpens(p, rd.have[w.ID], w.Users, now, s.intn)
 		for _, r := range recs {
 			ws.fresh = append(ws.fresh, share{p: p, rec: r})
 		}
@@ -176,37 +154,6 @@ func (s *Store) openTx(ctx context.Context, tx *sql.Tx, works []Work, now time.T
 		}
 	}
 	return bs, s.openersOf(ctx, tx, works, bs, rd.have, ws.known)
-}
-
-// drawShares decides the opens of users in order against p, which it
-// updates: already_opened for a user with a share (have, which it also
-// updates), sold_out or expired when the packet takes no more opens, else
-// a fresh draw. It returns the outcomes and the new shares.
-func drawShares(p *hongbao.Packet, have map[hongbao.UserID]int64, users []hongbao.UserID, now time.Time,
-	intn func(int64) int64) ([]hongbao.Outcome, []hongbao.Record) {
-	out := make([]hongbao.Outcome, len(users))
-	var fresh []hongbao.Record
-	for i, u := range users {
-		if amount, ok := have[u]; ok {
-			out[i].Result = hongbao.OpenResult{User: u, Amount: amount, Status: hongbao.AlreadyOpened}
-			continue
-		}
-		switch p.StatusAt(now) {
-		case hongbao.SoldOut:
-			out[i].Err = hongbao.ErrSoldOut
-			continue
-		case hongbao.Expired:
-			out[i].Err = hongbao.ErrExpired
-			continue
-		}
-		amount := hongbao.Draw(p.Type, p.RemainingAmount, p.RemainingCount, intn)
-		p.RemainingAmount -= amount
-		p.RemainingCount--
-		have[u] = amount
-		fresh = append(fresh, hongbao.Record{User: u, Amount: amount, At: now, Seq: p.Count - p.RemainingCount})
-		out[i].Result = hongbao.OpenResult{User: u, Amount: amount, Status: hongbao.Opened}
-	}
-	return out, fresh
 }
 
 // openRead is what a transaction read before deciding: the funded packets
@@ -312,7 +259,7 @@ func (s *Store) readPresent(ctx context.Context, tx *sql.Tx, works []Work) (open
 			return openRead{packets: map[hongbao.PacketID]*hongbao.Packet{}, have: map[hongbao.PacketID]map[hongbao.UserID]int64{}}, gone, nil
 		}
 		rd, err := s.readForOpen(ctx, tx, present)
-		if !missingTable(err) {
+		if !schema.IsMissingTable(err) {
 			return rd, gone, err
 		}
 		n := len(gone)
@@ -331,7 +278,7 @@ func (s *Store) readPresent(ctx context.Context, tx *sql.Tx, works []Work) (open
 // readErr turns a missing fence table into its meaning: the SET owns
 // nothing in this MySQL.
 func (s *Store) readErr(err error) error {
-	if missingTable(err) && strings.Contains(err.Error(), "hb_fence") {
+	if schema.IsMissingTable(err) && strings.Contains(err.Error(), "hb_fence") {
 		return fmt.Errorf("fence of SET %s missing: %w", s.set, hongbao.ErrWrongSet)
 	}
 	return err

@@ -12,7 +12,7 @@ import (
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store"
-	"github.com/hongbao-dev/hongbao/store/storetest"
+	"github.com/hongbao-dev/hongbao/store/dbtest"
 )
 
 // seeded returns a draw source that replays the same sequence for a seed.
@@ -28,7 +28,7 @@ func seeded(seed uint64) func(int64) int64 {
 // the middle of a batch; and the invariants hold for both.
 func TestGroupOpenMatchesOneAtATime(t *testing.T) {
 	ctx := context.Background()
-	db := storetest.DB(t, "a", 8)
+	db := dbtest.DB(t, "a", 8)
 	set := "k" + time.Now().Format("150405.000000")
 	if err := schema.Own(ctx, db, set, 1, schema.AllBuckets()); err != nil {
 		t.Fatal(err)

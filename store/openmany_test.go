@@ -1,7 +1,7 @@
 package store_test
 
 // Integration tests of Store.OpenMany: several packets' opens in one MySQL
-// transaction. They run against test SET a's MariaDB (storetest.DB).
+// transaction. They run against test SET a's MariaDB (dbtest.DB).
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/store"
-	"github.com/hongbao-dev/hongbao/store/storetest"
+	"github.com/hongbao-dev/hongbao/store/dbtest"
 )
 
 // omMinter mints the IDs of every packet these tests create: unique within
@@ -41,7 +41,7 @@ func omCreate(t *testing.T, st *store.Store, b hongbao.Bucket, sp omSpec, fundin
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, created, err := st.Create(ctx, store.NewPacket{ID: id, Sender: storetest.FreshUser(),
+	_, created, err := st.Create(ctx, store.NewPacket{ID: id, Sender: dbtest.FreshUser(),
 		Req: hongbao.SendRequest{Total: sp.total, Count: sp.count, Type: sp.typ}, Expiry: time.Hour, Funding: funding})
 	if err != nil {
 		t.Fatalf("create %+v in bucket %d: %v", sp, b, err)
@@ -55,11 +55,11 @@ func omCreate(t *testing.T, st *store.Store, b hongbao.Bucket, sp omSpec, fundin
 // omSetup opens the test MySQL and makes a fresh SET own n fresh buckets.
 func omSetup(t *testing.T, n int) (*sql.DB, *time.Location, string, []hongbao.Bucket) {
 	t.Helper()
-	db := storetest.DB(t, "a", 4)
-	set := storetest.UniqueName("om")
+	db := dbtest.DB(t, "a", 4)
+	set := dbtest.UniqueName("om")
 	buckets := omBuckets(n)
-	storetest.Own(t, db, set, buckets)
-	return db, storetest.Shanghai(t), set, buckets
+	dbtest.Own(t, db, set, buckets)
+	return db, dbtest.Shanghai(t), set, buckets
 }
 
 // omBuckets returns n distinct random buckets.
@@ -144,7 +144,7 @@ type omModel struct {
 	amount int64
 	count  int
 	have   map[hongbao.UserID]int64
-	shares []storetest.Share
+	shares []dbtest.Share
 }
 
 func omModelRun(seed uint64, specs []omSpec, rounds [][]omWork) ([]string, []*omModel) {
@@ -170,7 +170,7 @@ func omModelRun(seed uint64, specs []omSpec, rounds [][]omWork) ([]string, []*om
 				m.amount -= a
 				m.count--
 				m.have[u] = a
-				m.shares = append(m.shares, storetest.Share{User: u, Amount: a, Seq: len(m.shares) + 1})
+				m.shares = append(m.shares, dbtest.Share{User: u, Amount: a, Seq: len(m.shares) + 1})
 				out = append(out, fmt.Sprintf("p%d %s:%s:%d", w.pkt, u, hongbao.Opened, a))
 			}
 			out = append(out, fmt.Sprintf("p%d left %d/%d", w.pkt, m.amount, m.count))
@@ -198,9 +198,9 @@ func omDiff(got, want []string) string {
 
 // omCheckCredits asserts that the outbox holds exactly one credit per
 // share of p, of the share's amount.
-func omCheckCredits(t *testing.T, db *sql.DB, p *storetest.Packet) {
+func omCheckCredits(t *testing.T, db *sql.DB, p *dbtest.Packet) {
 	t.Helper()
-	credits := storetest.OutboxCredits(t, db, p.ID)
+	credits := dbtest.OutboxCredits(t, db, p.ID)
 	want := map[hongbao.UserID][]int64{}
 	for u, a := range p.Shares {
 		want[u] = []int64{a}
@@ -276,7 +276,7 @@ func TestOpenManyMatchesSequential(t *testing.T) {
 					seed, mode, omDiff(got, want), got, want)
 			}
 			for i, id := range ids {
-				p := storetest.CheckPacket(t, db, id)
+				p := dbtest.CheckPacket(t, db, id)
 				m := model[i]
 				if p.RemainingAmount != m.amount || p.RemainingCount != m.count || !slices.Equal(p.Details, m.shares) {
 					t.Errorf("seed %d, %s: packet p%d %s: left %d/%d with shares %v, want %d/%d with %v",
@@ -408,7 +408,7 @@ func TestOpenManyOpeners(t *testing.T) {
 			if !slices.Equal(statuses, c.want) {
 				t.Errorf("%s: %s: outcomes %v, want %v", mode, c.name, statuses, c.want)
 			}
-			p := storetest.CheckPacket(t, db, works[i].ID)
+			p := dbtest.CheckPacket(t, db, works[i].ID)
 			// Every share the outcomes report is the one in MySQL.
 			for j, o := range b.Outcomes {
 				if o.Err == nil && (o.Result.User != works[i].Users[j] || p.Shares[o.Result.User] != o.Result.Amount) {
@@ -436,9 +436,9 @@ func TestOpenManyOpeners(t *testing.T) {
 // whose tables the tests' creates make.
 func omMissingDayTable(t *testing.T, db *sql.DB) hongbao.PacketID {
 	t.Helper()
-	loc := storetest.Shanghai(t)
+	loc := dbtest.Shanghai(t)
 	existing := map[string]bool{}
-	for _, name := range storetest.DayTables(t, db) {
+	for _, name := range dbtest.DayTables(t, db) {
 		existing[name] = true
 	}
 	today := time.Now().In(loc).Day()
@@ -452,8 +452,8 @@ func omMissingDayTable(t *testing.T, db *sql.DB) hongbao.PacketID {
 		if err != nil {
 			t.Fatal(err)
 		}
-		packets, details := storetest.Tables(t, id)
-		if !existing[packets] && !storetest.TableExists(t, db, packets) && !storetest.TableExists(t, db, details) {
+		packets, details := dbtest.Tables(t, id)
+		if !existing[packets] && !dbtest.TableExists(t, db, packets) && !dbtest.TableExists(t, db, details) {
 			return id
 		}
 	}
@@ -469,15 +469,15 @@ func omMissingDayTable(t *testing.T, db *sql.DB) hongbao.PacketID {
 // nothing of it commits.
 func TestOpenManyNotFound(t *testing.T) {
 	ctx := context.Background()
-	db := storetest.DB(t, "a", 4)
-	loc := storetest.Shanghai(t)
-	set := storetest.UniqueName("om")
+	db := dbtest.DB(t, "a", 4)
+	loc := dbtest.Shanghai(t)
+	set := dbtest.UniqueName("om")
 	missingTable := omMissingDayTable(t, db)
 	buckets := append(omBuckets(1), missingTable.Bucket())
 	if buckets[0] == buckets[1] {
 		buckets = buckets[1:]
 	}
-	storetest.Own(t, db, set, buckets)
+	dbtest.Own(t, db, set, buckets)
 	st := store.New(db, set, loc, time.Now, seeded(11))
 	b := buckets[0]
 	u := func(n int) hongbao.UserID { return hongbao.UserID(8000 + n) }
@@ -512,7 +512,7 @@ func TestOpenManyNotFound(t *testing.T) {
 				t.Errorf("work %d (%s): Openers %v on a packet not sold out", i, works[i].ID, b.Openers)
 			}
 		}
-		pa := storetest.CheckPacket(t, db, a)
+		pa := dbtest.CheckPacket(t, db, a)
 		want := []string{
 			fmt.Sprintf("p0 %s:opened:%d", u(1), pa.Shares[u(1)]),
 			fmt.Sprintf("p0 %s:opened:%d", u(2), pa.Shares[u(2)]),
@@ -531,12 +531,12 @@ func TestOpenManyNotFound(t *testing.T) {
 			t.Errorf("packet a: %d shares, %d left; want 2 and 3", len(pa.Shares), pa.RemainingCount)
 		}
 		omCheckCredits(t, db, pa)
-		omCheckCredits(t, db, storetest.CheckPacket(t, db, fixed))
-		if p := storetest.ReadPacket(t, db, missing); p != nil {
+		omCheckCredits(t, db, dbtest.CheckPacket(t, db, fixed))
+		if p := dbtest.ReadPacket(t, db, missing); p != nil {
 			t.Errorf("missing packet %s has a row: %+v", missing, p)
 		}
 		for _, id := range []hongbao.PacketID{pending, cancelled} {
-			p := storetest.CheckPacket(t, db, id)
+			p := dbtest.CheckPacket(t, db, id)
 			if len(p.Details) != 0 || p.RemainingAmount != p.Total || p.RemainingCount != p.Count {
 				t.Errorf("unfunded packet %s was opened: %d shares, %d/%d left", id, len(p.Details), p.RemainingAmount, p.RemainingCount)
 			}
@@ -563,8 +563,8 @@ func TestOpenManyNotFound(t *testing.T) {
 		if _, err := st.Open(ctx, id, u(3)); !errors.Is(err, hongbao.ErrNotFound) {
 			t.Errorf("Open of %s (no day table): %v, want not_found", id, err)
 		}
-		packets, details := storetest.Tables(t, id)
-		if storetest.TableExists(t, db, packets) || storetest.TableExists(t, db, details) {
+		packets, details := dbtest.Tables(t, id)
+		if dbtest.TableExists(t, db, packets) || dbtest.TableExists(t, db, details) {
 			t.Errorf("an open created the day table %s", packets)
 		}
 	})
@@ -624,7 +624,7 @@ func TestOpenManyNotFound(t *testing.T) {
 				}
 			}
 		}
-		p := storetest.CheckPacket(t, db, a)
+		p := dbtest.CheckPacket(t, db, a)
 		if len(p.Details) != 2 || p.RemainingCount != 3 || p.RemainingAmount != 1000-sum {
 			t.Errorf("packet %s: %d shares, %d left of %d fen; want the 2 shares answered (%d fen)", a, len(p.Details), p.RemainingAmount, p.Total, sum)
 		}
@@ -638,20 +638,20 @@ func TestOpenManyNotFound(t *testing.T) {
 // works open.
 func TestOpenManyFence(t *testing.T) {
 	ctx := context.Background()
-	db := storetest.DB(t, "a", 4)
-	loc := storetest.Shanghai(t)
+	db := dbtest.DB(t, "a", 4)
+	loc := dbtest.Shanghai(t)
 	bs := omBuckets(4)
 	mine, mine2, theirs, nobodys := bs[0], bs[1], bs[2], bs[3]
-	set, other := storetest.UniqueName("om"), storetest.UniqueName("om")
-	storetest.Own(t, db, set, []hongbao.Bucket{mine, mine2})
-	storetest.Own(t, db, other, []hongbao.Bucket{theirs})
+	set, other := dbtest.UniqueName("om"), dbtest.UniqueName("om")
+	dbtest.Own(t, db, set, []hongbao.Bucket{mine, mine2})
+	dbtest.Own(t, db, other, []hongbao.Bucket{theirs})
 	st := store.New(db, set, loc, time.Now, rand.Int64N)
 	stOther := store.New(db, other, loc, time.Now, rand.Int64N)
 
 	a := omCreate(t, st, mine, omSpec{hongbao.Random, 1000, 5}, hongbao.Funded)
 	d := omCreate(t, st, mine2, omSpec{hongbao.Fixed, 300, 3}, hongbao.Funded)
 	c := omCreate(t, stOther, theirs, omSpec{hongbao.Random, 1000, 5}, hongbao.Funded)
-	if _, _, err := st.Create(ctx, store.NewPacket{ID: omMustID(t, theirs), Sender: storetest.FreshUser(),
+	if _, _, err := st.Create(ctx, store.NewPacket{ID: omMustID(t, theirs), Sender: dbtest.FreshUser(),
 		Req: hongbao.SendRequest{Total: 100, Count: 1, Type: hongbao.Fixed}, Expiry: time.Hour, Funding: hongbao.Funded}); !errors.Is(err, hongbao.ErrWrongSet) {
 		t.Fatalf("create in a bucket the SET does not own: %v, want wrong_set", err)
 	}
@@ -661,7 +661,7 @@ func TestOpenManyFence(t *testing.T) {
 		noTable = omMissingDayTable(t, db)
 	}
 	users := func(n int) []hongbao.UserID {
-		return []hongbao.UserID{storetest.FreshUser(), storetest.FreshUser()}[:n]
+		return []hongbao.UserID{dbtest.FreshUser(), dbtest.FreshUser()}[:n]
 	}
 	for _, tc := range []struct {
 		name string
@@ -688,7 +688,7 @@ func TestOpenManyFence(t *testing.T) {
 			t.Errorf("%s: batches %+v with the error", tc.name, got)
 		}
 		for _, id := range []hongbao.PacketID{a, d, c} {
-			p := storetest.CheckPacket(t, db, id)
+			p := dbtest.CheckPacket(t, db, id)
 			if len(p.Details) != 0 || p.RemainingAmount != p.Total || p.RemainingCount != p.Count {
 				t.Errorf("%s: packet %s changed by a fenced transaction: %d shares, %d/%d left",
 					tc.name, id, len(p.Details), p.RemainingAmount, p.RemainingCount)
@@ -709,10 +709,10 @@ func TestOpenManyFence(t *testing.T) {
 			}
 		}
 	}
-	if p := storetest.CheckPacket(t, db, a); len(p.Details) != 2 {
+	if p := dbtest.CheckPacket(t, db, a); len(p.Details) != 2 {
 		t.Errorf("packet a: %d shares after the control, want 2", len(p.Details))
 	}
-	if p := storetest.CheckPacket(t, db, d); len(p.Details) != 1 || p.RemainingAmount != 200 {
+	if p := dbtest.CheckPacket(t, db, d); len(p.Details) != 1 || p.RemainingAmount != 200 {
 		t.Errorf("packet d: %d shares, %d left after the control, want 1 and 200", len(p.Details), p.RemainingAmount)
 	}
 	if _, err := stOther.OpenMany(ctx, []store.Work{{ID: c, Users: users(1)}}); err != nil {
@@ -738,11 +738,11 @@ func omMustID(t *testing.T, b hongbao.Bucket) hongbao.PacketID {
 func TestOpenManyConcurrent(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	loc := storetest.Shanghai(t)
-	dbs := []*sql.DB{storetest.DB(t, "a", 8), storetest.DB(t, "a", 8)}
-	set := storetest.UniqueName("om")
+	loc := dbtest.Shanghai(t)
+	dbs := []*sql.DB{dbtest.DB(t, "a", 8), dbtest.DB(t, "a", 8)}
+	set := dbtest.UniqueName("om")
 	buckets := omBuckets(3)
-	storetest.Own(t, dbs[0], set, buckets)
+	dbtest.Own(t, dbs[0], set, buckets)
 	stores := []*store.Store{
 		store.New(dbs[0], set, loc, time.Now, rand.Int64N),
 		store.New(dbs[1], set, loc, time.Now, rand.Int64N),
@@ -780,9 +780,9 @@ func TestOpenManyConcurrent(t *testing.T) {
 				perm := r.Perm(npackets)[:2+r.IntN(7)]
 				works := make([]store.Work, len(perm))
 				for i, pi := range perm {
-					us := []hongbao.UserID{storetest.FreshUser()}
+					us := []hongbao.UserID{dbtest.FreshUser()}
 					for range r.IntN(3) {
-						us = append(us, storetest.FreshUser())
+						us = append(us, dbtest.FreshUser())
 					}
 					if r.IntN(4) == 0 {
 						us = append(us, us[r.IntN(len(us))])
@@ -863,7 +863,7 @@ func TestOpenManyConcurrent(t *testing.T) {
 	var sumShares int64
 	soldOutPackets := 0
 	for _, id := range ids {
-		p := storetest.CheckPacket(t, dbs[0], id)
+		p := dbtest.CheckPacket(t, dbs[0], id)
 		rows += len(p.Details)
 		for _, s := range p.Details {
 			sumShares += s.Amount

@@ -78,7 +78,7 @@ func (s *Store) writeShares(ctx context.Context, tx *sql.Tx, ws writeSet, now ti
 	q.WriteString("INSERT INTO hb_set.outbox(entry_key,user_id,amount,kind,packet_id,created_at)VALUES(?,?,?,?,?,t)" +
 		strings.Repeat(",(?,?,?,?,?,t)", len(ws.fresh)-1) + ";")
 	for _, sh := range ws.fresh {
-		args = append(args, OpenKey(sh.p.ID, sh.rec.User), sh.rec.User, sh.rec.Amount, KindOpen, sh.p.ID)
+		args = append(args, hongbao.OpenKey(sh.p.ID, sh.rec.User), sh.rec.User, sh.rec.Amount, hongbao.KindOpen, sh.p.ID)
 	}
 	for _, t := range tables {
 		args = updatePackets(&q, args, t, byTable[t], ws.before)

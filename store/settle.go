@@ -9,6 +9,7 @@ import (
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/schema"
 )
 
 // Fund settles a pending packet: Funded makes it openable, Cancelled never.
@@ -16,7 +17,7 @@ import (
 func (s *Store) Fund(ctx context.Context, id hongbao.PacketID, to hongbao.Funding) (*hongbao.Packet, error) {
 	t := s.Table(id)
 	var p *hongbao.Packet
-	err := inTx(ctx, s.db, func(tx *sql.Tx) error {
+	err := schema.InTx(ctx, s.db, func(tx *sql.Tx) error {
 		if err := fence(ctx, tx, s.set, id.Bucket()); err != nil {
 			return err
 		}
@@ -52,7 +53,7 @@ func (s *Store) Close(ctx context.Context, id hongbao.PacketID) (bool, int64, er
 	t := s.Table(id)
 	var refund int64
 	var done bool
-	err := inTx(ctx, s.db, func(tx *sql.Tx) error {
+	err := schema.InTx(ctx, s.db, func(tx *sql.Tx) error {
 		refund, done = 0, false
 		now := s.now() // fixed for the whole transaction
 		if err := fence(ctx, tx, s.set, id.Bucket()); err != nil {
@@ -76,7 +77,7 @@ func (s *Store) Close(ctx context.Context, id hongbao.PacketID) (bool, int64, er
 				return err
 			}
 			if _, err := tx.ExecContext(ctx, "INSERT INTO hb_set.outbox (entry_key, user_id, amount, kind, packet_id, created_at) VALUES (?,?,?,?,?,?)",
-				RefundKey(id), p.Sender, refund, KindRefund, id, now.UTC()); err != nil {
+				hongbao.RefundKey(id), p.Sender, refund, hongbao.KindRefund, id, now.UTC()); err != nil {
 				return err
 			}
 		}
@@ -99,7 +100,7 @@ func (s *Store) Due(ctx context.Context, table string, t time.Time, limit int) (
 	}
 	rows, err := s.db.QueryContext(ctx, "SELECT packet_id FROM hb_set."+table+" WHERE "+col+" <= ? ORDER BY "+col+" LIMIT ?", t.UTC(), limit)
 	if err != nil {
-		if missingTable(err) {
+		if schema.IsMissingTable(err) {
 			return nil, nil
 		}
 		return nil, fmt.Errorf("store: due %s: %w", table, err)
@@ -119,14 +120,14 @@ func (s *Store) Due(ctx context.Context, table string, t time.Time, limit int) (
 // OutboxRow is a wallet entry waiting for delivery.
 type OutboxRow struct {
 	ID    int64
-	Entry Entry
+	Entry hongbao.Entry
 }
 
 // Outbox returns up to limit undelivered entries, oldest first.
 func (s *Store) Outbox(ctx context.Context, limit int) ([]OutboxRow, error) {
 	rows, err := s.db.QueryContext(ctx, "SELECT id, entry_key, user_id, amount, kind, packet_id, created_at FROM hb_set.outbox ORDER BY id LIMIT ?", limit)
 	if err != nil {
-		if missingTable(err) {
+		if schema.IsMissingTable(err) {
 			return nil, nil
 		}
 		return nil, fmt.Errorf("store: outbox: %w", err)

@@ -1,3 +1,6 @@
+// Package store is the SET's MySQL adapter: it creates packets, runs the open
+// transaction, settles, verifies, archives and moves the day tables of one
+// SET, turning driver errors into the domain errors of package hongbao.
 package store
 
 import (
@@ -45,7 +48,7 @@ func fence(ctx context.Context, tx *sql.Tx, set string, b hongbao.Bucket) error 
 	var one int
 	err := tx.QueryRowContext(ctx, "SELECT 1 FROM hb_fence.owned WHERE set_name = ? AND bucket = ? LOCK IN SHARE MODE",
 		set, int(b)).Scan(&one)
-	if errors.Is(err, sql.ErrNoRows) || missingTable(err) {
+	if errors.Is(err, sql.ErrNoRows) || schema.IsMissingTable(err) {
 		return fmt.Errorf("bucket %d not owned by SET %s: %w", b, set, hongbao.ErrWrongSet)
 	}
 	return err
@@ -88,7 +91,7 @@ func (s *Store) Create(ctx context.Context, n NewPacket) (p *hongbao.Packet, cre
 	}
 	now := s.now().UTC().Truncate(time.Millisecond)
 	var existing hongbao.PacketID
-	err = inTx(ctx, s.db, func(tx *sql.Tx) error {
+	err = schema.InTx(ctx, s.db, func(tx *sql.Tx) error {
 		existing = 0
 		if err := fence(ctx, tx, s.set, n.ID.Bucket()); err != nil {
 			return err
@@ -103,7 +106,7 @@ func (s *Store) Create(ctx context.Context, n NewPacket) (p *hongbao.Packet, cre
 		return insertPacket(ctx, tx, t, n, now)
 	})
 	switch {
-	case mysqlErr(err, errDupEntry):
+	case schema.IsDupEntry(err):
 		return s.replay(ctx, n)
 	case err != nil:
 		return nil, false, fmt.Errorf("store: create %s: %w", n.ID, err)
@@ -137,7 +140,7 @@ func (s *Store) replay(ctx context.Context, n NewPacket) (*hongbao.Packet, bool,
 func claimKey(ctx context.Context, tx *sql.Tx, t hongbao.DayTable, n NewPacket, now time.Time) (hongbao.PacketID, error) {
 	_, err := tx.ExecContext(ctx, "INSERT INTO "+t.DB()+".t_idem (sender, idem_key, packet_id, req_hash, created_at) VALUES (?, ?, ?, ?, ?)",
 		n.Sender, n.IdempotencyKey, n.ID, n.hash(), now)
-	if !mysqlErr(err, errDupEntry) {
+	if !schema.IsDupEntry(err) {
 		return 0, err
 	}
 	var id hongbao.PacketID
@@ -222,7 +225,7 @@ func (s *Store) Opened(ctx context.Context, id hongbao.PacketID, user hongbao.Us
 	var amount int64
 	err := s.db.QueryRowContext(ctx, "SELECT amount FROM "+s.Table(id).Details()+" WHERE packet_id = ? AND user_id = ?", id, user).Scan(&amount)
 	switch {
-	case errors.Is(err, sql.ErrNoRows), missingTable(err):
+	case errors.Is(err, sql.ErrNoRows), schema.IsMissingTable(err):
 		return 0, false, nil
 	case err != nil:
 		return 0, false, fmt.Errorf("store: opened %s by %s: %w", id, user, err)
@@ -241,7 +244,7 @@ func scanPacket(row scanner) (*hongbao.Packet, error) {
 	err := row.Scan(&p.ID, &p.Sender, &typ, &p.Total, &p.Count, &p.Greeting, &p.RemainingAmount, &p.RemainingCount,
 		&p.CreatedAt, &p.ExpiresAt, &p.Closed, &p.Funding)
 	switch {
-	case errors.Is(err, sql.ErrNoRows), missingTable(err):
+	case errors.Is(err, sql.ErrNoRows), schema.IsMissingTable(err):
 		return nil, hongbao.ErrNotFound
 	case err != nil:
 		return nil, err
@@ -249,12 +252,6 @@ func scanPacket(row scanner) (*hongbao.Packet, error) {
 	p.Type = hongbao.Type(typ)
 	return &p, nil
 }
-
-// mysqlRetry marks an error after which the whole transaction is retried.
-type mysqlRetry struct{ err error }
-
-func (e *mysqlRetry) Error() string { return "retry: " + e.err.Error() }
-func (e *mysqlRetry) Unwrap() error { return e.err }
 
 // Head reads a packet without its records.
 func (s *Store) Head(ctx context.Context, id hongbao.PacketID) (*hongbao.Packet, error) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/schema"
 )
 
 // SetTotals are one SET's money as its MySQL sees it.
@@ -52,12 +53,12 @@ func VerifySet(ctx context.Context, db, cold *sql.DB, paid func(packet int64) (b
 			bad = append(bad, b...)
 		}
 	}
-	byKind, err := sumsByKind(ctx, db, "hb_set.outbox")
-	if err != nil && !missingTable(err) {
+	byKind, err := schema.SumsByKind(ctx, db, "hb_set.outbox")
+	if err != nil && !schema.IsMissingTable(err) {
 		return tot, nil, fmt.Errorf("verify outbox: %w", err)
 	}
-	tot.OutboxOpen, tot.OutboxOpenN = byKind[KindOpen].sum, byKind[KindOpen].n
-	tot.OutboxRef = byKind[KindRefund].sum
+	tot.OutboxOpen, tot.OutboxOpenN = byKind[hongbao.KindOpen].Sum, byKind[hongbao.KindOpen].N
+	tot.OutboxRef = byKind[hongbao.KindRefund].Sum
 	return tot, bad, nil
 }
 
@@ -108,7 +109,7 @@ func stillLive(ctx context.Context, live *sql.DB, t string) (map[int64]bool, err
 	lt := hongbao.DayTable{Bucket: hongbao.Bucket(xx*10 + y), Day: d.Day()}
 	lo, hi := idAt(d.Add(-24*time.Hour)), idAt(d.Add(48*time.Hour))
 	rows, err := live.QueryContext(ctx, "SELECT p.id FROM "+lt.Packets()+" p JOIN "+t+" a ON a.id = p.id WHERE p.id >= ? AND p.id < ?", lo, hi)
-	if missingTable(err) {
+	if schema.IsMissingTable(err) {
 		return nil, nil
 	}
 	if err != nil {
@@ -121,7 +122,7 @@ func stillLive(ctx context.Context, live *sql.DB, t string) (map[int64]bool, err
 
 func stillLiveApart(ctx context.Context, live *sql.DB, lt hongbao.DayTable, lo, hi hongbao.PacketID) (map[int64]bool, error) {
 	rows, err := live.QueryContext(ctx, "SELECT id FROM "+lt.Packets()+" WHERE id >= ? AND id < ?", lo, hi)
-	if missingTable(err) {
+	if schema.IsMissingTable(err) {
 		return nil, nil
 	}
 	if err != nil {
@@ -208,68 +209,4 @@ func verifyTable(ctx context.Context, db *sql.DB, t string, tot *SetTotals, paid
 		bad = append(bad, fmt.Sprintf("packet %d: user %d has %d shares", p, u, c))
 	}
 	return bad, dup.Err()
-}
-
-// WalletTotals are the ledger's sums by kind.
-type WalletTotals struct {
-	Debits, Credits, Refunds, TopUps int64
-	CreditsN                         int
-}
-
-// VerifyWallet sums the ledger and checks that every balance equals the
-// sum of its entries and none is negative.
-func VerifyWallet(ctx context.Context, w *Wallet) (WalletTotals, []string, error) {
-	var tot WalletTotals
-	byKind, err := sumsByKind(ctx, w.db, "ledger")
-	if err != nil {
-		return tot, nil, fmt.Errorf("verify ledger: %w", err)
-	}
-	tot.Debits = -byKind[KindSend].sum
-	tot.Credits, tot.CreditsN = byKind[KindOpen].sum, byKind[KindOpen].n
-	tot.Refunds = byKind[KindRefund].sum
-	tot.TopUps = byKind[KindTopUp].sum
-	bal, err := w.db.QueryContext(ctx, `SELECT u.user_id, COALESCE(a.balance, 0), COALESCE(l.s, 0) FROM
-		(SELECT user_id FROM accounts UNION SELECT user_id FROM ledger) u
-		LEFT JOIN accounts a ON a.user_id = u.user_id
-		LEFT JOIN (SELECT user_id, SUM(amount) s FROM ledger GROUP BY user_id) l ON l.user_id = u.user_id
-		WHERE COALESCE(a.balance, 0) != COALESCE(l.s, 0) OR COALESCE(a.balance, 0) < 0`)
-	if err != nil {
-		return tot, nil, fmt.Errorf("verify balances: %w", err)
-	}
-	defer bal.Close()
-	var bad []string
-	for bal.Next() {
-		var u, b, s int64
-		if err := bal.Scan(&u, &b, &s); err != nil {
-			return tot, nil, err
-		}
-		bad = append(bad, fmt.Sprintf("user %d: balance %d != ledger sum %d", u, b, s))
-	}
-	return tot, bad, bal.Err()
-}
-
-// kindSum is the count and money of one kind of entry.
-type kindSum struct {
-	n   int
-	sum int64
-}
-
-// sumsByKind sums the amount column of table (the ledger or an outbox) by
-// entry kind.
-func sumsByKind(ctx context.Context, db *sql.DB, table string) (map[string]kindSum, error) {
-	rows, err := db.QueryContext(ctx, "SELECT kind, COUNT(*), COALESCE(SUM(amount),0) FROM "+table+" GROUP BY kind")
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := map[string]kindSum{}
-	for rows.Next() {
-		var kind string
-		var k kindSum
-		if err := rows.Scan(&kind, &k.n, &k.sum); err != nil {
-			return nil, err
-		}
-		out[kind] = k
-	}
-	return out, rows.Err()
 }

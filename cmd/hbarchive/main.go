@@ -15,19 +15,20 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/hongbao-dev/hongbao/set"
+	"github.com/hongbao-dev/hongbao/cmd/internal/archivecmd"
+	"github.com/hongbao-dev/hongbao/set/archive"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := set.ArchiveCommand(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Environ())
+	err := archivecmd.Run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Environ())
 	stop()
 	switch {
 	case err == nil:
-	case errors.Is(err, set.ErrUsage):
+	case errors.Is(err, archivecmd.ErrUsage):
 		fmt.Fprintln(os.Stderr, "hbarchive:", err)
 		os.Exit(2)
-	case errors.Is(err, set.ErrArchiveLocked):
+	case errors.Is(err, archive.ErrLocked):
 		fmt.Fprintln(os.Stderr, "hbarchive:", err)
 		os.Exit(3)
 	default:

@@ -20,17 +20,17 @@ import (
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/router/routertest"
+	"github.com/hongbao-dev/hongbao/router/clustertest"
 	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store"
-	"github.com/hongbao-dev/hongbao/store/storetest"
+	"github.com/hongbao-dev/hongbao/store/dbtest"
 )
 
 // day is one local date of one day table, with what the test put in it.
 type day struct {
 	table hongbao.DayTable
 	date  string // yyyymmdd
-	sums  storetest.Sums
+	sums  dbtest.Sums
 }
 
 func (d day) cold() string {
@@ -40,11 +40,11 @@ func (d day) cold() string {
 type fixture struct {
 	t     *testing.T
 	ctx   context.Context
-	m     *storetest.MariaDB
+	m     *dbtest.MariaDB
 	db    *sql.DB
 	st    *store.Store
 	loc   *time.Location
-	clock storetest.Clock
+	clock dbtest.Clock
 }
 
 // create makes a funded packet at a local time, opens `opens` shares,
@@ -113,7 +113,7 @@ func (f *fixture) create(at time.Time, b hongbao.Bucket, seq int, total int64, c
 func run(t *testing.T, bin string, extra []string, args ...string) (int, string, string) {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(routertest.Environ(), extra...)
+	cmd.Env = append(clustertest.Environ(), extra...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
@@ -129,11 +129,11 @@ func run(t *testing.T, bin string, extra []string, args ...string) (int, string,
 }
 
 func TestHbarchiveBinary(t *testing.T) {
-	loc := storetest.Shanghai(t)
+	loc := dbtest.Shanghai(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	m := storetest.StartMariaDB(t)
-	db, err := store.OpenDB(m.DSN, 4)
+	m := dbtest.StartMariaDB(t)
+	db, err := schema.Open(m.DSN, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func TestHbarchiveBinary(t *testing.T) {
 	}
 	f := &fixture{t: t, ctx: ctx, m: m, db: db, loc: loc}
 	f.st = store.New(db, "a", loc, f.clock.Now, mrand.Int64N).WithArchive(db)
-	bin := routertest.Binary(t, "hbarchive")
+	bin := clustertest.Binary(t, "hbarchive")
 
 	days := map[string]*day{}
 	at := func(mo time.Month, d, h, mi int) time.Time { return time.Date(2025, mo, d, h, mi, 0, 0, loc) }
@@ -176,12 +176,12 @@ func TestHbarchiveBinary(t *testing.T) {
 	}
 
 	cfg := filepath.Join(t.TempDir(), "hb.yaml")
-	routertest.WriteConfig(t, cfg, routertest.Config{
+	clustertest.WriteConfig(t, cfg, clustertest.Config{
 		Secret: "hbarchive-test-secret-0123456789", InternalSecret: "hbarchive-test-internal-0123456789", LogLevel: "error",
 		WalletDSN: "root@tcp(127.0.0.1:1)/hb_wallet", Extra: "archive:\n  retention_days: 7\n",
-		Sets: []routertest.Set{{Name: "a", Addrs: []string{"127.0.0.1:1"}, DSN: m.DSN, Memcached: "127.0.0.1:1"}},
+		Sets: []clustertest.Set{{Name: "a", Addrs: []string{"127.0.0.1:1"}, DSN: m.DSN, Memcached: "127.0.0.1:1"}},
 	})
-	snap := storetest.Checksums(t, db)
+	snap := dbtest.Checksums(t, db)
 
 	t.Run("usage exits 2", func(t *testing.T) {
 		for _, c := range []struct {
@@ -199,7 +199,7 @@ func TestHbarchiveBinary(t *testing.T) {
 				t.Errorf("hbarchive %v: exit %d, stderr %q; want 2 saying %q", c.args, code, stderr, c.says)
 			}
 		}
-		if !reflect.DeepEqual(snap, storetest.Checksums(t, db)) {
+		if !reflect.DeepEqual(snap, dbtest.Checksums(t, db)) {
 			t.Error("usage errors changed tables")
 		}
 	})
@@ -224,7 +224,7 @@ func TestHbarchiveBinary(t *testing.T) {
 				t.Errorf("stderr %q names the SET %d times", stderr, n)
 			}
 		})
-		if !reflect.DeepEqual(snap, storetest.Checksums(t, db)) {
+		if !reflect.DeepEqual(snap, dbtest.Checksums(t, db)) {
 			t.Error("a locked run changed tables")
 		}
 		if _, err := conn.ExecContext(ctx, "DO RELEASE_LOCK('hb_archive:a')"); err != nil {
@@ -239,15 +239,15 @@ func TestHbarchiveBinary(t *testing.T) {
 		}
 		first := *days["db_00.t_7_03 20250303"]
 		for _, d := range days {
-			if got := storetest.TableSums(t, db, d.table.Packets(), "", ""); got != d.sums {
+			if got := dbtest.TableSums(t, db, d.table.Packets(), "", ""); got != d.sums {
 				t.Errorf("%s after the fault: %+v, want all of %+v still live", d.table.Packets(), got, *d)
 			}
 		}
-		if got := storetest.TableSums(t, db, first.cold(), "", ""); got != first.sums {
+		if got := dbtest.TableSums(t, db, first.cold(), "", ""); got != first.sums {
 			t.Errorf("%s after the fault: %+v, want the verified copy %+v", first.cold(), got, first)
 		}
 		for k, d := range days {
-			if k != "db_00.t_7_03 20250303" && storetest.TableExists(t, db, d.cold()) {
+			if k != "db_00.t_7_03 20250303" && dbtest.TableExists(t, db, d.cold()) {
 				t.Errorf("%s exists though the run stopped before it", d.cold())
 			}
 		}
@@ -261,10 +261,10 @@ func TestHbarchiveBinary(t *testing.T) {
 		}
 		var packets, details int
 		for _, d := range days {
-			if got := storetest.TableSums(t, db, d.table.Packets(), "", ""); got.Packets != 0 || got.Details != 0 {
+			if got := dbtest.TableSums(t, db, d.table.Packets(), "", ""); got.Packets != 0 || got.Details != 0 {
 				t.Errorf("%s after the rerun: %+v, want empty", d.table.Packets(), got)
 			}
-			got := storetest.TableSums(t, db, d.cold(), "", "")
+			got := dbtest.TableSums(t, db, d.cold(), "", "")
 			if got != d.sums {
 				t.Errorf("%s after the rerun: %+v, want exactly %+v", d.cold(), got, *d)
 			}

@@ -17,8 +17,7 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/schema"
-	"github.com/hongbao-dev/hongbao/store"
-	"github.com/hongbao-dev/hongbao/store/storetest"
+	"github.com/hongbao-dev/hongbao/store/dbtest"
 )
 
 // crash is one kill -9 of the Redis behind the redis+lua design in the
@@ -88,12 +87,12 @@ func (c *crash) print(w io.Writer, design, killed string) {
 // that MariaDB: every open answered `opened` was committed with its fsync,
 // so it must be there after crash recovery.
 func (e *benchEnv) crashOurs(ctx context.Context) (*crash, error) {
-	m, err := storetest.Launch()
+	m, err := dbtest.Launch()
 	if err != nil {
 		return nil, err
 	}
 	defer m.Remove()
-	db, err := store.OpenDB(m.DSN, 64)
+	db, err := schema.Open(m.DSN, 64)
 	if err != nil {
 		return nil, err
 	}
@@ -134,7 +133,7 @@ func (e *benchEnv) crashOnce(ctx context.Context, args []string) (*crash, error)
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	port, err := storetest.PickPort()
+	port, err := dbtest.PickPort()
 	if err != nil {
 		return nil, err
 	}
@@ -143,7 +142,7 @@ func (e *benchEnv) crashOnce(ctx context.Context, args []string) (*crash, error)
 	if err != nil {
 		return nil, err
 	}
-	db, err := store.OpenDB(e.dsn, 64)
+	db, err := schema.Open(e.dsn, 64)
 	if err != nil {
 		return nil, err
 	}

@@ -12,7 +12,6 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/set"
-	"github.com/hongbao-dev/hongbao/store"
 )
 
 // design is one way of serving opens; only "ours" is the product, the
@@ -203,7 +202,7 @@ func write(ctx context.Context, tx *sql.Tx, t hongbao.DayTable, id hongbao.Packe
 		return err
 	}
 	_, err := tx.ExecContext(ctx, "INSERT INTO hb_set.outbox (entry_key, user_id, amount, kind, packet_id, created_at) VALUES (?,?,?,?,?,?)",
-		store.OpenKey(id, u), u, amount, store.KindOpen, id, now)
+		hongbao.OpenKey(id, u), u, amount, hongbao.KindOpen, id, now)
 	return err
 }
 
@@ -222,7 +221,7 @@ func batchInsert(ctx context.Context, tx *sql.Tx, t hongbao.DayTable, id hongbao
 	for i, u := range users {
 		d, o = append(d, "(?,?,?,?,?)"), append(o, "(?,?,?,?,?,?)")
 		dargs = append(dargs, id, u, amounts[i], count-remCount+1, now)
-		oargs = append(oargs, store.OpenKey(id, u), u, amounts[i], store.KindOpen, id, now)
+		oargs = append(oargs, hongbao.OpenKey(id, u), u, amounts[i], hongbao.KindOpen, id, now)
 		remCount--
 		remAmount -= amounts[i]
 	}

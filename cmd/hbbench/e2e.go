@@ -15,7 +15,7 @@ import (
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/store"
+	"github.com/hongbao-dev/hongbao/store/wallet"
 )
 
 // httpDesign opens through the router over HTTP with keep-alive.
@@ -113,12 +113,12 @@ func endToEnd(ctx context.Context, o options, e *benchEnv, w io.Writer) error {
 }
 
 func topUp(ctx context.Context, e *benchEnv, u hongbao.UserID, amount int64) error {
-	wal, err := store.OpenWallet(ctx, e.cfg.WalletDSN, 2, time.Now)
+	wal, err := wallet.Open(ctx, e.cfg.WalletDSN, 2, time.Now)
 	if err != nil {
 		return err
 	}
 	defer wal.Close()
-	_, _, err = wal.Apply(ctx, store.Entry{Key: fmt.Sprintf("topup:bench:%d", time.Now().UnixNano()), User: u, Amount: amount, Kind: store.KindTopUp})
+	_, _, err = wal.Apply(ctx, hongbao.Entry{Key: fmt.Sprintf("topup:bench:%d", time.Now().UnixNano()), User: u, Amount: amount, Kind: hongbao.KindTopUp})
 	return err
 }
 

@@ -19,10 +19,12 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/api"
+	"github.com/hongbao-dev/hongbao/cmd/internal/settings"
 	"github.com/hongbao-dev/hongbao/configs"
 	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/set"
 	"github.com/hongbao-dev/hongbao/store"
+	"github.com/hongbao-dev/hongbao/store/cache"
 )
 
 // benchSet is the fence name the in-process designs write under.
@@ -49,7 +51,7 @@ func newBenchEnv(ctx context.Context, o options) (*benchEnv, error) {
 		return nil, fmt.Errorf("config %s: no SET", o.config)
 	}
 	sc := cfg.Sets[0]
-	admin, err := store.OpenDB(sc.MySQLDSN, 4)
+	admin, err := schema.Open(sc.MySQLDSN, 4)
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +87,7 @@ func (e *benchEnv) newDesign(name string, clients int, redisAddr string) (design
 	if name == "lock" || name == "optimistic" {
 		conns = min(clients, 1500) // one connection per client, as such services run
 	}
-	db, err := store.OpenDB(e.dsn, conns)
+	db, err := schema.Open(e.dsn, conns)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -114,11 +116,11 @@ func (e *benchEnv) newDesign(name string, clients int, redisAddr string) (design
 func (e *benchEnv) newOurs(db *sql.DB, clients int) *ours {
 	// An operator sizes the queue of an activity for its crowd: with
 	// fewer places than clients, the rest would only hear busy.
-	qc := e.cfg.QueueConfig()
+	qc := settings.Queue(e.cfg)
 	qc.Size, qc.Idle, qc.TxTimeout = max(qc.Size, 2*clients), 2*time.Second, 5*time.Second
 	srv := set.NewServer(set.Deps{
 		Store:       store.New(db, benchSet, e.loc, time.Now, rand.Int64N),
-		Cache:       store.NewCache(e.mc, 200*time.Millisecond, 256, zap.NewNop()),
+		Cache:       cache.New(e.mc, 200*time.Millisecond, 256, zap.NewNop()),
 		Auth:        api.NewInternal([]byte("bench-internal-secret"), time.Now),
 		Limits:      hongbao.Limits{MaxTotal: 1e12, MaxCount: 1e7, Expiry: 24 * time.Hour},
 		Queue:       qc,

@@ -14,8 +14,8 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/configs"
+	"github.com/hongbao-dev/hongbao/router/topology"
 	"github.com/hongbao-dev/hongbao/schema"
-	"github.com/hongbao-dev/hongbao/set"
 	"github.com/hongbao-dev/hongbao/store"
 )
 
@@ -37,7 +37,7 @@ func cmdTopology(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	meta, err := set.OpenMeta(ctx, cfg.MetaDSN, args[0] == "init")
+	meta, err := topology.OpenMeta(ctx, cfg.MetaDSN, args[0] == "init")
 	if err != nil {
 		return err
 	}
@@ -46,7 +46,7 @@ func cmdTopology(ctx context.Context, e *env, args []string) error {
 	case "init":
 		return topologyInit(ctx, e, cfg, meta)
 	case "show":
-		t, err := set.LoadTopology(ctx, meta)
+		t, err := topology.Load(ctx, meta)
 		if err != nil {
 			return err
 		}
@@ -66,11 +66,11 @@ func cmdTopology(ctx context.Context, e *env, args []string) error {
 // topologyInit seeds the meta database from the config and records in each
 // SET's MySQL the buckets it owns (the fence).
 func topologyInit(ctx context.Context, e *env, cfg *configs.Config, meta *sql.DB) error {
-	infos := make([]set.Info, len(cfg.Sets))
+	infos := make([]topology.Set, len(cfg.Sets))
 	for i, s := range cfg.Sets {
-		infos[i] = set.Info{Name: s.Name, Servers: s.Servers, MySQLDSN: s.MySQLDSN, Memcached: s.Memcached}
+		infos[i] = topology.Set{Name: s.Name, Servers: s.Servers, MySQLDSN: s.MySQLDSN, Memcached: s.Memcached}
 	}
-	t, err := set.InitTopology(ctx, meta, infos)
+	t, err := topology.Init(ctx, meta, infos)
 	if err != nil {
 		return err
 	}
@@ -93,7 +93,7 @@ type setJSON struct {
 	Buckets     string   `json:"buckets"` // ranges, e.g. "0-499"
 }
 
-func topologyShow(e *env, t *set.Topology, asJSON bool) error {
+func topologyShow(e *env, t *topology.Map, asJSON bool) error {
 	out := struct {
 		Version int64     `json:"version"`
 		Sets    []setJSON `json:"sets"`
@@ -141,7 +141,7 @@ func ranges(bs []hongbao.Bucket) string {
 // 421/503 and retried by clients; no write is lost or doubled. Re-running
 // after a failure finishes the job.
 func topologyMove(ctx context.Context, e *env, meta *sql.DB, b hongbao.Bucket, to string) error {
-	t, err := set.LoadTopology(ctx, meta)
+	t, err := topology.Load(ctx, meta)
 	if err != nil {
 		return err
 	}
@@ -161,7 +161,7 @@ func topologyMove(ctx context.Context, e *env, meta *sql.DB, b hongbao.Bucket, t
 	})
 }
 
-func migrate(ctx context.Context, e *env, meta *sql.DB, t *set.Topology, from, into *sql.DB, b hongbao.Bucket, src, dst string) error {
+func migrate(ctx context.Context, e *env, meta *sql.DB, t *topology.Map, from, into *sql.DB, b hongbao.Bucket, src, dst string) error {
 	tx, err := from.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -182,7 +182,7 @@ func migrate(ctx context.Context, e *env, meta *sql.DB, t *set.Topology, from, i
 	if err := schema.Own(ctx, into, dst, t.Version+1, []hongbao.Bucket{b}); err != nil {
 		return err
 	}
-	v, err := set.MoveBucket(ctx, meta, b, dst)
+	v, err := topology.MoveBucket(ctx, meta, b, dst)
 	if err != nil {
 		return err
 	}
@@ -199,7 +199,7 @@ func migrate(ctx context.Context, e *env, meta *sql.DB, t *set.Topology, from, i
 // dropLeftovers finishes a move that stopped after publishing the new
 // topology: a SET that no longer claims b in its fence holds only a stale
 // copy of b's rows (the owner has them), which is deleted.
-func dropLeftovers(ctx context.Context, e *env, t *set.Topology, b hongbao.Bucket) error {
+func dropLeftovers(ctx context.Context, e *env, t *topology.Map, b hongbao.Bucket) error {
 	owner := t.Owner(b).Name
 	for _, s := range t.Sets {
 		if s.Name == owner {
@@ -235,7 +235,7 @@ func dropLeftovers(ctx context.Context, e *env, t *set.Topology, b hongbao.Bucke
 const moveSettle = 2500 * time.Millisecond
 
 func withDB(dsn string, fn func(*sql.DB) error) error {
-	db, err := store.OpenDB(dsn, 4)
+	db, err := schema.Open(dsn, 4)
 	if err != nil {
 		return err
 	}

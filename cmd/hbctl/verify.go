@@ -8,6 +8,7 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/store"
+	"github.com/hongbao-dev/hongbao/store/wallet"
 )
 
 // cmdVerify checks invariants 1, 2 and 4 across every SET and the wallet.
@@ -25,8 +26,8 @@ func cmdVerify(ctx context.Context, e *env, args []string) error {
 	}
 	defer w.Close()
 	paid := func(packet int64) (bool, error) {
-		en, ok, err := w.Entry(ctx, store.SendKey(hongbao.PacketID(packet)))
-		return ok && en.Kind == store.KindSend, err
+		en, ok, err := w.Entry(ctx, hongbao.SendKey(hongbao.PacketID(packet)))
+		return ok && en.Kind == hongbao.KindSend, err
 	}
 	var sum store.SetTotals
 	var bad []string
@@ -48,7 +49,7 @@ func cmdVerify(ctx context.Context, e *env, args []string) error {
 		bad = append(bad, b...)
 		sum = add(sum, t)
 	}
-	wt, b, err := store.VerifyWallet(ctx, w)
+	wt, b, err := w.Verify(ctx)
 	if err != nil {
 		return err
 	}
@@ -69,7 +70,7 @@ func cmdVerify(ctx context.Context, e *env, args []string) error {
 }
 
 // money checks invariant 4 and its parts.
-func money(wt store.WalletTotals, s store.SetTotals) []string {
+func money(wt wallet.Totals, s store.SetTotals) []string {
 	var bad []string
 	if got := wt.Credits + wt.Refunds + s.Held + s.PendingPaid + s.OutboxOpen + s.OutboxRef; got != wt.Debits {
 		bad = append(bad, fmt.Sprintf("money not conserved: debits %d != credits + refunds + held + pending + outbox %d (diff %d)",

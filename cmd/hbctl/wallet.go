@@ -9,7 +9,7 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/configs"
-	"github.com/hongbao-dev/hongbao/store"
+	"github.com/hongbao-dev/hongbao/store/wallet"
 )
 
 const walletUsage = "usage: hbctl wallet credit --user U --amount FEN [--key K] | show --user U"
@@ -45,7 +45,7 @@ func cmdWallet(ctx context.Context, e *env, args []string) error {
 			_, _ = rand.Read(b) // never fails
 			k = hex.EncodeToString(b)
 		}
-		_, fresh, err := w.Apply(ctx, store.Entry{Key: "topup:" + k, User: u, Amount: *amount, Kind: store.KindTopUp})
+		_, fresh, err := w.Apply(ctx, hongbao.Entry{Key: "topup:" + k, User: u, Amount: *amount, Kind: hongbao.KindTopUp})
 		if err != nil {
 			return err
 		}
@@ -62,12 +62,12 @@ func cmdWallet(ctx context.Context, e *env, args []string) error {
 }
 
 // openWallet loads the config at path and opens its wallet.
-func openWallet(ctx context.Context, e *env, path string) (*configs.Config, *store.Wallet, error) {
+func openWallet(ctx context.Context, e *env, path string) (*configs.Config, *wallet.Wallet, error) {
 	cfg, err := configs.Load(path, e.environ)
 	if err != nil {
 		return nil, nil, err
 	}
-	w, err := store.OpenWallet(ctx, cfg.WalletDSN, 2, time.Now)
+	w, err := wallet.Open(ctx, cfg.WalletDSN, 2, time.Now)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -20,7 +20,7 @@ import (
 	"github.com/hongbao-dev/hongbao/api"
 	"github.com/hongbao-dev/hongbao/configs"
 	"github.com/hongbao-dev/hongbao/router"
-	"github.com/hongbao-dev/hongbao/set"
+	"github.com/hongbao-dev/hongbao/router/topology"
 )
 
 func main() {
@@ -57,12 +57,12 @@ func run(args []string) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	meta, err := set.OpenMeta(ctx, cfg.MetaDSN, false)
+	meta, err := topology.OpenMeta(ctx, cfg.MetaDSN, false)
 	if err != nil {
 		return err
 	}
 	defer meta.Close()
-	topo, err := set.NewWatcher(ctx, meta, time.Second, log)
+	topo, err := topology.NewWatcher(ctx, meta, time.Second, log)
 	if err != nil {
 		return err
 	}
@@ -98,7 +98,7 @@ func run(args []string) error {
 	return nil
 }
 
-func allServers(t *set.Topology) []string {
+func allServers(t *topology.Map) []string {
 	var all []string
 	for _, s := range t.Sets {
 		all = append(all, s.Servers...)

@@ -17,10 +17,10 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/api"
-	"github.com/hongbao-dev/hongbao/router/routertest"
+	"github.com/hongbao-dev/hongbao/router/clustertest"
 	"github.com/hongbao-dev/hongbao/schema"
-	"github.com/hongbao-dev/hongbao/store"
-	"github.com/hongbao-dev/hongbao/store/storetest"
+	"github.com/hongbao-dev/hongbao/store/dbtest"
+	"github.com/hongbao-dev/hongbao/store/wallet"
 )
 
 const crashInternalSecret = "crash-test-internal-secret-0123456789"
@@ -38,23 +38,23 @@ type pair struct {
 }
 
 func TestKill9WhileOpening(t *testing.T) {
-	db := storetest.DB(t, "a", 16)
-	setName := storetest.UniqueName("crash")
-	storetest.Own(t, db, setName, schema.AllBuckets())
+	db := dbtest.DB(t, "a", 16)
+	setName := dbtest.UniqueName("crash")
+	dbtest.Own(t, db, setName, schema.AllBuckets())
 
-	addr := routertest.FreeAddr(t)
+	addr := clustertest.FreeAddr(t)
 	// Senders are fresh users, so one wallet database serves every run.
-	walletDSN := storetest.DSN(t, "a") + "hb_wallet_test"
-	wallet, err := store.OpenWallet(t.Context(), walletDSN, 4, time.Now)
+	walletDSN := dbtest.DSN(t, "a") + "hb_wallet_test"
+	wallet, err := wallet.Open(t.Context(), walletDSN, 4, time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { wallet.Close() })
 	cfg := filepath.Join(t.TempDir(), "hb.yaml")
-	routertest.WriteConfig(t, cfg, routertest.Config{Secret: "crash-test-user-secret-0123456789", InternalSecret: crashInternalSecret,
+	clustertest.WriteConfig(t, cfg, clustertest.Config{Secret: "crash-test-user-secret-0123456789", InternalSecret: crashInternalSecret,
 		DBConns: 32, WalletDSN: walletDSN,
-		Sets: []routertest.Set{{Name: setName, Addrs: []string{addr}, DSN: storetest.DSN(t, "a"), Memcached: storetest.Memcached(t, "a")}}})
-	srv := routertest.StartProcess(t, &routertest.Process{Kind: "server", Name: setName, Bin: routertest.Binary(t, "hbserver"),
+		Sets: []clustertest.Set{{Name: setName, Addrs: []string{addr}, DSN: dbtest.DSN(t, "a"), Memcached: dbtest.Memcached(t, "a")}}})
+	srv := clustertest.StartProcess(t, &clustertest.Process{Kind: "server", Name: setName, Bin: clustertest.Binary(t, "hbserver"),
 		Args: []string{"-config", cfg, "-set", setName, "-listen", addr}, Ready: addr})
 
 	auth := api.NewInternal([]byte(crashInternalSecret), time.Now)
@@ -62,13 +62,13 @@ func TestKill9WhileOpening(t *testing.T) {
 		Transport: &http.Transport{MaxIdleConnsPerHost: 512, MaxIdleConns: 1024},
 		Timeout:   20 * time.Second,
 	}
-	do := func(method, path string, user hongbao.UserID, body []byte) routertest.Reply {
-		req, err := routertest.NewRequest(method, "http://"+addr+path, body, nil)
+	do := func(method, path string, user hongbao.UserID, body []byte) clustertest.Reply {
+		req, err := clustertest.NewRequest(method, "http://"+addr+path, body, nil)
 		if err != nil {
-			return routertest.Reply{Err: err}
+			return clustertest.Reply{Err: err}
 		}
 		auth.Sign(req, user)
-		return routertest.Do(client, req)
+		return clustertest.Do(client, req)
 	}
 
 	const packets, count, total = 20, 50, 5000
@@ -76,9 +76,9 @@ func TestKill9WhileOpening(t *testing.T) {
 	for i := range ids {
 		typ := []string{"random", "fixed"}[i%2]
 		body, _ := json.Marshal(map[string]any{"total": total, "count": count, "type": typ})
-		sender := storetest.FreshUser()
-		if _, _, err := wallet.Apply(t.Context(), store.Entry{Key: fmt.Sprintf("topup:crash:%d", sender), User: sender,
-			Amount: total, Kind: store.KindTopUp}); err != nil {
+		sender := dbtest.FreshUser()
+		if _, _, err := wallet.Apply(t.Context(), hongbao.Entry{Key: fmt.Sprintf("topup:crash:%d", sender), User: sender,
+			Amount: total, Kind: hongbao.KindTopUp}); err != nil {
 			t.Fatal(err)
 		}
 		r := do(http.MethodPost, "/v1/packets", sender, body)
@@ -188,7 +188,7 @@ func TestKill9WhileOpening(t *testing.T) {
 	// MySQL with the amount they were told; sold_out means no share.
 	rows := map[pair]int64{}
 	for _, id := range ids {
-		p := storetest.CheckPacket(t, db, id)
+		p := dbtest.CheckPacket(t, db, id)
 		if p.RemainingCount != 0 {
 			t.Errorf("packet %d: %d shares left after %d openers", id, p.RemainingCount, users)
 		}
@@ -224,7 +224,7 @@ func TestKill9WhileOpening(t *testing.T) {
 	}
 	// Every sender was debited once, at send.
 	for _, id := range ids {
-		e, ok, err := wallet.Entry(t.Context(), store.SendKey(id))
+		e, ok, err := wallet.Entry(t.Context(), hongbao.SendKey(id))
 		if err != nil || !ok || e.Amount != -total {
 			t.Errorf("packet %d: send debit %+v (present %v, %v), want %d fen", id, e, ok, err, -total)
 		}
@@ -232,7 +232,7 @@ func TestKill9WhileOpening(t *testing.T) {
 	// Each share's wallet credit was written in the open's transaction.
 	credits := map[pair]int64{}
 	for _, id := range ids {
-		for u, amounts := range storetest.OutboxCredits(t, db, id) {
+		for u, amounts := range dbtest.OutboxCredits(t, db, id) {
 			for _, amount := range amounts {
 				credits[pair{id, u}] = amount
 			}

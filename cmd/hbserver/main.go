@@ -19,10 +19,14 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/api"
+	"github.com/hongbao-dev/hongbao/cmd/internal/settings"
 	"github.com/hongbao-dev/hongbao/configs"
+	"github.com/hongbao-dev/hongbao/router/topology"
 	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/set"
 	"github.com/hongbao-dev/hongbao/store"
+	"github.com/hongbao-dev/hongbao/store/cache"
+	"github.com/hongbao-dev/hongbao/store/wallet"
 )
 
 func main() {
@@ -61,7 +65,7 @@ func run(args []string) error {
 	defer log.Sync() //nolint:errcheck
 	log = log.With(zap.String("set", sc.Name), zap.String("listen", *listen))
 
-	db, err := store.OpenDB(sc.MySQLDSN, cfg.DBConns)
+	db, err := schema.Open(sc.MySQLDSN, cfg.DBConns)
 	if err != nil {
 		return err
 	}
@@ -80,26 +84,26 @@ func run(args []string) error {
 	if err := schema.EnsureSet(bg, db); err != nil {
 		return err
 	}
-	cold, err := store.OpenDB(sc.Cold(), 4)
+	cold, err := schema.Open(sc.Cold(), 4)
 	if err != nil {
 		return err
 	}
 	defer cold.Close()
-	wallet, err := store.OpenWallet(bg, cfg.WalletDSN, cfg.DBConns, time.Now)
+	wl, err := wallet.Open(bg, cfg.WalletDSN, cfg.DBConns, time.Now)
 	if err != nil {
 		return err
 	}
-	defer wallet.Close()
+	defer wl.Close()
 	srv := set.NewServer(set.Deps{
 		Owns:        owns,
 		Recheck:     recheck,
-		Wallet:      wallet,
+		Wallet:      wl,
 		DevGrant:    cfg.DevGrant,
 		Store:       store.New(db, sc.Name, cfg.Location(), time.Now, rand.Int64N).WithArchive(cold),
-		Cache:       store.NewCache(sc.Memcached, cfg.Cache.Timeout.D(), cfg.Cache.Conns, log),
+		Cache:       cache.New(sc.Memcached, cfg.Cache.Timeout.D(), cfg.Cache.Conns, log),
 		Auth:        api.NewInternal([]byte(cfg.InternalSecret), time.Now),
-		Limits:      cfg.DomainLimits(),
-		Queue:       cfg.QueueConfig(),
+		Limits:      settings.Limits(cfg),
+		Queue:       settings.Queue(cfg),
 		SoldOutMemo: cfg.Queue.Memo,
 		Loc:         cfg.Location(), Now: time.Now, Log: log,
 	})
@@ -107,15 +111,15 @@ func run(args []string) error {
 }
 
 // follow watches the topology in the meta database.
-func follow(ctx context.Context, cfg *configs.Config, log *zap.Logger) (*set.Watcher, error) {
+func follow(ctx context.Context, cfg *configs.Config, log *zap.Logger) (*topology.Watcher, error) {
 	if cfg.MetaDSN == "" {
 		return nil, nil // a SET on its own: the MySQL fence alone decides
 	}
-	meta, err := set.OpenMeta(ctx, cfg.MetaDSN, false)
+	meta, err := topology.OpenMeta(ctx, cfg.MetaDSN, false)
 	if err != nil {
 		return nil, err
 	}
-	w, err := set.NewWatcher(ctx, meta, time.Second, log)
+	w, err := topology.NewWatcher(ctx, meta, time.Second, log)
 	if err != nil {
 		meta.Close()
 		return nil, err

@@ -18,8 +18,9 @@ import (
 
 	"github.com/hongbao-dev/hongbao/configs"
 	"github.com/hongbao-dev/hongbao/schema"
-	"github.com/hongbao-dev/hongbao/set"
+	"github.com/hongbao-dev/hongbao/set/settle"
 	"github.com/hongbao-dev/hongbao/store"
+	"github.com/hongbao-dev/hongbao/store/wallet"
 )
 
 func main() {
@@ -60,7 +61,7 @@ func run(args []string) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	db, err := store.OpenDB(sc.MySQLDSN, 8)
+	db, err := schema.Open(sc.MySQLDSN, 8)
 	if err != nil {
 		return err
 	}
@@ -68,12 +69,12 @@ func run(args []string) error {
 	if err := schema.EnsureSet(ctx, db); err != nil {
 		return err
 	}
-	wallet, err := store.OpenWallet(ctx, cfg.WalletDSN, 8, time.Now)
+	wl, err := wallet.Open(ctx, cfg.WalletDSN, 8, time.Now)
 	if err != nil {
 		return err
 	}
-	defer wallet.Close()
-	st := set.NewSettler(store.New(db, sc.Name, cfg.Location(), time.Now, rand.Int64N), wallet, time.Now, log)
+	defer wl.Close()
+	st := settle.New(store.New(db, sc.Name, cfg.Location(), time.Now, rand.Int64N), wl, time.Now, log)
 	st.SweepAfter = *sweepAfter
 	log.Info("settling")
 	st.Run(ctx)

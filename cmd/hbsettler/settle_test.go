@@ -1,7 +1,7 @@
 package main
 
 // The money path end to end, through the router of a real cluster
-// (routertest: private MariaDB and memcached per SET, the real binaries):
+// (clustertest: private MariaDB and memcached per SET, the real binaries):
 // debits at send, credits through the outbox and the settler, refunds at
 // expiry, sends left pending by a crash, idempotent and refused sends,
 // duplicate deliveries, concurrent first credits and the history pages,
@@ -26,10 +26,12 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/api"
-	"github.com/hongbao-dev/hongbao/router/routertest"
-	"github.com/hongbao-dev/hongbao/set"
+	"github.com/hongbao-dev/hongbao/router/clustertest"
+	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/set/settle"
 	"github.com/hongbao-dev/hongbao/store"
-	"github.com/hongbao-dev/hongbao/store/storetest"
+	"github.com/hongbao-dev/hongbao/store/dbtest"
+	"github.com/hongbao-dev/hongbao/store/wallet"
 )
 
 var seedFlag = flag.Uint64("seed", 0, "seed of the randomised workload (0: from the clock)")
@@ -37,7 +39,7 @@ var seedFlag = flag.Uint64("seed", 0, "seed of the randomised workload (0: from 
 // ---- helpers -----------------------------------------------------------------
 
 // balance reads user's balance through the router.
-func balance(t testing.TB, c *routertest.Cluster, user hongbao.UserID) int64 {
+func balance(t testing.TB, c *clustertest.Cluster, user hongbao.UserID) int64 {
 	t.Helper()
 	r := c.Client.Retrying(10 * time.Second).Wallet(user)
 	if r.Status != http.StatusOK || r.Body.User != user.String() {
@@ -47,7 +49,7 @@ func balance(t testing.TB, c *routertest.Cluster, user hongbao.UserID) int64 {
 }
 
 // ledgerSums returns the sum of every user's ledger entries.
-func ledgerSums(t testing.TB, c *routertest.Cluster) map[hongbao.UserID]int64 {
+func ledgerSums(t testing.TB, c *clustertest.Cluster) map[hongbao.UserID]int64 {
 	t.Helper()
 	sums := map[hongbao.UserID]int64{}
 	rows, err := c.WalletDB().Query("SELECT user_id, SUM(amount) FROM ledger GROUP BY user_id")
@@ -80,7 +82,7 @@ type entry struct {
 }
 
 // ledger returns the ledger rows matching where (SQL after WHERE), in seq order.
-func ledger(t testing.TB, c *routertest.Cluster, where string, args ...any) []entry {
+func ledger(t testing.TB, c *clustertest.Cluster, where string, args ...any) []entry {
 	t.Helper()
 	rows, err := c.WalletDB().Query("SELECT entry_key, user_id, amount, kind, packet_id, created_at FROM ledger WHERE "+
 		where+" ORDER BY seq", args...)
@@ -105,7 +107,7 @@ func ledger(t testing.TB, c *routertest.Cluster, where string, args ...any) []en
 // waitSettled waits until every SET has delivered its outbox, closed every
 // packet past expiry (or, with all, every packet) and decided every pending
 // send.
-func waitSettled(t testing.TB, c *routertest.Cluster, all bool, within time.Duration) {
+func waitSettled(t testing.TB, c *clustertest.Cluster, all bool, within time.Duration) {
 	t.Helper()
 	expiry := "SELECT COUNT(*) FROM hb_set.expiry WHERE expires_at <= UTC_TIMESTAMP(3)"
 	if all {
@@ -121,7 +123,7 @@ func waitSettled(t testing.TB, c *routertest.Cluster, all bool, within time.Dura
 				"expiry":  expiry,
 				"pending": "SELECT COUNT(*) FROM hb_set.pending",
 			} {
-				if n := storetest.Count(t, db, q); n > 0 {
+				if n := dbtest.Count(t, db, q); n > 0 {
 					left = append(left, fmt.Sprintf("SET %s: %d in %s", s.Name, n, what))
 				}
 			}
@@ -145,12 +147,12 @@ type packetRow struct {
 }
 
 // packetsOf lists sender's packets in every day table of every SET.
-func packetsOf(t testing.TB, c *routertest.Cluster, sender hongbao.UserID) []packetRow {
+func packetsOf(t testing.TB, c *clustertest.Cluster, sender hongbao.UserID) []packetRow {
 	t.Helper()
 	var out []packetRow
 	for _, s := range c.Sets {
 		db := c.DB(s.Name)
-		for _, tb := range storetest.DayTables(t, db) {
+		for _, tb := range dbtest.DayTables(t, db) {
 			rows, err := db.Query("SELECT id, funding, total FROM "+tb+" WHERE sender = ?", sender)
 			if err != nil {
 				t.Fatal(err)
@@ -259,7 +261,7 @@ func TestRandomWorkloadWithCrashes(t *testing.T) {
 		nSends   = 120
 		expiry   = 3 * time.Second
 	)
-	c := routertest.Start(t, routertest.Options{Expiry: expiry, SweepAfter: 3 * time.Second})
+	c := clustertest.Start(t, clustertest.Options{Expiry: expiry, SweepAfter: 3 * time.Second})
 	cl := c.Client.Retrying(30 * time.Second)
 
 	// The plan, drawn up front from the seed.
@@ -304,14 +306,14 @@ func TestRandomWorkloadWithCrashes(t *testing.T) {
 	var events []chaos
 	for range 4 {
 		s := c.Sets[rng.IntN(len(c.Sets))]
-		events = append(events, chaos{routertest.Server, s.Servers[rng.IntN(len(s.Servers))],
+		events = append(events, chaos{clustertest.Server, s.Servers[rng.IntN(len(s.Servers))],
 			500*time.Millisecond + time.Duration(rng.Int64N(int64(7*time.Second))), 150*time.Millisecond + time.Duration(rng.Int64N(int64(500*time.Millisecond)))})
 	}
 	for range 3 {
-		events = append(events, chaos{routertest.Settler, c.Sets[rng.IntN(len(c.Sets))].Name,
+		events = append(events, chaos{clustertest.Settler, c.Sets[rng.IntN(len(c.Sets))].Name,
 			500*time.Millisecond + time.Duration(rng.Int64N(int64(7*time.Second))), 150*time.Millisecond + time.Duration(rng.Int64N(int64(700*time.Millisecond)))})
 	}
-	events = append(events, chaos{routertest.Router, routertest.Router, // stateless: clients just retry
+	events = append(events, chaos{clustertest.Router, clustertest.Router, // stateless: clients just retry
 		500*time.Millisecond + time.Duration(rng.Int64N(int64(7*time.Second))), 100*time.Millisecond + time.Duration(rng.Int64N(int64(300*time.Millisecond)))})
 	slices.SortFunc(events, func(a, b chaos) int { return cmp.Compare(a.at, b.at) })
 
@@ -495,7 +497,7 @@ func TestRandomWorkloadWithCrashes(t *testing.T) {
 	// the clients were told of.
 	debits := map[string]int64{}
 	for _, e := range ledger(t, c, "kind IN ('send', 'void')") {
-		if e.kind == store.KindSend {
+		if e.kind == hongbao.KindSend {
 			debits[e.packet.String()] = e.amount
 		} else if _, ok := b.sent[e.packet.String()]; ok || e.amount != 0 {
 			t.Errorf("void %+v for a packet answered 201", e)
@@ -549,12 +551,12 @@ func TestRandomWorkloadWithCrashes(t *testing.T) {
 
 // TestConcurrentFirstCredits credits users who have no account yet, eight
 // at a time, as hbctl wallet credit (an operator's top-ups) and the
-// settlers (first credits to new openers) do: store.Wallet.Apply on the
+// settlers (first credits to new openers) do: wallet.Wallet.Apply on the
 // cluster's wallet. Every credit must be applied; none may fail because
 // another user's account was being created at the same moment.
 func TestConcurrentFirstCredits(t *testing.T) {
-	c := routertest.Start(t, routertest.Options{ServersPerSet: 1})
-	w, err := store.OpenWallet(t.Context(), c.WalletDSN, 16, time.Now)
+	c := clustertest.Start(t, clustertest.Options{ServersPerSet: 1})
+	w, err := wallet.Open(t.Context(), c.WalletDSN, 16, time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -566,7 +568,7 @@ func TestConcurrentFirstCredits(t *testing.T) {
 		for i := range 8 {
 			wg.Go(func() {
 				u := hongbao.UserID(8000 + 10*round + i)
-				_, _, err := w.Apply(t.Context(), store.Entry{Key: fmt.Sprintf("topup:first-%s", u), User: u, Amount: 100, Kind: store.KindTopUp})
+				_, _, err := w.Apply(t.Context(), hongbao.Entry{Key: fmt.Sprintf("topup:first-%s", u), User: u, Amount: 100, Kind: hongbao.KindTopUp})
 				if err != nil {
 					mu.Lock()
 					failed = append(failed, fmt.Sprintf("user %s: %v", u, err))
@@ -599,7 +601,7 @@ func TestConcurrentFirstCredits(t *testing.T) {
 // packet and one debit (ledger row send:<id>), and the balance drops once
 // per key. The same key for another request is refused with 422.
 func TestIdempotentSend(t *testing.T) {
-	c := routertest.Start(t, routertest.Options{})
+	c := clustertest.Start(t, clustertest.Options{})
 	cl := c.Client.Retrying(10 * time.Second)
 	const sender hongbao.UserID = 77
 	c.TopUp(t, sender, 20000)
@@ -616,7 +618,7 @@ func TestIdempotentSend(t *testing.T) {
 	ids := []string{first.Body.ID}
 	for k := range 5 {
 		key := fmt.Sprintf("concurrent-key-%d", k)
-		answers := make([]routertest.Response[api.PacketJSON], 8)
+		answers := make([]clustertest.Response[api.PacketJSON], 8)
 		var wg sync.WaitGroup
 		for i := range answers {
 			wg.Go(func() { answers[i] = cl.Send(sender, req2, key) })
@@ -674,7 +676,7 @@ func TestIdempotentSend(t *testing.T) {
 // money, leaves no funded packet in any SET and nothing anyone can open;
 // concurrent sends never overdraw.
 func TestInsufficientFunds(t *testing.T) {
-	c := routertest.Start(t, routertest.Options{ServersPerSet: 1})
+	c := clustertest.Start(t, clustertest.Options{ServersPerSet: 1})
 	cl := c.Client.Retrying(10 * time.Second)
 	const poor, never, exact, racer, opener hongbao.UserID = 31, 32, 33, 34, 35
 	c.TopUp(t, poor, 500)
@@ -772,7 +774,7 @@ func TestInsufficientFunds(t *testing.T) {
 // written) takes a share.
 func TestExpiryRacesOpens(t *testing.T) {
 	const expiry = 2 * time.Second
-	c := routertest.Start(t, routertest.Options{Expiry: expiry})
+	c := clustertest.Start(t, clustertest.Options{Expiry: expiry})
 	cl := c.Client.Retrying(10 * time.Second)
 	const sender hongbao.UserID = 500
 	c.TopUp(t, sender, 20000)
@@ -787,7 +789,7 @@ func TestExpiryRacesOpens(t *testing.T) {
 	// share of the first, or is expired like it.
 	type result struct {
 		user    hongbao.UserID
-		answers []routertest.Response[api.OpenJSON]
+		answers []clustertest.Response[api.OpenJSON]
 	}
 	results := make([]result, 100)
 	start := time.Now()
@@ -887,7 +889,7 @@ func TestExpiryRacesOpens(t *testing.T) {
 // balance once. An entry whose key is taken by a different entry is never
 // applied and is reported by hbctl verify.
 func TestDuplicateDelivery(t *testing.T) {
-	c := routertest.Start(t, routertest.Options{ServersPerSet: 1})
+	c := clustertest.Start(t, clustertest.Options{ServersPerSet: 1})
 	cl := c.Client.Retrying(10 * time.Second)
 	const sender hongbao.UserID = 600
 	users := []hongbao.UserID{601, 602, 603}
@@ -904,30 +906,30 @@ func TestDuplicateDelivery(t *testing.T) {
 	db := c.DB(owner)
 
 	// With the SET's settler down, the credits wait in the outbox.
-	c.Kill(routertest.Settler, owner)
+	c.Kill(clustertest.Settler, owner)
 	for _, u := range users {
 		if r := cl.Open(u, s.Body.ID); r.Status != http.StatusOK || r.Body.Amount != 300 {
 			t.Fatalf("open by %s: %v", u, r)
 		}
 	}
-	if n := storetest.Count(t, db, "SELECT COUNT(*) FROM hb_set.outbox WHERE packet_id = ?", id); n != 3 {
+	if n := dbtest.Count(t, db, "SELECT COUNT(*) FROM hb_set.outbox WHERE packet_id = ?", id); n != 3 {
 		t.Fatalf("outbox rows: %d, want 3", n)
 	}
 
 	ctx := t.Context()
-	newSettler := func() *set.Settler {
-		sdb, err := store.OpenDB(c.Set(owner).DSN, 4)
+	newSettler := func() *settle.Settler {
+		sdb, err := schema.Open(c.Set(owner).DSN, 4)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { sdb.Close() })
-		w, err := store.OpenWallet(ctx, c.WalletDSN, 4, time.Now)
+		w, err := wallet.Open(ctx, c.WalletDSN, 4, time.Now)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { w.Close() })
-		loc := storetest.Shanghai(t)
-		return set.NewSettler(store.New(sdb, owner, loc, time.Now, rand.Int64N), w, time.Now, zap.NewNop())
+		loc := dbtest.Shanghai(t)
+		return settle.New(store.New(sdb, owner, loc, time.Now, rand.Int64N), w, time.Now, zap.NewNop())
 	}
 	s1, s2 := newSettler(), newSettler()
 	saved := outboxRows(t, db, id)
@@ -935,21 +937,21 @@ func TestDuplicateDelivery(t *testing.T) {
 	checkOnce := func(when string) {
 		t.Helper()
 		for _, u := range users {
-			if es := ledger(t, c, "entry_key = ?", store.OpenKey(id, u)); len(es) != 1 || es[0].amount != 300 {
-				t.Errorf("%s: ledger rows for %s: %+v, want one of 300", when, store.OpenKey(id, u), es)
+			if es := ledger(t, c, "entry_key = ?", hongbao.OpenKey(id, u)); len(es) != 1 || es[0].amount != 300 {
+				t.Errorf("%s: ledger rows for %s: %+v, want one of 300", when, hongbao.OpenKey(id, u), es)
 			}
 			if got := balance(t, c, u); got != 300 {
 				t.Errorf("%s: balance of %s: %d, want 300", when, u, got)
 			}
 		}
-		if n := storetest.Count(t, db, "SELECT COUNT(*) FROM hb_set.outbox"); n != 0 {
+		if n := dbtest.Count(t, db, "SELECT COUNT(*) FROM hb_set.outbox"); n != 0 {
 			t.Errorf("%s: %d rows left in the outbox", when, n)
 		}
 	}
 
 	// Two settlers deliver the same rows at once.
 	var wg sync.WaitGroup
-	for _, st := range []*set.Settler{s1, s2} {
+	for _, st := range []*settle.Settler{s1, s2} {
 		wg.Go(func() {
 			if _, err := st.Deliver(ctx); err != nil {
 				t.Errorf("deliver: %v", err)
@@ -977,8 +979,8 @@ func TestDuplicateDelivery(t *testing.T) {
 
 	// And once more, by the real settler, restarted twice.
 	putBack()
-	c.Restart(routertest.Settler, owner)
-	c.Restart(routertest.Settler, owner)
+	c.Restart(clustertest.Settler, owner)
+	c.Restart(clustertest.Settler, owner)
 	waitSettled(t, c, false, 10*time.Second)
 	checkOnce("re-delivery by hbsettler")
 	if got := balance(t, c, sender); got != 0 {
@@ -988,15 +990,15 @@ func TestDuplicateDelivery(t *testing.T) {
 
 	// A row whose key the ledger holds for a different entry stays in
 	// the outbox, moves nothing, and verify names the violation.
-	c.Kill(routertest.Settler, owner)
+	c.Kill(clustertest.Settler, owner)
 	if _, err := db.Exec("INSERT INTO hb_set.outbox (entry_key, user_id, amount, kind, packet_id, created_at) VALUES (?,?,?,?,?,?)",
-		store.OpenKey(id, users[0]), users[0], 301, store.KindOpen, id, time.Now().UTC()); err != nil {
+		hongbao.OpenKey(id, users[0]), users[0], 301, hongbao.KindOpen, id, time.Now().UTC()); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s1.Deliver(ctx); err != nil {
 		t.Fatalf("deliver of a conflicting row: %v", err)
 	}
-	if n := storetest.Count(t, db, "SELECT COUNT(*) FROM hb_set.outbox"); n != 1 {
+	if n := dbtest.Count(t, db, "SELECT COUNT(*) FROM hb_set.outbox"); n != 1 {
 		t.Errorf("conflicting row: %d outbox rows, want it kept", n)
 	}
 	if got := balance(t, c, users[0]); got != 300 {
@@ -1049,13 +1051,13 @@ func outboxRows(t testing.TB, db *sql.DB, id hongbao.PacketID) []store.OutboxRow
 // twice or lost.
 func TestSweepPendingSends(t *testing.T) {
 	const sweepAfter = 3 * time.Second
-	c := routertest.Start(t, routertest.Options{ServersPerSet: 1, SweepAfter: sweepAfter})
+	c := clustertest.Start(t, clustertest.Options{ServersPerSet: 1, SweepAfter: sweepAfter})
 	cl := c.Client.Retrying(10 * time.Second)
 	const sender, opener hongbao.UserID = 900, 901
 	c.TopUp(t, sender, 10000)
 	ctx := t.Context()
-	loc := storetest.Shanghai(t)
-	w, err := store.OpenWallet(ctx, c.WalletDSN, 4, time.Now)
+	loc := dbtest.Shanghai(t)
+	w, err := wallet.Open(ctx, c.WalletDSN, 4, time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1079,7 +1081,7 @@ func TestSweepPendingSends(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sdb, err := store.OpenDB(c.Set(owner).DSN, 2)
+		sdb, err := schema.Open(c.Set(owner).DSN, 2)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1091,8 +1093,8 @@ func TestSweepPendingSends(t *testing.T) {
 		}
 		ids[key] = id
 	}
-	if _, _, err := w.Apply(ctx, store.Entry{Key: store.SendKey(ids["crash-2"]), User: sender, Amount: -2000,
-		Kind: store.KindSend, Packet: ids["crash-2"]}); err != nil {
+	if _, _, err := w.Apply(ctx, hongbao.Entry{Key: hongbao.SendKey(ids["crash-2"]), User: sender, Amount: -2000,
+		Kind: hongbao.KindSend, Packet: ids["crash-2"]}); err != nil {
 		t.Fatal(err)
 	}
 	for key, id := range ids {
@@ -1108,9 +1110,9 @@ func TestSweepPendingSends(t *testing.T) {
 	}
 
 	waitSettled(t, c, false, 5*sweepAfter)
-	void := ledger(t, c, "entry_key = ?", store.SendKey(ids["crash-1"]))
-	if len(void) != 1 || void[0].kind != store.KindVoid || void[0].amount != 0 {
-		t.Errorf("ledger under %s: %+v; want one void of 0", store.SendKey(ids["crash-1"]), void)
+	void := ledger(t, c, "entry_key = ?", hongbao.SendKey(ids["crash-1"]))
+	if len(void) != 1 || void[0].kind != hongbao.KindVoid || void[0].amount != 0 {
+		t.Errorf("ledger under %s: %+v; want one void of 0", hongbao.SendKey(ids["crash-1"]), void)
 	}
 	funding := map[hongbao.PacketID]hongbao.Funding{}
 	for _, p := range packetsOf(t, c, sender) {
@@ -1152,7 +1154,7 @@ func TestSweepPendingSends(t *testing.T) {
 // -sweep-after) cannot be closed yet. The settler must keep its normal
 // pace meanwhile, not spin on it; once swept, the packet is closed.
 func TestSettlerIdlesOnPendingExpiredPacket(t *testing.T) {
-	c := routertest.Start(t, routertest.Options{ServersPerSet: 1, Expiry: time.Second, SweepAfter: 5 * time.Second})
+	c := clustertest.Start(t, clustertest.Options{ServersPerSet: 1, Expiry: time.Second, SweepAfter: 5 * time.Second})
 	// A pending packet on the last SET (the first one also hosts the
 	// topology and the wallet, whose polling would blur the count).
 	last := c.Sets[len(c.Sets)-1]
@@ -1163,8 +1165,8 @@ func TestSettlerIdlesOnPendingExpiredPacket(t *testing.T) {
 	if owner, err := c.SetOf(id); err != nil || owner != last.Name {
 		t.Fatalf("packet %s: SET %q (%v), want the last SET %s", id, owner, err, last.Name)
 	}
-	loc := storetest.Shanghai(t)
-	sdb, err := store.OpenDB(last.DSN, 2)
+	loc := dbtest.Shanghai(t)
+	sdb, err := schema.Open(last.DSN, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1190,8 +1192,8 @@ func TestSettlerIdlesOnPendingExpiredPacket(t *testing.T) {
 		t.Errorf("SET %s's MySQL ran %.0f SELECTs/s while an expired packet waited for the sweeper; the settler spins", last.Name, rate)
 	}
 	waitSettled(t, c, true, 20*time.Second)
-	if es := ledger(t, c, "entry_key = ?", store.SendKey(id)); len(es) != 1 || es[0].kind != store.KindVoid {
-		t.Errorf("ledger under %s after the sweep: %+v; want one void", store.SendKey(id), es)
+	if es := ledger(t, c, "entry_key = ?", hongbao.SendKey(id)); len(es) != 1 || es[0].kind != hongbao.KindVoid {
+		t.Errorf("ledger under %s after the sweep: %+v; want one void", hongbao.SendKey(id), es)
 	}
 	c.CheckInvariants(t)
 }
@@ -1202,7 +1204,7 @@ func TestSettlerIdlesOnPendingExpiredPacket(t *testing.T) {
 // walking them two at a time with the cursor yields every item exactly once
 // with its amount.
 func TestHistoryPaging(t *testing.T) {
-	c := routertest.Start(t, routertest.Options{ServersPerSet: 1})
+	c := clustertest.Start(t, clustertest.Options{ServersPerSet: 1})
 	cl := c.Client.Retrying(10 * time.Second)
 	const sender, receiver hongbao.UserID = 700, 701
 	c.TopUp(t, sender, 20000)
@@ -1227,7 +1229,7 @@ func TestHistoryPaging(t *testing.T) {
 		waitSettled(t, c, false, 10*time.Second)
 	}
 
-	walk := func(name string, page func(cursor string) routertest.Response[api.HistoryJSON]) []item {
+	walk := func(name string, page func(cursor string) clustertest.Response[api.HistoryJSON]) []item {
 		t.Helper()
 		var got []item
 		var last time.Time
@@ -1261,10 +1263,10 @@ func TestHistoryPaging(t *testing.T) {
 		}
 	}
 	reversed := func(xs []item) []item { ys := slices.Clone(xs); slices.Reverse(ys); return ys }
-	if got := walk("sent", func(cur string) routertest.Response[api.HistoryJSON] { return cl.Sent(sender, cur, 2) }); !slices.Equal(got, reversed(sentItems)) {
+	if got := walk("sent", func(cur string) clustertest.Response[api.HistoryJSON] { return cl.Sent(sender, cur, 2) }); !slices.Equal(got, reversed(sentItems)) {
 		t.Errorf("sent, newest first:\n got %v\nwant %v", got, reversed(sentItems))
 	}
-	if got := walk("received", func(cur string) routertest.Response[api.HistoryJSON] { return cl.Received(receiver, cur, 2) }); !slices.Equal(got, reversed(received)) {
+	if got := walk("received", func(cur string) clustertest.Response[api.HistoryJSON] { return cl.Received(receiver, cur, 2) }); !slices.Equal(got, reversed(received)) {
 		t.Errorf("received, newest first:\n got %v\nwant %v", got, reversed(received))
 	}
 	// The whole list in one page is the same list; others see nothing of it.

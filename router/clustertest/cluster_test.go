@@ -1,4 +1,4 @@
-package routertest_test
+package clustertest_test
 
 import (
 	"net/http"
@@ -7,14 +7,14 @@ import (
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/router/routertest"
+	"github.com/hongbao-dev/hongbao/router/clustertest"
 )
 
 // TestCluster exercises the harness itself: a cluster of 2 SETs x 1
 // server comes up, money moves through it, every kind of process survives
 // kill -9 and a restart, and hbctl verify passes.
 func TestCluster(t *testing.T) {
-	c := routertest.Start(t, routertest.Options{ServersPerSet: 1})
+	c := clustertest.Start(t, clustertest.Options{ServersPerSet: 1})
 	if len(c.Sets) != 2 || c.Sets[0].Name != "a" || c.Sets[1].Name != "b" || len(c.Sets[0].Servers) != 1 {
 		t.Fatalf("sets: %+v", c.Sets)
 	}
@@ -36,13 +36,13 @@ func TestCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	c.Kill(routertest.Server, owner+"1") // the SET's only server
+	c.Kill(clustertest.Server, owner+"1") // the SET's only server
 	if r := c.Client.Open(opener, send.Body.ID); r.Status != http.StatusServiceUnavailable {
 		t.Fatalf("open with the SET's server down: %v, want 503", r)
 	}
-	c.Restart(routertest.Server, owner+"1")
-	c.Restart(routertest.Router, routertest.Router)
-	c.Kill(routertest.Settler, owner)
+	c.Restart(clustertest.Server, owner+"1")
+	c.Restart(clustertest.Router, clustertest.Router)
+	c.Kill(clustertest.Settler, owner)
 
 	open := cl.Open(opener, send.Body.ID)
 	if open.Status != http.StatusOK || open.Body.Status != hongbao.Opened || open.Body.Amount != 500 {
@@ -52,7 +52,7 @@ func TestCluster(t *testing.T) {
 	if err := c.DB(owner).QueryRow("SELECT COUNT(*) FROM hb_set.outbox").Scan(&queued); err != nil || queued != 1 {
 		t.Fatalf("outbox with the settler down: %d rows, %v; want 1", queued, err)
 	}
-	c.Restart(routertest.Settler, owner)
+	c.Restart(clustertest.Settler, owner)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		w := cl.Wallet(opener)

@@ -1,4 +1,6 @@
-package store
+// Package cache is a SET's memcached adapter: packet states, openers and
+// the per-packet CAS slot counters, all advisory (MySQL is the truth).
+package cache
 
 import (
 	"errors"
@@ -14,9 +16,9 @@ import (
 	hongbao "github.com/hongbao-dev/hongbao"
 )
 
-// ErrCacheDown reports that memcached could not be reached. Callers fall
+// ErrDown reports that memcached could not be reached. Callers fall
 // back to the database, which is always the truth.
-var ErrCacheDown = errors.New("memcached unavailable")
+var ErrDown = errors.New("memcached unavailable")
 
 // Cache is the memcached adapter of a SET. It keeps each packet's state and
 // who has opened it, so grab and a repeated or sold-out open are answered
@@ -39,10 +41,10 @@ type Cache struct {
 	seq        atomic.Uint64
 }
 
-// NewCache returns a Cache on the given memcached servers. conns should be
+// New returns a Cache on the given memcached servers. conns should be
 // at least the server's parallelism: gomemcache keeps only that many idle
 // connections per server and dials for every request beyond it.
-func NewCache(servers []string, timeout time.Duration, conns int, log *zap.Logger) *Cache {
+func New(servers []string, timeout time.Duration, conns int, log *zap.Logger) *Cache {
 	mc := memcache.New(servers...)
 	mc.Timeout = timeout
 	mc.MaxIdleConns = conns
@@ -66,11 +68,11 @@ func (c *Cache) do(op func() error) error { return c.guard(c.conns, op) }
 func (c *Cache) doSlot(op func() error) error { return c.guard(c.slotsConns, op) }
 
 // guard runs op with one of conns unless memcached is known to be down, and
-// turns connection failures into ErrCacheDown (a miss or CAS conflict is
+// turns connection failures into ErrDown (a miss or CAS conflict is
 // passed through).
 func (c *Cache) guard(conns chan struct{}, op func() error) error {
 	if time.Now().UnixNano() < c.down.Load() {
-		return ErrCacheDown
+		return ErrDown
 	}
 	conns <- struct{}{}
 	err := op()
@@ -82,25 +84,7 @@ func (c *Cache) guard(conns chan struct{}, op func() error) error {
 	if c.down.Swap(time.Now().Add(breakFor).UnixNano()) < time.Now().UnixNano() {
 		c.log.Warn("memcached unavailable; serving from MySQL and the local cap", zap.Error(err))
 	}
-	return fmt.Errorf("%w: %v", ErrCacheDown, err)
-}
-
-// State is what the cache knows of a packet.
-type State struct {
-	RemainingCount int
-	ExpiresAt      time.Time
-	Closed         bool
-}
-
-// StateOf extracts the cached state of p.
-func StateOf(p *hongbao.Packet) State {
-	return State{RemainingCount: p.RemainingCount, ExpiresAt: p.ExpiresAt, Closed: p.Closed}
-}
-
-// Status is the packet's status at now as far as the cache knows.
-func (s State) Status(now time.Time) hongbao.Status {
-	p := hongbao.Packet{RemainingCount: s.RemainingCount, ExpiresAt: s.ExpiresAt, Closed: s.Closed}
-	return p.StatusAt(now)
+	return fmt.Errorf("%w: %v", ErrDown, err)
 }
 
 func stateKey(id hongbao.PacketID) string { return "hb:s:" + id.String() }
@@ -119,30 +103,30 @@ func ttl(expires time.Time) int32 {
 }
 
 // State returns the cached state of id.
-func (c *Cache) State(id hongbao.PacketID) (State, bool) {
+func (c *Cache) State(id hongbao.PacketID) (hongbao.State, bool) {
 	var it *memcache.Item
 	if c.do(func() (err error) { it, err = c.mc.Get(stateKey(id)); return err }) != nil {
-		return State{}, false
+		return hongbao.State{}, false
 	}
 	return parseState(it.Value)
 }
 
 // parseState reads "remaining_count,expires_unix_ms,closed".
-func parseState(v []byte) (State, bool) {
+func parseState(v []byte) (hongbao.State, bool) {
 	parts := strings.Split(string(v), ",")
 	if len(parts) != 3 {
-		return State{}, false
+		return hongbao.State{}, false
 	}
 	n, err1 := strconv.Atoi(parts[0])
 	ms, err2 := strconv.ParseInt(parts[1], 10, 64)
 	if err1 != nil || err2 != nil {
-		return State{}, false
+		return hongbao.State{}, false
 	}
-	return State{RemainingCount: n, ExpiresAt: time.UnixMilli(ms), Closed: parts[2] == "1"}, true
+	return hongbao.State{RemainingCount: n, ExpiresAt: time.UnixMilli(ms), Closed: parts[2] == "1"}, true
 }
 
 // SetState records the state of a packet after a commit.
-func (c *Cache) SetState(id hongbao.PacketID, s State) {
+func (c *Cache) SetState(id hongbao.PacketID, s hongbao.State) {
 	closed := "0"
 	if s.Closed {
 		closed = "1"
@@ -165,11 +149,11 @@ func (c *Cache) Opened(id hongbao.PacketID, user hongbao.UserID) (int64, bool) {
 
 // Lookup reads, in one round trip, what the cache knows of user's share
 // in id and of id's state.
-func (c *Cache) Lookup(id hongbao.PacketID, user hongbao.UserID) (amount int64, opened bool, st State, stOK bool) {
+func (c *Cache) Lookup(id hongbao.PacketID, user hongbao.UserID) (amount int64, opened bool, st hongbao.State, stOK bool) {
 	var items map[string]*memcache.Item
 	uk, sk := userKey(id, user), stateKey(id)
 	if c.do(func() (err error) { items, err = c.mc.GetMulti([]string{uk, sk}); return err }) != nil {
-		return 0, false, State{}, false
+		return 0, false, hongbao.State{}, false
 	}
 	if it, ok := items[uk]; ok {
 		if a, err := strconv.ParseInt(string(it.Value), 10, 64); err == nil {
@@ -199,7 +183,7 @@ const slotAttempts = 8
 // gets + cas. Each holder is listed with a deadline, so a slot held by a
 // process that died frees itself after hold instead of leaking.
 // It returns a token for ReleaseSlot, or ok=false when all slots are taken
-// (or the races for them were lost), or ErrCacheDown.
+// (or the races for them were lost), or ErrDown.
 func (c *Cache) AcquireSlot(id hongbao.PacketID, limit int, hold time.Duration) (token string, ok bool, err error) {
 	token = strconv.FormatInt(time.Now().UnixNano(), 36) + strconv.FormatInt(int64(c.seq.Add(1)), 36)
 	mine := func(now time.Time) string { return token + ":" + strconv.FormatInt(now.Add(hold).UnixMilli(), 10) }
@@ -207,7 +191,7 @@ func (c *Cache) AcquireSlot(id hongbao.PacketID, limit int, hold time.Duration) 
 	switch err := c.putSlots(id, nil, []string{mine(time.Now())}, hold); {
 	case err == nil:
 		return token, true, nil
-	case errors.Is(err, ErrCacheDown):
+	case errors.Is(err, ErrDown):
 		return "", false, err
 	}
 	for range slotAttempts {
@@ -224,7 +208,7 @@ func (c *Cache) AcquireSlot(id hongbao.PacketID, limit int, hold time.Duration) 
 		switch {
 		case err == nil:
 			return token, true, nil
-		case errors.Is(err, ErrCacheDown):
+		case errors.Is(err, ErrDown):
 			return "", false, err
 		}
 	}
@@ -245,7 +229,7 @@ func (c *Cache) ReleaseSlot(id hongbao.PacketID, token string, hold time.Duratio
 				kept = append(kept, h)
 			}
 		}
-		if err := c.putSlots(id, it, live(kept, time.Now()), hold); err == nil || errors.Is(err, ErrCacheDown) {
+		if err := c.putSlots(id, it, live(kept, time.Now()), hold); err == nil || errors.Is(err, ErrDown) {
 			return
 		}
 	}

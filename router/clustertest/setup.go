@@ -1,4 +1,4 @@
-package routertest
+package clustertest
 
 import (
 	"bytes"
@@ -18,7 +18,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/hongbao-dev/hongbao/store/storetest"
+	"github.com/hongbao-dev/hongbao/store/dbtest"
 )
 
 var (
@@ -27,7 +27,7 @@ var (
 	built   = map[string]error{} // by command name: how its build ended
 )
 
-const binPrefix = "hbroutertest-bin-"
+const binPrefix = "hbclustertest-bin-"
 
 // Binary returns the path of the project's command name (hbserver,
 // hbrouter, hbsettler, hbctl, hbarchive...), built from ./cmd/name at the
@@ -76,14 +76,14 @@ func goBuild(dir string, pkgs []string) error {
 	}
 	out, err := exec.Command(gobin, "env", "GOMOD").Output()
 	if gomod := strings.TrimSpace(string(out)); err != nil || gomod == "" || gomod == os.DevNull {
-		return fmt.Errorf("routertest: go env GOMOD: %v (%s)", err, out)
+		return fmt.Errorf("clustertest: go env GOMOD: %v (%s)", err, out)
 	}
 	cmd := exec.Command(gobin, append([]string{"build", "-o", dir + string(filepath.Separator)}, pkgs...)...)
 	cmd.Dir = filepath.Dir(strings.TrimSpace(string(out)))
 	var buf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &buf, &buf
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("routertest: go build %s: %v\n%s", strings.Join(pkgs, " "), err, buf.String())
+		return fmt.Errorf("clustertest: go build %s: %v\n%s", strings.Join(pkgs, " "), err, buf.String())
 	}
 	return nil
 }
@@ -124,7 +124,7 @@ func (g *goTB) fail(msg string) {
 }
 
 // Listen ports of the servers and the router come from below the kernel's
-// ephemeral range: a port from there (storetest.FreePort) may be taken,
+// ephemeral range: a port from there (dbtest.FreePort) may be taken,
 // before the process binds it, by an outgoing connection or by another
 // test's FreePort. Ports stay with their process across restarts.
 const portLow, portHigh = 27000, 32700
@@ -170,7 +170,7 @@ func freePort(t testing.TB) int {
 		ports[p] = true
 		return p
 	}
-	return storetest.FreePort(t)
+	return dbtest.FreePort(t)
 }
 
 // withDB returns dsn with database name selected.

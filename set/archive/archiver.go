@@ -1,4 +1,4 @@
-package set
+package archive
 
 import (
 	"context"
@@ -20,8 +20,8 @@ import (
 // the daily cron runs late by a day.
 const MaxRetentionDays = 26
 
-// ErrArchiveLocked means another archiver holds the SET's archive lock.
-var ErrArchiveLocked = errors.New("another hbarchive run is in progress for this SET")
+// ErrLocked means another archiver holds the SET's archive lock.
+var ErrLocked = errors.New("another hbarchive run is in progress for this SET")
 
 // Archiver moves a SET's old days from the live day tables to the cold
 // store: copy, verify, and only then empty. Every step is idempotent and a
@@ -169,7 +169,7 @@ func (a *Archiver) lock(ctx context.Context) (func(), error) {
 	}
 	if got.Int64 != 1 {
 		conn.Close()
-		return nil, fmt.Errorf("SET %s: %w", a.Set, ErrArchiveLocked)
+		return nil, fmt.Errorf("SET %s: %w", a.Set, ErrLocked)
 	}
 	return func() {
 		_, _ = conn.ExecContext(context.Background(), "SELECT RELEASE_LOCK(?)", "hb_archive:"+a.Set) // closing frees it anyway

@@ -1,4 +1,4 @@
-package storetest
+package dbtest
 
 // The tests' own view of the money, read with SQL of their own from a SET's
 // MySQL, independently of the store's code: table names are restated from

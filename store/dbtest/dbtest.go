@@ -1,10 +1,10 @@
-// Package storetest gives tests the real MariaDB and memcached that
+// Package dbtest is the database harness: it gives tests the real MariaDB and memcached that
 // `make test` starts (scripts/dev.sh test), can start private MariaDB and
 // memcached processes for tests that need their own or stop one on
 // purpose, and reads a SET's MySQL with the tests' own SQL: packets and
 // their invariants (CheckPacket), outbox credits, table lists, sums and
 // checksums.
-package storetest
+package dbtest
 
 import (
 	"database/sql"
@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hongbao-dev/hongbao/store"
+	"github.com/hongbao-dev/hongbao/schema"
 )
 
 // env returns a required variable; without it the test fails, never skips,
@@ -41,7 +41,7 @@ func DSN(t testing.TB, set string) string {
 // DB opens a pool on test SET set's MariaDB, closed when the test ends.
 func DB(t testing.TB, set string, conns int) *sql.DB {
 	t.Helper()
-	db, err := store.OpenDB(DSN(t, set), conns)
+	db, err := schema.Open(DSN(t, set), conns)
 	if err != nil {
 		t.Fatal(err)
 	}

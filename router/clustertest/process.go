@@ -1,4 +1,4 @@
-package routertest
+package clustertest
 
 import (
 	"bufio"
@@ -88,7 +88,7 @@ func (p *Process) Kill() error {
 	case <-done:
 		return nil
 	case <-time.After(10 * time.Second):
-		return fmt.Errorf("routertest: %s %s survived SIGKILL", p.Kind, p.Name)
+		return fmt.Errorf("clustertest: %s %s survived SIGKILL", p.Kind, p.Name)
 	}
 }
 
@@ -105,7 +105,7 @@ func (p *Process) launch() error {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		f.Close()
-		return fmt.Errorf("routertest: start %s %s: %w", p.Kind, p.Name, err)
+		return fmt.Errorf("clustertest: start %s %s: %w", p.Kind, p.Name, err)
 	}
 	done := make(chan struct{})
 	go func() {
@@ -143,7 +143,7 @@ func (p *Process) waitReady() error {
 	for {
 		select {
 		case <-done:
-			return fmt.Errorf("routertest: %s %s exited while starting:\n%s", p.Kind, p.Name, tail(p.Log, 30))
+			return fmt.Errorf("clustertest: %s %s exited while starting:\n%s", p.Kind, p.Name, tail(p.Log, 30))
 		default:
 		}
 		if p.Ready == "" {
@@ -156,7 +156,7 @@ func (p *Process) waitReady() error {
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("routertest: %s %s not ready on %s after 30s:\n%s", p.Kind, p.Name, p.Ready, tail(p.Log, 30))
+			return fmt.Errorf("clustertest: %s %s not ready on %s after 30s:\n%s", p.Kind, p.Name, p.Ready, tail(p.Log, 30))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

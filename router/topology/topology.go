@@ -1,4 +1,7 @@
-package set
+// Package topology is the bucket -> SET map: its versions in the meta
+// database, and the Watcher with which routers and SET servers follow it.
+// It knows nothing of a SET's own MySQL or memcached.
+package topology
 
 import (
 	"context"
@@ -7,36 +10,31 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync/atomic"
-	"time"
-
-	"go.uber.org/zap"
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/schema"
-	"github.com/hongbao-dev/hongbao/store"
 )
 
-// Info describes one SET.
-type Info struct {
+// Set describes one SET.
+type Set struct {
 	Name      string
 	Servers   []string
 	MySQLDSN  string
 	Memcached []string
 }
 
-// Topology is one version of the bucket -> SET map. It is immutable.
-type Topology struct {
+// Map is one version of the bucket -> SET map. It is immutable.
+type Map struct {
 	Version int64
-	Sets    []Info // sorted by name
+	Sets    []Set // sorted by name
 	owner   [hongbao.Buckets]int
 }
 
 // Owner returns the SET owning bucket b.
-func (t *Topology) Owner(b hongbao.Bucket) *Info { return &t.Sets[t.owner[b]] }
+func (t *Map) Owner(b hongbao.Bucket) *Set { return &t.Sets[t.owner[b]] }
 
 // Set returns the SET called name.
-func (t *Topology) Set(name string) (*Info, bool) {
+func (t *Map) Set(name string) (*Set, bool) {
 	for i := range t.Sets {
 		if t.Sets[i].Name == name {
 			return &t.Sets[i], true
@@ -46,7 +44,7 @@ func (t *Topology) Set(name string) (*Info, bool) {
 }
 
 // Buckets returns the buckets owned by the SET called name.
-func (t *Topology) Buckets(name string) []hongbao.Bucket {
+func (t *Map) Buckets(name string) []hongbao.Bucket {
 	var bs []hongbao.Bucket
 	for b, i := range t.owner {
 		if t.Sets[i].Name == name {
@@ -56,9 +54,9 @@ func (t *Topology) Buckets(name string) []hongbao.Bucket {
 	return bs
 }
 
-// LoadTopology reads the current topology from the meta database.
-func LoadTopology(ctx context.Context, meta *sql.DB) (*Topology, error) {
-	t := &Topology{}
+// Load reads the current topology from the meta database.
+func Load(ctx context.Context, meta *sql.DB) (*Map, error) {
+	t := &Map{}
 	if err := meta.QueryRowContext(ctx, "SELECT version FROM version WHERE id = 1").Scan(&t.Version); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, errors.New("topology: not initialised (run hbctl topology init)")
@@ -71,7 +69,7 @@ func LoadTopology(ctx context.Context, meta *sql.DB) (*Topology, error) {
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var in Info
+		var in Set
 		var servers, mcs string
 		if err := rows.Scan(&in.Name, &servers, &in.MySQLDSN, &mcs); err != nil {
 			return nil, fmt.Errorf("topology: sets: %w", err)
@@ -85,7 +83,7 @@ func LoadTopology(ctx context.Context, meta *sql.DB) (*Topology, error) {
 	return t, loadBuckets(ctx, meta, t)
 }
 
-func loadBuckets(ctx context.Context, meta *sql.DB, t *Topology) error {
+func loadBuckets(ctx context.Context, meta *sql.DB, t *Map) error {
 	rows, err := meta.QueryContext(ctx, "SELECT bucket, set_name FROM buckets")
 	if err != nil {
 		return fmt.Errorf("topology: buckets: %w", err)
@@ -98,7 +96,7 @@ func loadBuckets(ctx context.Context, meta *sql.DB, t *Topology) error {
 		if err := rows.Scan(&b, &name); err != nil {
 			return fmt.Errorf("topology: buckets: %w", err)
 		}
-		i := slices.IndexFunc(t.Sets, func(in Info) bool { return in.Name == name })
+		i := slices.IndexFunc(t.Sets, func(in Set) bool { return in.Name == name })
 		if b < 0 || b >= hongbao.Buckets || i < 0 {
 			return fmt.Errorf("topology: bucket %d maps to unknown SET %q", b, name)
 		}
@@ -121,11 +119,11 @@ func split(s string) []string {
 	return strings.Split(s, ",")
 }
 
-// InitTopology records sets in the meta database. The first time it also
+// Init records sets in the meta database. The first time it also
 // spreads the buckets over the SETs in contiguous ranges; afterwards it
 // only updates SET addresses and never moves a bucket (that is a migration).
 // The version goes up whenever something changed.
-func InitTopology(ctx context.Context, meta *sql.DB, sets []Info) (*Topology, error) {
+func Init(ctx context.Context, meta *sql.DB, sets []Set) (*Map, error) {
 	if len(sets) == 0 {
 		return nil, errors.New("topology: no SETs configured")
 	}
@@ -161,23 +159,23 @@ func InitTopology(ctx context.Context, meta *sql.DB, sets []Info) (*Topology, er
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("topology: init: %w", err)
 	}
-	return LoadTopology(ctx, meta)
+	return Load(ctx, meta)
 }
 
-// Spread returns the initial map InitTopology writes: bucket b belongs to
+// Spread returns the initial map Init writes: bucket b belongs to
 // SET b*len(sets)/Buckets, contiguous ranges in the order given.
-func Spread(version int64, sets []Info) *Topology {
-	t := &Topology{Version: version, Sets: slices.Clone(sets)}
-	slices.SortFunc(t.Sets, func(a, b Info) int { return strings.Compare(a.Name, b.Name) })
+func Spread(version int64, sets []Set) *Map {
+	t := &Map{Version: version, Sets: slices.Clone(sets)}
+	slices.SortFunc(t.Sets, func(a, b Set) int { return strings.Compare(a.Name, b.Name) })
 	for b := range hongbao.Buckets {
 		name := sets[b*len(sets)/hongbao.Buckets].Name
-		t.owner[b] = slices.IndexFunc(t.Sets, func(in Info) bool { return in.Name == name })
+		t.owner[b] = slices.IndexFunc(t.Sets, func(in Set) bool { return in.Name == name })
 	}
 	return t
 }
 
 // spread writes the map of Spread.
-func spread(ctx context.Context, tx *sql.Tx, sets []Info) error {
+func spread(ctx context.Context, tx *sql.Tx, sets []Set) error {
 	var q strings.Builder
 	q.WriteString("INSERT INTO buckets (bucket, set_name) VALUES ")
 	args := make([]any, 0, 2*hongbao.Buckets)
@@ -215,114 +213,11 @@ func MoveBucket(ctx context.Context, meta *sql.DB, b hongbao.Bucket, to string) 
 	return version + 1, tx.Commit()
 }
 
-// Watcher follows the topology in the meta database: it polls the version
-// and reloads the map when it changes, so routers and servers follow a
-// move without a restart.
-type Watcher struct {
-	meta     *sql.DB
-	interval time.Duration
-	log      *zap.Logger
-	cur      atomic.Pointer[Topology]
-	// lastForced rate-limits refreshes forced by misses (unix nanos).
-	lastForced atomic.Int64
-}
-
-// NewWatcher loads the current topology. Call Run to follow changes.
-func NewWatcher(ctx context.Context, meta *sql.DB, interval time.Duration, log *zap.Logger) (*Watcher, error) {
-	w := &Watcher{meta: meta, interval: interval, log: log}
-	if err := w.Refresh(ctx); err != nil {
-		return nil, err
-	}
-	return w, nil
-}
-
-// Current returns the latest topology seen.
-func (w *Watcher) Current() *Topology { return w.cur.Load() }
-
-// Refresh reloads the topology if its version changed.
-func (w *Watcher) Refresh(ctx context.Context) error {
-	var version int64
-	if err := w.meta.QueryRowContext(ctx, "SELECT version FROM version WHERE id = 1").Scan(&version); err != nil {
-		return fmt.Errorf("topology: poll: %w", err)
-	}
-	if cur := w.cur.Load(); cur != nil && cur.Version == version {
-		return nil
-	}
-	t, err := LoadTopology(ctx, w.meta)
-	if err != nil {
-		return err
-	}
-	for { // never step back to an older version loaded concurrently
-		old := w.cur.Load()
-		if old != nil && old.Version >= t.Version {
-			return nil
-		}
-		if w.cur.CompareAndSwap(old, t) {
-			if old != nil {
-				w.log.Info("topology changed", zap.Int64("from", old.Version), zap.Int64("to", t.Version))
-			}
-			return nil
-		}
-	}
-}
-
 // OpenMeta opens the meta database of dsn, creating the database first
 // when create is set.
 func OpenMeta(ctx context.Context, dsn string, create bool) (*sql.DB, error) {
 	if create {
-		return store.OpenDatabase(ctx, dsn, 4)
+		return schema.OpenCreate(ctx, dsn, 4)
 	}
-	return store.OpenDB(dsn, 4)
-}
-
-// Owns returns a check that SET name owns a bucket. A miss refreshes the
-// topology first (at most every 100 ms), so a server that just received a
-// bucket does not refuse it until its next poll.
-func (w *Watcher) Owns(name string) func(hongbao.Bucket) bool {
-	return func(b hongbao.Bucket) bool {
-		if w.Current().Owner(b).Name == name {
-			return true
-		}
-		w.refreshSoon()
-		return w.Current().Owner(b).Name == name
-	}
-}
-
-// Recheck returns a check that refreshes the topology (rate-limited) before
-// asking whether SET name owns a bucket: for a packet that was not found,
-// which may mean its bucket just moved away.
-func (w *Watcher) Recheck(name string) func(context.Context, hongbao.Bucket) bool {
-	return func(ctx context.Context, b hongbao.Bucket) bool {
-		w.refreshSoon()
-		return w.Current().Owner(b).Name == name
-	}
-}
-
-func (w *Watcher) refreshSoon() {
-	now := time.Now().UnixNano()
-	last := w.lastForced.Load()
-	if now-last < int64(100*time.Millisecond) || !w.lastForced.CompareAndSwap(last, now) {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	if err := w.Refresh(ctx); err != nil {
-		w.log.Warn("topology refresh failed", zap.Error(err))
-	}
-}
-
-// Run polls until ctx ends.
-func (w *Watcher) Run(ctx context.Context) {
-	tick := time.NewTicker(w.interval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			if err := w.Refresh(ctx); err != nil && ctx.Err() == nil {
-				w.log.Warn("topology refresh failed; keeping the last one", zap.Error(err))
-			}
-		}
-	}
+	return schema.Open(dsn, 4)
 }

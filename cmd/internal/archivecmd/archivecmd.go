@@ -1,4 +1,4 @@
-package set
+package archivecmd
 
 import (
 	"context"
@@ -13,12 +13,14 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/configs"
+	"github.com/hongbao-dev/hongbao/router/topology"
 	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/set/archive"
 	"github.com/hongbao-dev/hongbao/store"
 )
 
-// ArchiveUsage is the synopsis of the archive command.
-const ArchiveUsage = `usage: hbarchive ensure|run|status [flags]   (also: hbctl archive ...)
+// Usage is the synopsis of the archive command.
+const Usage = `usage: hbarchive ensure|run|status [flags]   (also: hbctl archive ...)
   ensure   create the day tables for today and the next archive.ahead_days days
   run      archive every day older than archive.retention_days: copy, verify, empty
   status   per SET and day: live, pending, due, archived
@@ -27,12 +29,12 @@ flags: --config FILE  --set NAME  --as-of YYYY-MM-DD  --dry-run  --retention-day
 // ErrUsage marks a bad command line.
 var ErrUsage = errors.New("usage")
 
-// ArchiveCommand is the archival cron's command line, shared by hbarchive
+// Run is the archival cron's command line, shared by hbarchive
 // and hbctl archive. HB_ARCHIVE_FAULT=after-copy makes a run stop between
 // the verified copy and the purge of its first day (for crash tests).
-func ArchiveCommand(ctx context.Context, args []string, stdout, stderr io.Writer, environ []string) error {
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer, environ []string) error {
 	if len(args) == 0 || (args[0] != "ensure" && args[0] != "run" && args[0] != "status") {
-		return fmt.Errorf("%w: %s", ErrUsage, ArchiveUsage)
+		return fmt.Errorf("%w: %s", ErrUsage, Usage)
 	}
 	fs := flag.NewFlagSet("hbarchive "+args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -61,9 +63,9 @@ func ArchiveCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 			days = *retention
 		}
 	})
-	if days < 1 || days > MaxRetentionDays {
+	if days < 1 || days > archive.MaxRetentionDays {
 		return fmt.Errorf("%w: retention %d days refused: must be 1..%d so each day table is empty at least a day before it is reused",
-			ErrUsage, days, MaxRetentionDays)
+			ErrUsage, days, archive.MaxRetentionDays)
 	}
 	sets := cfg.Sets
 	if *only != "" {
@@ -94,7 +96,7 @@ func ArchiveCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 		}
 		err = archiveSet(ctx, args[0], a, cfg, sc, asOf, *dryRun, stdout)
 		closeAll()
-		if errors.Is(err, ErrArchiveLocked) {
+		if errors.Is(err, archive.ErrLocked) {
 			return err // it names the SET already
 		}
 		if err != nil {
@@ -104,29 +106,29 @@ func ArchiveCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 	return nil
 }
 
-func newArchiver(sc configs.Set, cfg *configs.Config, days int) (*Archiver, func(), error) {
-	live, err := store.OpenDB(sc.MySQLDSN, 4)
+func newArchiver(sc configs.Set, cfg *configs.Config, days int) (*archive.Archiver, func(), error) {
+	live, err := schema.Open(sc.MySQLDSN, 4)
 	if err != nil {
 		return nil, nil, err
 	}
-	cold, err := store.OpenDB(sc.Cold(), 4)
+	cold, err := schema.Open(sc.Cold(), 4)
 	if err != nil {
 		live.Close()
 		return nil, nil, err
 	}
 	st := store.New(live, sc.Name, cfg.Location(), time.Now, rand.Int64N)
-	a := &Archiver{Set: sc.Name, Store: st, Live: live, Cold: cold, Loc: cfg.Location(), Retention: days}
+	a := &archive.Archiver{Set: sc.Name, Store: st, Live: live, Cold: cold, Loc: cfg.Location(), Retention: days}
 	return a, func() { live.Close(); cold.Close() }, nil
 }
 
-func archiveSet(ctx context.Context, cmd string, a *Archiver, cfg *configs.Config, sc configs.Set, asOf time.Time, dryRun bool, out io.Writer) error {
+func archiveSet(ctx context.Context, cmd string, a *archive.Archiver, cfg *configs.Config, sc configs.Set, asOf time.Time, dryRun bool, out io.Writer) error {
 	switch cmd {
 	case "ensure":
 		buckets, err := ownedBuckets(ctx, cfg, sc.Name)
 		if err != nil {
 			return err
 		}
-		n, err := Ensure(ctx, a.Live, buckets, asOf, a.Loc, cfg.Archive.AheadDays)
+		n, err := archive.Ensure(ctx, a.Live, buckets, asOf, a.Loc, cfg.Archive.AheadDays)
 		if err != nil {
 			return err
 		}
@@ -182,12 +184,12 @@ func ownedBuckets(ctx context.Context, cfg *configs.Config, name string) ([]hong
 	if cfg.MetaDSN == "" {
 		return schema.AllBuckets(), nil
 	}
-	meta, err := OpenMeta(ctx, cfg.MetaDSN, false)
+	meta, err := topology.OpenMeta(ctx, cfg.MetaDSN, false)
 	if err != nil {
 		return nil, err
 	}
 	defer meta.Close()
-	t, err := LoadTopology(ctx, meta)
+	t, err := topology.Load(ctx, meta)
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package routertest
+package clustertest
 
 import (
 	"bytes"

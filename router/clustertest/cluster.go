@@ -1,4 +1,4 @@
-// Package routertest starts a whole hongbao cluster for one test, the way
+// Package clustertest starts a whole hongbao cluster for one test, the way
 // net/http/httptest starts a server: the real binaries (hbserver, hbrouter,
 // hbsettler, hbctl, built once per test binary) run as child processes
 // against private MariaDB and memcached instances, one of each per SET, so
@@ -6,10 +6,10 @@
 // cluster. Tests talk HTTP to the router like any client, kill and restart
 // processes, and read every SET's MySQL directly.
 //
-//	c := routertest.Start(t, routertest.Options{Expiry: 3 * time.Second})
+//	c := clustertest.Start(t, clustertest.Options{Expiry: 3 * time.Second})
 //	r := c.Client.Send(42, hongbao.SendRequest{Total: 1000, Count: 10, Type: hongbao.Random}, "key-1")
-//	c.Kill(routertest.Server, "a1")
-//	c.Restart(routertest.Server, "a1")
+//	c.Kill(clustertest.Server, "a1")
+//	c.Restart(clustertest.Server, "a1")
 //	c.CheckInvariants(t)
 //
 // Everything started is stopped when the test ends; on failure the tails of
@@ -20,7 +20,7 @@
 // Process.Kill and Process.Restart), FreeAddr gives it a port, WriteConfig
 // its configuration, and NewRequest, Do and Reply talk HTTP to it at the
 // level of headers and problem JSON.
-package routertest
+package clustertest
 
 import (
 	"context"
@@ -37,8 +37,9 @@ import (
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/store"
-	"github.com/hongbao-dev/hongbao/store/storetest"
+	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/store/dbtest"
+	"github.com/hongbao-dev/hongbao/store/wallet"
 )
 
 // Options shape a cluster. The zero value is 2 SETs of 2 servers, packets
@@ -103,7 +104,7 @@ type Cluster struct {
 	secret     string
 	signer     *hongbao.Signer
 	dbs        map[string]*sql.DB
-	wallet     *store.Wallet
+	wallet     *wallet.Wallet
 
 	mu     sync.Mutex
 	procs  map[string]*Process // by kind + "/" + name
@@ -122,8 +123,8 @@ func Start(t testing.TB, opts Options) *Cluster {
 	bin := build(t, "hbserver", "hbrouter", "hbsettler", "hbctl")
 	built := time.Now()
 	c := &Cluster{t: t, opts: opts, dir: t.TempDir(), bin: bin, dbs: map[string]*sql.DB{}, procs: map[string]*Process{}}
-	c.secret = "routertest-user-secret-" + strconv.FormatInt(began.UnixNano(), 36)
-	c.InternalSecret = "routertest-internal-secret-0123456789"
+	c.secret = "clustertest-user-secret-" + strconv.FormatInt(began.UnixNano(), 36)
+	c.InternalSecret = "clustertest-internal-secret-0123456789"
 	c.signer = hongbao.NewSigner([]byte(c.secret))
 
 	// Every SET's MariaDB and memcached start at once: MariaDB takes
@@ -134,8 +135,8 @@ func Start(t testing.TB, opts Options) *Cluster {
 	for i := range c.Sets {
 		s := &c.Sets[i]
 		s.Name = string(rune('a' + i))
-		wg.Go(func() { s.DSN = storetest.StartMariaDB(g).DSN })
-		wg.Go(func() { s.Memcached = storetest.StartMemcached(g).Addr })
+		wg.Go(func() { s.DSN = dbtest.StartMariaDB(g).DSN })
+		wg.Go(func() { s.Memcached = dbtest.StartMemcached(g).Addr })
 	}
 	wg.Wait()
 	if len(g.errs) > 0 {
@@ -161,7 +162,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 
 	c.MustCtl(t, "topology", "init")
 	for _, s := range c.Sets {
-		db, err := store.OpenDB(s.DSN, 8)
+		db, err := schema.Open(s.DSN, 8)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -170,7 +171,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var err error
-	if c.wallet, err = store.OpenWallet(ctx, c.WalletDSN, 8, time.Now); err != nil {
+	if c.wallet, err = wallet.Open(ctx, c.WalletDSN, 8, time.Now); err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range c.Sets {
@@ -202,7 +203,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 	}
 	c.Client = &Client{c: c, http: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
 		MaxIdleConns: 512, MaxIdleConnsPerHost: 256, IdleConnTimeout: 30 * time.Second}}}
-	t.Logf("routertest: cluster of %d SETs x %d servers up in %v (build %v, MariaDB and memcached %v, processes %v; dir %s)",
+	t.Logf("clustertest: cluster of %d SETs x %d servers up in %v (build %v, MariaDB and memcached %v, processes %v; dir %s)",
 		opts.Sets, opts.ServersPerSet, time.Since(began).Round(time.Millisecond), built.Sub(began).Round(time.Millisecond),
 		dbsUp.Sub(built).Round(time.Millisecond), time.Since(dbsUp).Round(time.Millisecond), c.dir)
 	return c
@@ -303,7 +304,7 @@ func (c *Cluster) Set(name string) Set {
 			return s
 		}
 	}
-	c.t.Fatalf("routertest: no SET %q", name)
+	c.t.Fatalf("clustertest: no SET %q", name)
 	return Set{}
 }
 
@@ -312,13 +313,13 @@ func (c *Cluster) Set(name string) Set {
 func (c *Cluster) DB(set string) *sql.DB {
 	db := c.dbs[set]
 	if db == nil {
-		c.t.Fatalf("routertest: no SET %q", set)
+		c.t.Fatalf("clustertest: no SET %q", set)
 	}
 	return db
 }
 
 // Wallet returns the wallet (accounts, ledger).
-func (c *Cluster) Wallet() *store.Wallet { return c.wallet }
+func (c *Cluster) Wallet() *wallet.Wallet { return c.wallet }
 
 // WalletDB returns a pool on the wallet database.
 func (c *Cluster) WalletDB() *sql.DB { return c.wallet.DB() }
@@ -329,7 +330,7 @@ func (c *Cluster) SetOf(id hongbao.PacketID) (string, error) {
 	var name string
 	err := c.dbs[c.Sets[0].Name].QueryRow("SELECT set_name FROM hb_meta.buckets WHERE bucket = ?", int(id.Bucket())).Scan(&name)
 	if err != nil {
-		return "", fmt.Errorf("routertest: SET of %s: %w", id, err)
+		return "", fmt.Errorf("clustertest: SET of %s: %w", id, err)
 	}
 	return name, nil
 }
@@ -367,7 +368,7 @@ func (c *Cluster) proc(kind, name string) (*Process, error) {
 	if p := c.procs[kind+"/"+name]; p != nil {
 		return p, nil
 	}
-	return nil, fmt.Errorf("routertest: no %s named %q", kind, name)
+	return nil, fmt.Errorf("clustertest: no %s named %q", kind, name)
 }
 
 // Kill kills a process with SIGKILL (kill -9) and waits until it is gone:

@@ -1,4 +1,4 @@
-package set
+package settle
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/store"
+	"github.com/hongbao-dev/hongbao/store/wallet"
 )
 
 // Settler moves a SET's money to the wallet: it delivers outbox entries
@@ -20,7 +21,7 @@ import (
 // run for one SET.
 type Settler struct {
 	store  *store.Store
-	wallet *store.Wallet
+	wallet *wallet.Wallet
 	now    func() time.Time
 	log    *zap.Logger
 	// SweepAfter is how old a pending send must be before the sweeper
@@ -30,8 +31,8 @@ type Settler struct {
 	Interval time.Duration
 }
 
-// NewSettler returns a Settler for one SET.
-func NewSettler(st *store.Store, w *store.Wallet, now func() time.Time, log *zap.Logger) *Settler {
+// New returns a Settler for one SET.
+func New(st *store.Store, w *wallet.Wallet, now func() time.Time, log *zap.Logger) *Settler {
 	return &Settler{store: st, wallet: w, now: now, log: log, SweepAfter: 30 * time.Second, Interval: 200 * time.Millisecond}
 }
 
@@ -130,12 +131,12 @@ func (s *Settler) Sweep(ctx context.Context) (int, error) {
 		if err != nil {
 			return i, err
 		}
-		e, _, err := s.wallet.Apply(ctx, store.Entry{Key: store.SendKey(id), User: p.Sender, Kind: store.KindVoid, Packet: id})
+		e, _, err := s.wallet.Apply(ctx, hongbao.Entry{Key: hongbao.SendKey(id), User: p.Sender, Kind: hongbao.KindVoid, Packet: id})
 		if err != nil {
 			return i, err
 		}
 		to := hongbao.Funded
-		if e.Kind == store.KindVoid {
+		if e.Kind == hongbao.KindVoid {
 			to = hongbao.Cancelled
 		}
 		if _, err := s.store.Fund(ctx, id, to); err != nil {

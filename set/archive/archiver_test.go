@@ -1,6 +1,6 @@
-package set_test
+package archive_test
 
-// Integration tests of the archival cron (set.Archiver, set.ArchiveCommand)
+// Integration tests of the archival cron (archive.Archiver, archivecmd.Run)
 // against a private MariaDB per test, so every count and sum below covers
 // everything in the server. Packets are created with IDs minted in the past
 // through the real store, opened, closed and refunded through it (or through
@@ -28,11 +28,14 @@ import (
 	"go.uber.org/zap"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/router/routertest"
+	"github.com/hongbao-dev/hongbao/router/clustertest"
+	"github.com/hongbao-dev/hongbao/router/topology"
 	"github.com/hongbao-dev/hongbao/schema"
-	"github.com/hongbao-dev/hongbao/set"
+	"github.com/hongbao-dev/hongbao/set/archive"
+	"github.com/hongbao-dev/hongbao/set/settle"
 	"github.com/hongbao-dev/hongbao/store"
-	"github.com/hongbao-dev/hongbao/store/storetest"
+	"github.com/hongbao-dev/hongbao/store/dbtest"
+	"github.com/hongbao-dev/hongbao/store/wallet"
 )
 
 // --- fixture ---------------------------------------------------------------
@@ -42,12 +45,12 @@ import (
 type archFix struct {
 	t   *testing.T
 	ctx context.Context
-	m   *storetest.MariaDB
+	m   *dbtest.MariaDB
 	db  *sql.DB
 	loc *time.Location
 	st  *store.Store
 
-	clock storetest.Clock
+	clock dbtest.Clock
 	mu    sync.Mutex
 	seq   int
 	user  int64
@@ -77,20 +80,20 @@ var archStartMu sync.Mutex
 
 // archStartMariaDB starts a private MariaDB, one at a time in this
 // package.
-func archStartMariaDB(t *testing.T) *storetest.MariaDB {
+func archStartMariaDB(t *testing.T) *dbtest.MariaDB {
 	t.Helper()
 	archStartMu.Lock()
 	defer archStartMu.Unlock()
-	return storetest.StartMariaDB(t)
+	return dbtest.StartMariaDB(t)
 }
 
 func newArchFix(t *testing.T) *archFix {
 	t.Helper()
-	loc := storetest.Shanghai(t)
+	loc := dbtest.Shanghai(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	t.Cleanup(cancel)
 	m := archStartMariaDB(t)
-	db, err := store.OpenDB(m.DSN, 8)
+	db, err := schema.Open(m.DSN, 8)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +213,7 @@ func (f *archFix) close(ids ...hongbao.PacketID) {
 
 // deliver deletes the outbox rows for which keep returns false (as the
 // settler does once the wallet has them); nil delivers everything.
-func (f *archFix) deliver(keep func(store.Entry) bool) {
+func (f *archFix) deliver(keep func(hongbao.Entry) bool) {
 	f.t.Helper()
 	rows, err := f.st.Outbox(f.ctx, 100000)
 	if err != nil {
@@ -236,8 +239,8 @@ func (f *archFix) settle(ids ...hongbao.PacketID) {
 
 // archiver returns an Archiver of SET a with the live and cold store in
 // the same private MariaDB (the default when archive_dsn is not set).
-func (f *archFix) archiver(retention int) *set.Archiver {
-	return &set.Archiver{Set: "a", Store: f.st, Live: f.db, Cold: f.db, Loc: f.loc, Log: zap.NewNop(), Retention: retention}
+func (f *archFix) archiver(retention int) *archive.Archiver {
+	return &archive.Archiver{Set: "a", Store: f.st, Live: f.db, Cold: f.db, Loc: f.loc, Log: zap.NewNop(), Retention: retention}
 }
 
 // --- independent SQL ------------------------------------------------------
@@ -261,7 +264,7 @@ func (f *archFix) dayOf(id hongbao.PacketID) archDay {
 }
 
 // archSums is the row counts and money of a set of rows.
-type archSums = storetest.Sums
+type archSums = dbtest.Sums
 
 // model sums the packets the test created, per day.
 func (f *archFix) model(ids ...hongbao.PacketID) map[archDay]archSums {
@@ -288,7 +291,7 @@ func (f *archFix) idRange(d archDay) (int64, int64) {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	at := func(t time.Time) int64 { return (t.UnixMilli() - storetest.EpochMs) << 22 }
+	at := func(t time.Time) int64 { return (t.UnixMilli() - dbtest.EpochMs) << 22 }
 	return at(day), at(day.AddDate(0, 0, 1))
 }
 
@@ -303,8 +306,8 @@ func (f *archFix) liveSums(d archDay) archSums {
 // exist.
 func (f *archFix) coldSums(d archDay) (archSums, bool) {
 	f.t.Helper()
-	if !storetest.TableExists(f.t, f.db, d.cold()) {
-		if storetest.TableExists(f.t, f.db, d.cold()+"_detail") {
+	if !dbtest.TableExists(f.t, f.db, d.cold()) {
+		if dbtest.TableExists(f.t, f.db, d.cold()+"_detail") {
 			f.t.Errorf("%s_detail exists without %s", d.cold(), d.cold())
 		}
 		return archSums{}, false
@@ -321,11 +324,11 @@ func (f *archFix) tableCount(t hongbao.DayTable) (packets, details int) {
 
 func (f *archFix) sumsOf(packets, wherePackets, whereDetails string, args ...any) archSums {
 	f.t.Helper()
-	return storetest.TableSums(f.t, f.db, packets, wherePackets, whereDetails, args...)
+	return dbtest.TableSums(f.t, f.db, packets, wherePackets, whereDetails, args...)
 }
 
 // tables lists db.table names in schemas matching like whose name matches re.
-func (f *archFix) tables(like, re string) []string { return storetest.TablesLike(f.t, f.db, like, re) }
+func (f *archFix) tables(like, re string) []string { return dbtest.TablesLike(f.t, f.db, like, re) }
 
 // archiveTables lists every table of every db_xx_archive database.
 func (f *archFix) archiveTables() []string { return f.tables(`db\_%\_archive`, ".") }
@@ -350,11 +353,11 @@ func (f *archFix) ids(table string) []hongbao.PacketID {
 }
 
 // count runs a COUNT query.
-func (f *archFix) count(q string, args ...any) int { return storetest.Count(f.t, f.db, q, args...) }
+func (f *archFix) count(q string, args ...any) int { return dbtest.Count(f.t, f.db, q, args...) }
 
 // snapshot is the content checksum of every table of the day tables, the
 // archives and hb_set: equal snapshots mean nothing changed.
-func (f *archFix) snapshot() map[string]int64 { return storetest.Checksums(f.t, f.db) }
+func (f *archFix) snapshot() map[string]int64 { return dbtest.Checksums(f.t, f.db) }
 
 // records reads every packet through the store (which follows archived
 // days to the cold store).
@@ -438,11 +441,11 @@ func (f *archFix) checkLive(want map[archDay]archSums) {
 func (f *archFix) config(retention int, extra string) string {
 	f.t.Helper()
 	path := filepath.Join(f.t.TempDir(), "hb.yaml")
-	routertest.WriteConfig(f.t, path, routertest.Config{
+	clustertest.WriteConfig(f.t, path, clustertest.Config{
 		Secret: "archive-test-secret-0123456789", InternalSecret: "archive-test-internal-0123456789", LogLevel: "error",
 		WalletDSN: "root@tcp(127.0.0.1:1)/hb_wallet",
 		Extra:     fmt.Sprintf("archive:\n  retention_days: %d\n  ahead_days: 2\n%s", retention, extra),
-		Sets:      []routertest.Set{{Name: "a", Addrs: []string{"127.0.0.1:1"}, DSN: f.m.DSN, Memcached: "127.0.0.1:1"}},
+		Sets:      []clustertest.Set{{Name: "a", Addrs: []string{"127.0.0.1:1"}, DSN: f.m.DSN, Memcached: "127.0.0.1:1"}},
 	})
 	return path
 }
@@ -450,12 +453,12 @@ func (f *archFix) config(retention int, extra string) string {
 // command runs the archive command line in process.
 func (f *archFix) command(env []string, args ...string) (string, string, error) {
 	var out, errOut bytes.Buffer
-	err := set.ArchiveCommand(f.ctx, args, &out, &errOut, env)
+	err := archivecmd.Run(f.ctx, args, &out, &errOut, env)
 	return out.String(), errOut.String(), err
 }
 
-func (f *archFix) reports(sum set.Summary) map[string]set.DayReport {
-	out := map[string]set.DayReport{}
+func (f *archFix) reports(sum archive.Summary) map[string]archive.DayReport {
+	out := map[string]archive.DayReport{}
 	for _, r := range sum.Days {
 		out[r.Table+" "+r.Date] = r
 	}
@@ -512,13 +515,13 @@ func TestArchiveRunMovesSettledDays(t *testing.T) {
 	ids := f.fourDays()
 
 	// Settle through the real settler and wallet.
-	w, err := store.OpenWallet(f.ctx, f.m.DSN+"hb_wallet", 4, f.clock.Now)
+	w, err := wallet.Open(f.ctx, f.m.DSN+"hb_wallet", 4, f.clock.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { w.Close() })
 	f.clock.Set(f.date("2025-03-12"))
-	settler := set.NewSettler(f.st, w, f.clock.Now, zap.NewNop())
+	settler := settle.New(f.st, w, f.clock.Now, zap.NewNop())
 	for i := 0; ; i++ {
 		n, err := settler.Round(f.ctx)
 		if err != nil {
@@ -873,8 +876,8 @@ func TestArchiveSkipsUnsettledDays(t *testing.T) {
 	all := []hongbao.PacketID{settledA, live, notClosed, refundWaiting, creditsWaiting, pending, settledB, settledC}
 
 	f.close(settledA, refundWaiting, creditsWaiting, settledB, settledC)
-	f.deliver(func(e store.Entry) bool {
-		return (e.Packet == refundWaiting && e.Kind == store.KindRefund) || e.Packet == creditsWaiting
+	f.deliver(func(e hongbao.Entry) bool {
+		return (e.Packet == refundWaiting && e.Kind == hongbao.KindRefund) || e.Packet == creditsWaiting
 	})
 	if n := f.count("SELECT COUNT(*) FROM hb_set.outbox"); n != 4 {
 		t.Fatalf("outbox holds %d entries, want 4 (1 refund, 3 credits)", n)
@@ -1070,7 +1073,7 @@ func TestArchiveLockedRunChangesNothing(t *testing.T) {
 		return nil
 	}
 	type result struct {
-		sum set.Summary
+		sum archive.Summary
 		err error
 	}
 	done := make(chan result, 1)
@@ -1094,17 +1097,17 @@ func TestArchiveLockedRunChangesNothing(t *testing.T) {
 
 	snap := f.snapshot()
 	sum, err := f.archiver(7).Run(f.ctx, asOf, false)
-	if !errors.Is(err, set.ErrArchiveLocked) || !strings.Contains(err.Error(), "SET a") {
+	if !errors.Is(err, archive.ErrLocked) || !strings.Contains(err.Error(), "SET a") {
 		t.Errorf("second run: %v, want ErrArchiveLocked naming SET a", err)
 	}
 	if sum.Archived != 0 || len(sum.Days) != 0 {
 		t.Errorf("second run reported %+v", sum)
 	}
-	if _, err := f.archiver(7).Run(f.ctx, asOf, true); !errors.Is(err, set.ErrArchiveLocked) {
+	if _, err := f.archiver(7).Run(f.ctx, asOf, true); !errors.Is(err, archive.ErrLocked) {
 		t.Errorf("dry run: %v, want ErrArchiveLocked", err)
 	}
 	out, _, err := f.command(nil, "run", "--as-of", "2025-04-19", "--config", cfg)
-	if !errors.Is(err, set.ErrArchiveLocked) || !strings.Contains(err.Error(), "another hbarchive run is in progress") {
+	if !errors.Is(err, archive.ErrLocked) || !strings.Contains(err.Error(), "another hbarchive run is in progress") {
 		t.Errorf("command: %v, want ErrArchiveLocked", err)
 	}
 	if out != "" {
@@ -1135,10 +1138,10 @@ func TestArchiveLockedRunChangesNothing(t *testing.T) {
 	more := f.create(archSpec{at: f.at(2025, 3, 6, 10, 0, 0, 0), bucket: 77, total: 100, count: 2, opens: 2})
 	f.settle(more)
 	snap = f.snapshot()
-	if _, err := f.archiver(7).Run(f.ctx, asOf, false); !errors.Is(err, set.ErrArchiveLocked) {
+	if _, err := f.archiver(7).Run(f.ctx, asOf, false); !errors.Is(err, archive.ErrLocked) {
 		t.Errorf("run under a foreign lock: %v, want ErrArchiveLocked", err)
 	}
-	if _, _, err := f.command(nil, "run", "--as-of", "2025-04-19", "--config", cfg); !errors.Is(err, set.ErrArchiveLocked) {
+	if _, _, err := f.command(nil, "run", "--as-of", "2025-04-19", "--config", cfg); !errors.Is(err, archive.ErrLocked) {
 		t.Errorf("command under a foreign lock: %v, want ErrArchiveLocked", err)
 	}
 	if !maps.Equal(snap, f.snapshot()) {
@@ -1232,7 +1235,7 @@ func TestArchiveUsageErrors(t *testing.T) {
 				args = append(slices.Clone(args), "--config", path)
 			}
 			out, _, err := f.command(nil, args...)
-			if !errors.Is(err, set.ErrUsage) {
+			if !errors.Is(err, archivecmd.ErrUsage) {
 				t.Fatalf("%v: error %v, want a usage error\n%s", args, err, out)
 			}
 			for _, s := range c.says {
@@ -1253,8 +1256,8 @@ func TestArchiveUsageErrors(t *testing.T) {
 			t.Errorf("Run with retention %d: %+v, %v; want refused naming 1..26", r, sum, err)
 		}
 	}
-	if set.MaxRetentionDays != 26 {
-		t.Errorf("MaxRetentionDays %d: February reuses a table after 28 days", set.MaxRetentionDays)
+	if archive.MaxRetentionDays != 26 {
+		t.Errorf("MaxRetentionDays %d: February reuses a table after 28 days", archive.MaxRetentionDays)
 	}
 	sum, err := f.archiver(26).Run(f.ctx, f.date("2025-04-04"), true)
 	if err != nil || sum.Archived != 3 || sum.Kept != 1 {
@@ -1344,7 +1347,7 @@ func TestArchiveStatus(t *testing.T) {
 func TestArchiveEnsure(t *testing.T) {
 	t.Parallel()
 	f := newArchFix(t)
-	n, err := set.Ensure(f.ctx, f.db, []hongbao.Bucket{0, 517, 999}, f.date("2025-01-30"), f.loc, 2)
+	n, err := archive.Ensure(f.ctx, f.db, []hongbao.Bucket{0, 517, 999}, f.date("2025-01-30"), f.loc, 2)
 	if err != nil || n != 9 {
 		t.Fatalf("Ensure: %d, %v; want 9", n, err)
 	}
@@ -1369,23 +1372,23 @@ func TestArchiveEnsure(t *testing.T) {
 		}
 	}
 	check()
-	if n, err := set.Ensure(f.ctx, f.db, []hongbao.Bucket{0, 517, 999}, f.date("2025-01-30"), f.loc, 2); err != nil || n != 9 {
+	if n, err := archive.Ensure(f.ctx, f.db, []hongbao.Bucket{0, 517, 999}, f.date("2025-01-30"), f.loc, 2); err != nil || n != 9 {
 		t.Errorf("Ensure again: %d, %v", n, err)
 	}
 	check()
 	for _, db := range []string{"db_00", "db_51", "db_99"} {
-		if !storetest.TableExists(t, f.db, db+".t_idem") {
+		if !dbtest.TableExists(t, f.db, db+".t_idem") {
 			t.Errorf("%s.t_idem missing", db)
 		}
 	}
 
 	// The command line: SET a owns buckets 3 and 518 in the topology.
-	meta, err := store.OpenDatabase(f.ctx, f.m.DSN+"hb_meta", 2)
+	meta, err := schema.OpenCreate(f.ctx, f.m.DSN+"hb_meta", 2)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer meta.Close()
-	if _, err := set.InitTopology(f.ctx, meta, []set.Info{{Name: "a", MySQLDSN: f.m.DSN}, {Name: "z", MySQLDSN: f.m.DSN}}); err != nil {
+	if _, err := topology.Init(f.ctx, meta, []topology.Set{{Name: "a", MySQLDSN: f.m.DSN}, {Name: "z", MySQLDSN: f.m.DSN}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := meta.ExecContext(f.ctx, "UPDATE buckets SET set_name = IF(bucket IN (3, 518), 'a', 'z')"); err != nil {

@@ -1,0 +1,24 @@
+// Package settings turns the configuration file's sections into the
+// settings of the domain and of the queues, so that configs stays a leaf
+// that imports nothing of hongbao's.
+package settings
+
+import (
+	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/configs"
+	"github.com/hongbao-dev/hongbao/queue"
+)
+
+// Limits returns the domain's limits of what a sender may create.
+func Limits(c *configs.Config) hongbao.Limits {
+	l := c.Limits
+	return hongbao.Limits{MaxTotal: l.MaxTotal, MaxCount: l.MaxCount, MaxShare: l.MaxShare,
+		Expiry: l.Expiry.D(), MaxGreeting: l.MaxGreeting}
+}
+
+// Queue returns the per-packet queues' settings.
+func Queue(c *configs.Config) queue.Config {
+	q := c.Queue
+	return queue.Config{Size: q.Size, Batch: q.Batch, Idle: q.Idle.D(), TxTimeout: q.TxTimeout.D(), SlotCap: q.SlotCap,
+		Parallel: q.Committers, Merge: q.Merge}
+}

@@ -1,0 +1,116 @@
+package topology
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	hongbao "github.com/hongbao-dev/hongbao"
+)
+
+// Watcher follows the topology in the meta database: it polls the version
+// and reloads the map when it changes, so routers and servers follow a
+// move without a restart.
+type Watcher struct {
+	meta     *sql.DB
+	interval time.Duration
+	log      *zap.Logger
+	cur      atomic.Pointer[Map]
+	// lastForced rate-limits refreshes forced by misses (unix nanos).
+	lastForced atomic.Int64
+}
+
+// NewWatcher loads the current topology. Call Run to follow changes.
+func NewWatcher(ctx context.Context, meta *sql.DB, interval time.Duration, log *zap.Logger) (*Watcher, error) {
+	w := &Watcher{meta: meta, interval: interval, log: log}
+	if err := w.Refresh(ctx); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// Current returns the latest topology seen.
+func (w *Watcher) Current() *Map { return w.cur.Load() }
+
+// Refresh reloads the topology if its version changed.
+func (w *Watcher) Refresh(ctx context.Context) error {
+	var version int64
+	if err := w.meta.QueryRowContext(ctx, "SELECT version FROM version WHERE id = 1").Scan(&version); err != nil {
+		return fmt.Errorf("topology: poll: %w", err)
+	}
+	if cur := w.cur.Load(); cur != nil && cur.Version == version {
+		return nil
+	}
+	t, err := Load(ctx, w.meta)
+	if err != nil {
+		return err
+	}
+	for { // never step back to an older version loaded concurrently
+		old := w.cur.Load()
+		if old != nil && old.Version >= t.Version {
+			return nil
+		}
+		if w.cur.CompareAndSwap(old, t) {
+			if old != nil {
+				w.log.Info("topology changed", zap.Int64("from", old.Version), zap.Int64("to", t.Version))
+			}
+			return nil
+		}
+	}
+}
+
+// Owns returns a check that SET name owns a bucket. A miss refreshes the
+// topology first (at most every 100 ms), so a server that just received a
+// bucket does not refuse it until its next poll.
+func (w *Watcher) Owns(name string) func(hongbao.Bucket) bool {
+	return func(b hongbao.Bucket) bool {
+		if w.Current().Owner(b).Name == name {
+			return true
+		}
+		w.refreshSoon()
+		return w.Current().Owner(b).Name == name
+	}
+}
+
+// Recheck returns a check that refreshes the topology (rate-limited) before
+// asking whether SET name owns a bucket: for a packet that was not found,
+// which may mean its bucket just moved away.
+func (w *Watcher) Recheck(name string) func(context.Context, hongbao.Bucket) bool {
+	return func(ctx context.Context, b hongbao.Bucket) bool {
+		w.refreshSoon()
+		return w.Current().Owner(b).Name == name
+	}
+}
+
+func (w *Watcher) refreshSoon() {
+	now := time.Now().UnixNano()
+	last := w.lastForced.Load()
+	if now-last < int64(100*time.Millisecond) || !w.lastForced.CompareAndSwap(last, now) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := w.Refresh(ctx); err != nil {
+		w.log.Warn("topology refresh failed", zap.Error(err))
+	}
+}
+
+// Run polls until ctx ends.
+func (w *Watcher) Run(ctx context.Context) {
+	tick := time.NewTicker(w.interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if err := w.Refresh(ctx); err != nil && ctx.Err() == nil {
+				w.log.Warn("topology refresh failed; keeping the last one", zap.Error(err))
+			}
+		}
+	}
+}

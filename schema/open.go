@@ -1,0 +1,70 @@
+package schema
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// Open opens a pool on dsn with the session settings every hongbao database
+// relies on: times parsed in UTC, a UTC session time zone, one round trip
+// per statement and the pool size given.
+func Open(dsn string, maxConns int) (*sql.DB, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("schema: parse dsn: %w", err)
+	}
+	cfg.ParseTime = true
+	// One round trip per statement instead of prepare + execute + close:
+	// the open transaction is a handful of statements, each on the hot path.
+	cfg.InterpolateParams = true
+	// Several statements per round trip where the open transaction sends
+	// them together (every value is still escaped by the driver).
+	cfg.MultiStatements = true
+	cfg.Loc = time.UTC
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	cfg.Params["time_zone"] = "'+00:00'"
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 3 * time.Second
+	}
+	connector, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("schema: connector: %w", err)
+	}
+	db := sql.OpenDB(connector)
+	db.SetMaxOpenConns(maxConns)
+	db.SetMaxIdleConns(maxConns)
+	db.SetConnMaxLifetime(30 * time.Minute)
+	return db, nil
+}
+
+// OpenCreate opens the database named in dsn as Open does, creating the
+// database first if it is missing.
+func OpenCreate(ctx context.Context, dsn string, conns int) (*sql.DB, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("schema: parse dsn: %w", err)
+	}
+	if cfg.DBName == "" {
+		return nil, errors.New("schema: dsn names no database")
+	}
+	name := cfg.DBName
+	cfg.DBName = ""
+	admin, err := Open(cfg.FormatDSN(), 1)
+	if err != nil {
+		return nil, err
+	}
+	_, err = admin.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS `"+strings.ReplaceAll(name, "`", "")+"`")
+	admin.Close()
+	if err != nil {
+		return nil, fmt.Errorf("schema: create database %s: %w", name, err)
+	}
+	return Open(dsn, conns)
+}

@@ -1,0 +1,32 @@
+package schema
+
+import (
+	"context"
+	"database/sql"
+)
+
+// KindSum is the count and money of one kind of entry.
+type KindSum struct {
+	N   int
+	Sum int64
+}
+
+// SumsByKind sums the amount column of table (the ledger or an outbox) by
+// entry kind.
+func SumsByKind(ctx context.Context, db *sql.DB, table string) (map[string]KindSum, error) {
+	rows, err := db.QueryContext(ctx, "SELECT kind, COUNT(*), COALESCE(SUM(amount),0) FROM "+table+" GROUP BY kind")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]KindSum{}
+	for rows.Next() {
+		var kind string
+		var k KindSum
+		if err := rows.Scan(&kind, &k.N, &k.Sum); err != nil {
+			return nil, err
+		}
+		out[kind] = k
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,87 @@
+package schema
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	hongbao "github.com/hongbao-dev/hongbao"
+)
+
+// MySQL error numbers the adapters react to.
+const (
+	errDupEntry     = 1062
+	errNoSuchTable  = 1146
+	errBadDB        = 1049
+	errDeadlock     = 1213
+	errLockWaitTime = 1205
+)
+
+// isError reports whether err is a MySQL error with one of the numbers.
+func isError(err error, numbers ...uint16) bool {
+	var me *mysql.MySQLError
+	if !errors.As(err, &me) {
+		return false
+	}
+	for _, n := range numbers {
+		if me.Number == n {
+			return true
+		}
+	}
+	return false
+}
+
+// IsDupEntry reports whether err is a unique key violation.
+func IsDupEntry(err error) bool { return isError(err, errDupEntry) }
+
+// IsMissingTable reports whether err says a table (or its database) does
+// not exist, which for a read of a day table means the packet does not exist.
+func IsMissingTable(err error) bool { return isError(err, errNoSuchTable, errBadDB) }
+
+// retryable reports whether a transaction failed before commit in a way a
+// fresh attempt can succeed.
+func retryable(err error) bool { return isError(err, errDeadlock, errLockWaitTime) }
+
+// InTx runs fn in one transaction: BeginTx, fn, Commit, with Rollback
+// deferred. A deadlock before commit is retried a few times; an error from
+// Commit itself is returned as is, since the outcome is then unknown.
+func InTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
+	var err error
+	for attempt := range 6 {
+		if attempt > 0 {
+			// Jittered backoff, so the transactions that deadlocked do
+			// not meet again at once.
+			pause := time.Duration(1+rand.IntN(5<<attempt)) * time.Millisecond
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(pause):
+			}
+		}
+		if err = tryTx(ctx, db, fn); err == nil || !retryable(err) {
+			return err
+		}
+	}
+	// Still fighting after every retry: tell the client to come back.
+	return fmt.Errorf("%v: %w", err, hongbao.ErrBusy)
+}
+
+func tryTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}

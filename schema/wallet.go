@@ -1,0 +1,39 @@
+package schema
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// walletDDL: the balances and the append-only ledger; the unique entry key
+// makes a second delivery of an entry a no-op.
+var walletDDL = []string{
+	`CREATE TABLE IF NOT EXISTS accounts (
+  user_id    BIGINT      NOT NULL PRIMARY KEY,
+  balance    BIGINT      NOT NULL,
+  updated_at DATETIME(3) NOT NULL,
+  CONSTRAINT no_overdraft CHECK (balance >= 0)
+) ENGINE=InnoDB`,
+	`CREATE TABLE IF NOT EXISTS ledger (
+  seq        BIGINT      NOT NULL AUTO_INCREMENT PRIMARY KEY,
+  entry_key  VARCHAR(96) NOT NULL,
+  user_id    BIGINT      NOT NULL,
+  amount     BIGINT      NOT NULL,
+  kind       VARCHAR(16) NOT NULL,
+  packet_id  BIGINT      NOT NULL DEFAULT 0,
+  created_at DATETIME(3) NOT NULL,
+  UNIQUE KEY by_key (entry_key),
+  KEY by_user (user_id, kind, seq)
+) ENGINE=InnoDB`,
+}
+
+// EnsureWallet creates the wallet's tables if missing.
+func EnsureWallet(ctx context.Context, db *sql.DB) error {
+	for _, stmt := range walletDDL {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("schema: wallet: %w", err)
+		}
+	}
+	return nil
+}

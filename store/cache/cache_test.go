@@ -1,0 +1,155 @@
+package cache_test
+
+import (
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/store/cache"
+	"github.com/hongbao-dev/hongbao/store/dbtest"
+)
+
+// freshPacket returns a packet ID no other test uses.
+func freshPacket(t *testing.T) hongbao.PacketID {
+	t.Helper()
+	id, err := hongbao.NewPacketID(time.Now(), hongbao.Bucket(rand.IntN(hongbao.Buckets)), rand.IntN(4096))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func newCache(t *testing.T, addr string) *cache.Cache {
+	t.Helper()
+	return cache.New([]string{addr}, 200*time.Millisecond, 8, zap.NewNop())
+}
+
+func TestStateAndOpenersRoundTrip(t *testing.T) {
+	c := newCache(t, dbtest.Memcached(t, "a"))
+	id, user := freshPacket(t), dbtest.FreshUser()
+	if _, ok := c.State(id); ok {
+		t.Fatal("state of a packet never cached")
+	}
+	exp := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+	want := hongbao.State{RemainingCount: 3, ExpiresAt: exp, Closed: true}
+	c.SetState(id, want)
+	got, ok := c.State(id)
+	if !ok || got.RemainingCount != 3 || !got.ExpiresAt.Equal(exp) || !got.Closed {
+		t.Fatalf("State = %+v, %v; want %+v", got, ok, want)
+	}
+	if _, opened := c.Opened(id, user); opened {
+		t.Fatal("a user never cached reads as an opener")
+	}
+	c.SetOpened(id, user, 1234, exp)
+	amount, opened, st, stOK := c.Lookup(id, user)
+	if !opened || amount != 1234 || !stOK || st.RemainingCount != 3 {
+		t.Errorf("Lookup = %d, %v, %+v, %v; want 1234, opened, the state", amount, opened, st, stOK)
+	}
+}
+
+func TestSlotsCapInFlightTransactions(t *testing.T) {
+	c := newCache(t, dbtest.Memcached(t, "a"))
+	id := freshPacket(t)
+	const limit = 2
+	var tokens []string
+	for range limit {
+		tok, ok, err := c.AcquireSlot(id, limit, 5*time.Second)
+		if err != nil || !ok {
+			t.Fatalf("AcquireSlot within the cap = %v, %v", ok, err)
+		}
+		tokens = append(tokens, tok)
+	}
+	if _, ok, err := c.AcquireSlot(id, limit, 5*time.Second); ok || err != nil {
+		t.Fatalf("AcquireSlot over the cap = %v, %v; want refused", ok, err)
+	}
+	c.ReleaseSlot(id, tokens[0], 5*time.Second)
+	if _, ok, err := c.AcquireSlot(id, limit, 5*time.Second); !ok || err != nil {
+		t.Fatalf("AcquireSlot after a release = %v, %v; want a slot", ok, err)
+	}
+}
+
+// TestSlotsFreeThemselves: a holder that died never releases; its deadline
+// frees the slot.
+func TestSlotsFreeThemselves(t *testing.T) {
+	c := newCache(t, dbtest.Memcached(t, "a"))
+	id := freshPacket(t)
+	if _, ok, err := c.AcquireSlot(id, 1, 300*time.Millisecond); !ok || err != nil {
+		t.Fatalf("AcquireSlot = %v, %v", ok, err)
+	}
+	if _, ok, _ := c.AcquireSlot(id, 1, 300*time.Millisecond); ok {
+		t.Fatal("second holder admitted over a cap of 1")
+	}
+	time.Sleep(400 * time.Millisecond)
+	if _, ok, err := c.AcquireSlot(id, 1, 300*time.Millisecond); !ok || err != nil {
+		t.Fatalf("AcquireSlot after the holder's deadline = %v, %v; want the slot", ok, err)
+	}
+}
+
+func TestSlotsConcurrentNeverOverCap(t *testing.T) {
+	c := newCache(t, dbtest.Memcached(t, "a"))
+	id := freshPacket(t)
+	const limit, racers = 3, 24
+	var mu sync.Mutex
+	held, most := 0, 0
+	var wg sync.WaitGroup
+	for range racers {
+		wg.Go(func() {
+			for range 5 {
+				tok, ok, err := c.AcquireSlot(id, limit, 5*time.Second)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if !ok {
+					continue
+				}
+				mu.Lock()
+				held++
+				most = max(most, held)
+				mu.Unlock()
+				time.Sleep(time.Millisecond)
+				mu.Lock()
+				held--
+				mu.Unlock()
+				c.ReleaseSlot(id, tok, 5*time.Second)
+			}
+		})
+	}
+	wg.Wait()
+	if most > limit || most == 0 {
+		t.Errorf("at most %d holders at once, want 1..%d", most, limit)
+	}
+}
+
+// TestDownIsReportedAndCheap: with memcached gone every call says ErrDown
+// (callers fall back to MySQL), and the breaker answers at once.
+func TestDownIsReportedAndCheap(t *testing.T) {
+	mc := dbtest.StartMemcached(t)
+	c := newCache(t, mc.Addr)
+	id := freshPacket(t)
+	c.SetState(id, hongbao.State{RemainingCount: 1, ExpiresAt: time.Now().Add(time.Hour)})
+	if _, ok := c.State(id); !ok {
+		t.Fatal("state not cached while memcached runs")
+	}
+	mc.Stop()
+	if _, _, err := c.AcquireSlot(id, 1, time.Second); !errors.Is(err, cache.ErrDown) {
+		t.Fatalf("AcquireSlot with memcached down = %v, want ErrDown", err)
+	}
+	start := time.Now()
+	for range 100 {
+		if _, _, err := c.AcquireSlot(id, 1, time.Second); !errors.Is(err, cache.ErrDown) {
+			t.Fatalf("AcquireSlot with memcached down = %v, want ErrDown", err)
+		}
+		if _, ok := c.State(id); ok {
+			t.Fatal("a state read while memcached is down")
+		}
+	}
+	if d := time.Since(start); d > 150*time.Millisecond {
+		t.Errorf("200 calls against a dead memcached took %s: the breaker should answer without dialing", d)
+	}
+}

@@ -171,6 +171,16 @@ test_env() {
   export HB_TEST_MEMCACHED_B=127.0.0.1:21212
 }
 
+# test_times LOG: the packages' test times, slowest first, so that CI's
+# time stays visible; the last line counts the packages.
+test_times() {
+  echo
+  echo "test time per package (slowest first):"
+  awk '$1 == "ok" || $1 == "FAIL" { if ($3 ~ /s$/) printf "  %8s  %-4s %s\n", $3, $1, $2 }' "$1" | sort -rn
+  awk '$1 == "ok" { ok++ } $1 == "FAIL" && NF >= 2 && $2 != "" { bad++ }
+       END { printf "packages: %d passed, %d failed\n", ok, bad }' "$1"
+}
+
 # bench: the comparison of issue 6 on a cluster with activity limits (large
 # packets), Redis for the redis+lua baseline and wrk as an independent client.
 bench() {
@@ -212,7 +222,11 @@ case "${1:-}" in
     trap 'for f in "$RUN"/mariadb-test-*.pid "$RUN"/memcached-test-*.pid; do [ -e "$f" ] && stop "$f"; done' EXIT
     cd "$ROOT"
     go vet ./...
-    go test -race -count=1 -timeout 20m "$@" ./...
+    (cd cmd/hbbench && go vet ./...)
+    rc=0
+    go test -race -count=1 -timeout 20m "$@" ./... 2>&1 | tee "$RUN/test.log" || rc=$?
+    test_times "$RUN/test.log"
+    exit "$rc"
     ;;
   bench) shift; bench "$@" ;;
   infra) deps; infra ;;

@@ -206,6 +206,16 @@ func (h *harness) mustSend(t testing.TB, sender hongbao.UserID, total int64, cou
 	return id
 }
 
+// distinctUsers returns n distinct user IDs from a random base.
+func distinctUsers(n int) []hongbao.UserID {
+	base := mrand.Int64N(1<<61) + 1
+	us := make([]hongbao.UserID, n)
+	for i := range us {
+		us[i] = hongbao.UserID(base + int64(i))
+	}
+	return us
+}
+
 // tries counts what openFinal retried.
 type tries struct {
 	Busy    int    // 503 answers
@@ -253,6 +263,23 @@ func checkInvariants(t testing.TB, db *sql.DB, id hongbao.PacketID) (*dbtest.Pac
 	t.Helper()
 	p := dbtest.CheckPacket(t, db, id)
 	return p, p.Details
+}
+
+// assertSameShares compares the shares the clients were told with the rows.
+func assertSameShares(t *testing.T, id hongbao.PacketID, told, db map[hongbao.UserID]int64) {
+	t.Helper()
+	for u, amount := range told {
+		if got, ok := db[u]; !ok {
+			t.Errorf("packet %d: user %d was told %d fen but has no row", id, u, amount)
+		} else if got != amount {
+			t.Errorf("packet %d: user %d was told %d fen, the row says %d", id, u, amount, got)
+		}
+	}
+	for u, amount := range db {
+		if _, ok := told[u]; !ok {
+			t.Errorf("packet %d: user %d has a row of %d fen nobody was told about", id, u, amount)
+		}
+	}
 }
 
 // rowsBySenders counts the rows of senders in every packet table of the

@@ -8,6 +8,7 @@
 #   scripts/dev.sh down        stop it (idempotent)
 #   scripts/dev.sh run         up, print how to use it, stop everything on Ctrl-C
 #   scripts/dev.sh test [ARGS] start the test instances, run vet and go test -race
+#                              (HB_TEST_PKGS="./queue ./set/..." for some packages only)
 set -euo pipefail
 export PATH="$PATH:/usr/sbin:/sbin:/usr/local/go/bin"
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -224,7 +225,9 @@ case "${1:-}" in
     go vet ./...
     (cd cmd/hbbench && go vet ./...)
     rc=0
-    go test -race -count=1 -timeout 20m "$@" ./... 2>&1 | tee "$RUN/test.log" || rc=$?
+    # HB_TEST_PKGS="./queue ./store/..." tests only those packages.
+    # shellcheck disable=SC2086 # a list of package patterns
+    go test -race -count=1 -timeout 20m "$@" ${HB_TEST_PKGS:-./...} 2>&1 | tee "$RUN/test.log" || rc=$?
     test_times "$RUN/test.log"
     exit "$rc"
     ;;

@@ -231,6 +231,9 @@ func bucketsOf(ids []hongbao.PacketID) []hongbao.Bucket {
 			bs = append(bs, id.Bucket())
 		}
 	}
+	// In order, so one set of packets always makes the same statement
+	// (the known packets come from a map).
+	slices.Sort(bs)
 	return bs
 }
 

@@ -14,6 +14,7 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/api"
+	"github.com/hongbao-dev/hongbao/metrics"
 	"github.com/hongbao-dev/hongbao/router/topology"
 )
 
@@ -29,6 +30,7 @@ type Router struct {
 	now      func() time.Time
 	log      *zap.Logger
 	timeout  time.Duration
+	http     *metrics.HTTP
 }
 
 // Deps are the Router's collaborators.
@@ -41,6 +43,7 @@ type Deps struct {
 	Now      func() time.Time
 	Log      *zap.Logger
 	Timeout  time.Duration // bound on one attempt at a server
+	HTTP     *metrics.HTTP // measures the API's requests; nil: none
 }
 
 // New returns a Router.
@@ -49,7 +52,7 @@ func New(d Deps) *Router {
 		d.Timeout = 15 * time.Second
 	}
 	return &Router{topo: d.Topology, health: d.Health, signer: d.Signer, internal: d.Internal,
-		minter: hongbao.NewMinter(d.Now), client: d.Client, now: d.Now, log: d.Log, timeout: d.Timeout}
+		minter: hongbao.NewMinter(d.Now), client: d.Client, now: d.Now, log: d.Log, timeout: d.Timeout, http: d.HTTP}
 }
 
 // NewClient returns the keep-alive client a router uses towards servers.
@@ -80,7 +83,11 @@ func (rt *Router) Handler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		api.WriteProblem(w, &hongbao.Error{Code: "not_found", Message: "no such endpoint"}, api.RequestID(r.Context()))
 	})
-	return api.Logged(rt.log, mux)
+	mux.HandleFunc("GET /openapi.json", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, api.OpenAPI())
+	})
+	return api.Logged(rt.log, rt.http.Wrap(mux))
 }
 
 type handler func(w http.ResponseWriter, r *http.Request, user hongbao.UserID) error

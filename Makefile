@@ -13,7 +13,7 @@ down: ## stop the dev cluster
 test: ## vet + unit and integration tests with -race against real MariaDB and memcached
 	@scripts/dev.sh test
 
-deps: ## install MariaDB and memcached if missing
+deps: ## install MariaDB, memcached and Prometheus (promtool) if missing
 	@scripts/dev.sh deps
 
 build: ## the binaries, into .run/bin
@@ -24,4 +24,4 @@ bench-compare: ## the design comparison, end to end and memory; writes docs/benc
 	@scripts/dev.sh bench
 
 bench: ## go test micro-benchmarks of the hot functions
-	go test -run '^$$' -bench . -benchmem . ./queue ./router
+	go test -run '^$$' -bench . -benchmem . ./queue ./router ./metrics

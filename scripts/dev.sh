@@ -178,6 +178,8 @@ bench() {
       { $sudo apt-get update -qq >>"$RUN/apt.log" 2>&1 && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq redis-server wrk >>"$RUN/apt.log" 2>&1; }; }
   down
   export HB_LIMITS_MAX_TOTAL=100000000000 HB_LIMITS_MAX_COUNT=1000000 HB_LIMITS_MAX_SHARE=0 HB_LOG_LEVEL=warn
+  # thousands of clients from one address, a few senders of thousands of packets
+  export HB_ROUTER_MAX_PER_ADDRESS=0 HB_ROUTER_OPEN_PER_SECOND=0 HB_ROUTER_GRAB_PER_SECOND=0 HB_ROUTER_SEND_PER_SECOND=0
   build
   # The designs side by side first, with nothing else running on the machine.
   infra

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"testing/iotest"
 	"time"
+	"unicode/utf8"
 
 	hongbao "github.com/hongbao-dev/hongbao"
 )
@@ -286,6 +287,10 @@ func FuzzDecodeSend(f *testing.F) {
 				t.Fatalf("DecodeSend(%q) = %v: status %d, want 400", body, err, s)
 			}
 			return
+		}
+		// Only valid UTF-8 gets through (CheckJSON looks at the raw bytes).
+		if !utf8.Valid(body) {
+			t.Fatalf("DecodeSend accepted invalid UTF-8 %q", body)
 		}
 		// DecodeSend leaves absent fields zero for Validate to name;
 		// present ones are positive.

@@ -2,9 +2,12 @@ package api
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"testing"
 	"time"
 
@@ -135,8 +138,9 @@ func TestInternalSignKeepsBody(t *testing.T) {
 }
 
 // FuzzInternalVerify: whatever a client puts in the signature headers and
-// body, Verify answers 403 forbidden or, for the one request signed, the
-// user who signed it; it never panics.
+// body, Verify accepts exactly the requests whose signature is the MAC of
+// what they say, with a sane user, time and nonce, and refuses the rest
+// with 403 forbidden; it never panics.
 func FuzzInternalVerify(f *testing.F) {
 	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	good, body := signedSend(f, now)
@@ -152,15 +156,19 @@ func FuzzInternalVerify(f *testing.F) {
 		r.Header.Set(HeaderNonce, nonce)
 		r.Header.Set(HeaderSig, sig)
 		s, err := in.Verify(r, target, b)
-		same := user == good.Header.Get(HeaderUser) && ts == good.Header.Get(HeaderTime) &&
-			nonce == good.Header.Get(HeaderNonce) && sig == good.Header.Get(HeaderSig) && bytes.Equal(b, body)
+		sum := sha256.Sum256(b)
+		signed := sig == base64.RawURLEncoding.EncodeToString(in.mac(r, target, sum[:]))
+		u, uerr := hongbao.ParseUserID(user)
+		ms, terr := strconv.ParseInt(ts, 10, 64)
+		n, nerr := base64.RawURLEncoding.Strict().DecodeString(nonce)
+		sane := uerr == nil && terr == nil && now.Sub(time.UnixMilli(ms)).Abs() <= Window && nerr == nil && len(n) == 16
 		switch {
-		case err == nil && !same:
-			t.Fatalf("Verify accepted a request nobody signed: user %q time %q nonce %q sig %q body %q", user, ts, nonce, sig, b)
-		case err == nil && s.User != 42:
-			t.Fatalf("Verify = user %s, want 42", s.User)
-		case err != nil && same:
-			t.Fatalf("Verify refused the signed request: %v", err)
+		case err == nil && (!signed || !sane):
+			t.Fatalf("Verify accepted user %q time %q nonce %q sig %q body %q (signed %v, sane %v)", user, ts, nonce, sig, b, signed, sane)
+		case err == nil && s.User != u:
+			t.Fatalf("Verify = user %s, want %s", s.User, u)
+		case err != nil && signed && sane:
+			t.Fatalf("Verify refused a signed request: %v", err)
 		case err != nil && !errors.Is(err, ErrForbidden):
 			t.Fatalf("Verify = %v, want forbidden", err)
 		}

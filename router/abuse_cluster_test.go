@@ -110,7 +110,9 @@ func TestClusterHammerOnePacket(t *testing.T) {
 	if limited.Load() < 10*ok200.Load() {
 		t.Errorf("only %d of the hammer's requests limited (%d through)", limited.Load(), ok200.Load())
 	}
-	if took[len(took)-1] > 2*time.Second || took[len(took)/2] > 250*time.Millisecond {
+	// Unhurt, they take milliseconds; the bounds leave room for a busy
+	// test machine, not for waiting behind the hammer.
+	if took[len(took)-1] > 3*time.Second || took[len(took)/2] > 500*time.Millisecond {
 		t.Errorf("other users waited: median %v, max %v", took[len(took)/2], took[len(took)-1])
 	}
 	// The hammered packet holds the hammerer's one share at most.

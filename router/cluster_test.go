@@ -875,13 +875,7 @@ type cluster struct {
 
 func startCluster(t *testing.T) *cluster {
 	t.Helper()
-	rc := routertest.Start(t, routertest.Options{NoSettlers: true})
-	meta, err := store.OpenDB(rc.MetaDSN, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { meta.Close() })
-	return &cluster{Cluster: rc, loc: storetest.Shanghai(t), meta: meta}
+	return startLimitedCluster(t, "") // no abuse limits: tests load the cluster
 }
 
 // richUser returns a fresh user with enough money for any test.

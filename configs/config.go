@@ -75,7 +75,8 @@ type Archive struct {
 
 // Router configures the public entry point.
 type Router struct {
-	Listen string `yaml:"listen"`
+	Listen       string `yaml:"listen"`
+	RouterLimits `yaml:",inline"`
 }
 
 // Set is one SET: its servers, its MySQL and its memcached.
@@ -146,7 +147,7 @@ func Defaults() *Config {
 		Queue: Queue{Size: 1024, Batch: 256, Idle: Duration(5 * time.Second), TxTimeout: Duration(5 * time.Second), SlotCap: 2,
 			Merge: 64, Committers: 4, Memo: 1_000_000},
 		Cache:         Cache{Timeout: Duration(200 * time.Millisecond), Conns: 64},
-		Router:        Router{Listen: "127.0.0.1:8080"},
+		Router:        Router{Listen: "127.0.0.1:8080", RouterLimits: defaultRouterLimits()},
 		Archive:       Archive{RetentionDays: 7, AheadDays: 2},
 		DBConns:       64,
 		ShutdownGrace: Duration(20 * time.Second),
@@ -188,6 +189,9 @@ func (c *Config) Check() error {
 	}
 	if _, err := zapcore.ParseLevel(c.LogLevel); err != nil {
 		errs = append(errs, fmt.Errorf("log_level: %w", err))
+	}
+	if err := c.Router.check(); err != nil {
+		errs = append(errs, err)
 	}
 	if a := c.Archive; a.AheadDays < 0 || a.AheadDays > 7 {
 		errs = append(errs, errors.New("archive: ahead_days must be between 0 and 7"))
@@ -240,12 +244,18 @@ func lookup(env []string) map[string]string {
 func override(v reflect.Value, prefix string, env map[string]string) error {
 	t := v.Type()
 	for i := range t.NumField() {
-		tag, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+		tag, opts, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+		f := v.Field(i)
+		if opts == "inline" && f.Kind() == reflect.Struct {
+			if err := override(f, prefix, env); err != nil { // its keys are the parent's
+				return err
+			}
+			continue
+		}
 		if tag == "" || tag == "-" {
 			continue
 		}
 		name := prefix + "_" + strings.ToUpper(tag)
-		f := v.Field(i)
 		if f.Kind() == reflect.Struct {
 			if err := override(f, name, env); err != nil {
 				return err

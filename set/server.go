@@ -16,6 +16,7 @@ import (
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/api"
 	"github.com/hongbao-dev/hongbao/queue"
+	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store"
 	"github.com/hongbao-dev/hongbao/store/cache"
 	"github.com/hongbao-dev/hongbao/store/wallet"
@@ -152,6 +153,11 @@ func (s *Server) authed(h handler) http.HandlerFunc {
 			// Out of time, or the outcome of a commit is unknown: either
 			// way a retry gets the truth (opens are idempotent).
 			err = fmt.Errorf("%v: %w", err, hongbao.ErrBusy)
+		} else if schema.IsUnreachable(err) {
+			// The SET's MySQL is down or restarting: 503 with
+			// Retry-After (the router tries another server first), not a
+			// fault of this request.
+			err = fmt.Errorf("%v: %w", err, hongbao.ErrUnavailable)
 		}
 		if err != nil {
 			if api.Status(err) >= 500 {

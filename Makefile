@@ -16,7 +16,7 @@ test: ## vet + unit and integration tests with -race against real MariaDB and me
 fuzz: ## run every go test fuzz target for FUZZTIME each (default 20s); make test runs their seeds
 	@scripts/dev.sh fuzz $(or $(FUZZTIME),20s)
 
-deps: ## install MariaDB and memcached if missing
+deps: ## install MariaDB, memcached and Prometheus (promtool) if missing
 	@scripts/dev.sh deps
 
 build: ## the binaries, into .run/bin
@@ -27,4 +27,4 @@ bench-compare: ## the design comparison, end to end and memory; writes docs/benc
 	@scripts/dev.sh bench
 
 bench: ## go test micro-benchmarks of the hot functions
-	go test -run '^$$' -bench . -benchmem . ./queue ./router
+	go test -run '^$$' -bench . -benchmem . ./queue ./router ./metrics

@@ -28,6 +28,7 @@ type Config struct {
 	Cache          Cache    `yaml:"cache"`
 	Router         Router   `yaml:"router"`
 	Archive        Archive  `yaml:"archive"`
+	Admin          Admin    `yaml:"admin"`
 	Sets           []Set    `yaml:"sets"`
 	MetaDSN        string   `yaml:"meta_dsn"`   // topology database
 	WalletDSN      string   `yaml:"wallet_dsn"` // accounts and ledger
@@ -71,6 +72,21 @@ type Cache struct {
 type Archive struct {
 	RetentionDays int `yaml:"retention_days"` // days a day stays in the live tables
 	AheadDays     int `yaml:"ahead_days"`     // days of tables created ahead
+	// Textfile is where `hbarchive run` writes its summary as Prometheus
+	// metrics (node_exporter's textfile format); "" writes none.
+	Textfile string `yaml:"textfile"`
+}
+
+// Admin configures the admin listeners (metrics, health, pprof) of the
+// long-running processes: loopback by default, never the public port. Each
+// process's -admin flag overrides its address ("" turns it off).
+type Admin struct {
+	Router  string `yaml:"router"`
+	Server  string `yaml:"server"`
+	Settler string `yaml:"settler"`
+	// DrainGrace is how long a server answers not-ready on SIGTERM before
+	// it stops taking requests and drains its queues, so routers notice.
+	DrainGrace Duration `yaml:"drain_grace"`
 }
 
 // Router configures the public entry point.
@@ -149,6 +165,7 @@ func Defaults() *Config {
 		Cache:         Cache{Timeout: Duration(200 * time.Millisecond), Conns: 64},
 		Router:        Router{Listen: "127.0.0.1:8080", RouterLimits: defaultRouterLimits()},
 		Archive:       Archive{RetentionDays: 7, AheadDays: 2},
+		Admin:         Admin{Router: "127.0.0.1:9080", Server: "127.0.0.1:9081", Settler: "127.0.0.1:9082", DrainGrace: Duration(2 * time.Second)},
 		DBConns:       64,
 		ShutdownGrace: Duration(20 * time.Second),
 		LogLevel:      "info",
@@ -192,6 +209,9 @@ func (c *Config) Check() error {
 	}
 	if err := c.Router.check(); err != nil {
 		errs = append(errs, err)
+	}
+	if c.Admin.DrainGrace < 0 || c.Admin.DrainGrace >= c.ShutdownGrace {
+		errs = append(errs, errors.New("admin: drain_grace must be at least 0 and less than shutdown_grace"))
 	}
 	if a := c.Archive; a.AheadDays < 0 || a.AheadDays > 7 {
 		errs = append(errs, errors.New("archive: ahead_days must be between 0 and 7"))

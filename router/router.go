@@ -13,6 +13,7 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/api"
+	"github.com/hongbao-dev/hongbao/metrics"
 	"github.com/hongbao-dev/hongbao/router/topology"
 )
 
@@ -31,6 +32,7 @@ type Router struct {
 	// Abuse limits, per user and route, and per client address.
 	open, grab, send *limiter
 	maxPerAddress    int
+	http             *metrics.HTTP
 }
 
 // Deps are the Router's collaborators.
@@ -44,6 +46,7 @@ type Deps struct {
 	Log      *zap.Logger
 	Timeout  time.Duration // bound on one attempt at a server
 	Limits   Limits        // abuse limits; the zero value is none
+	HTTP     *metrics.HTTP // measures the API's requests; nil: none
 }
 
 // New returns a Router.
@@ -54,7 +57,7 @@ func New(d Deps) *Router {
 	return &Router{topo: d.Topology, health: d.Health, signer: d.Signer, internal: d.Internal,
 		minter: hongbao.NewMinter(d.Now), client: d.Client, now: d.Now, log: d.Log, timeout: d.Timeout,
 		open: newLimiter(d.Limits.Open, d.Limits.MaxUsers), grab: newLimiter(d.Limits.Grab, d.Limits.MaxUsers),
-		send: newLimiter(d.Limits.Send, d.Limits.MaxUsers), maxPerAddress: d.Limits.MaxPerAddress}
+		send: newLimiter(d.Limits.Send, d.Limits.MaxUsers), maxPerAddress: d.Limits.MaxPerAddress, http: d.HTTP}
 }
 
 // NewClient returns the keep-alive client a router uses towards servers.
@@ -85,7 +88,11 @@ func (rt *Router) Handler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		api.WriteProblem(w, &hongbao.Error{Code: "not_found", Message: "no such endpoint"}, api.RequestID(r.Context()))
 	})
-	return api.Logged(rt.log, capped(rt.maxPerAddress, mux))
+	mux.HandleFunc("GET /openapi.json", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, api.OpenAPI())
+	})
+	return api.Logged(rt.log, rt.http.Wrap(capped(rt.maxPerAddress, mux)))
 }
 
 type handler func(w http.ResponseWriter, r *http.Request, user hongbao.UserID) error

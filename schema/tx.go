@@ -54,9 +54,18 @@ func retryable(err error) bool { return isError(err, errDeadlock, errLockWaitTim
 // deferred. A deadlock before commit is retried a few times; an error from
 // Commit itself is returned as is, since the outcome is then unknown.
 func InTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
+	return InTxRetrying(ctx, db, nil, fn)
+}
+
+// InTxRetrying is InTx calling retrying (when not nil) before each retry
+// after a deadlock or lock wait timeout, for the metrics.
+func InTxRetrying(ctx context.Context, db *sql.DB, retrying func(), fn func(tx *sql.Tx) error) error {
 	var err error
 	for attempt := range 6 {
 		if attempt > 0 {
+			if retrying != nil {
+				retrying()
+			}
 			// Jittered backoff, so the transactions that deadlocked do
 			// not meet again at once.
 			pause := time.Duration(1+rand.IntN(5<<attempt)) * time.Millisecond

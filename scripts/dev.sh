@@ -3,7 +3,7 @@
 # runs private instances (own ports, data under .run/), the SET servers and
 # the router. Every process has .run/<kind>-<name>.pid and a log beside it.
 #
-#   scripts/dev.sh deps        install MariaDB and memcached if missing
+#   scripts/dev.sh deps        install MariaDB, memcached and Prometheus (promtool) if missing
 #   scripts/dev.sh up          start the dev cluster in the background (idempotent)
 #   scripts/dev.sh down        stop it (idempotent)
 #   scripts/dev.sh run         up, print how to use it, stop everything on Ctrl-C
@@ -30,6 +30,19 @@ deps() {
   $sudo apt-get install -y -qq "${need[@]}" >"$RUN/apt.log" 2>&1 ||
     { $sudo apt-get update -qq >>"$RUN/apt.log" 2>&1 && $sudo apt-get install -y -qq "${need[@]}" >>"$RUN/apt.log" 2>&1; } ||
     { cat "$RUN/apt.log"; echo "could not install ${need[*]}" >&2; exit 1; }
+}
+
+# prometheus_deps: the Debian prometheus package, for promtool (the rules'
+# checks) and the test that scrapes a cluster with a real Prometheus.
+# Without its recommends: no node exporter is installed along.
+prometheus_deps() {
+  command -v prometheus >/dev/null && command -v promtool >/dev/null && return 0
+  echo "installing prometheus (apt-get)..."
+  local sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get install -y -qq --no-install-recommends prometheus >>"$RUN/apt.log" 2>&1 ||
+    { $sudo apt-get update -qq >>"$RUN/apt.log" 2>&1 && $sudo apt-get install -y -qq --no-install-recommends prometheus >>"$RUN/apt.log" 2>&1; } ||
+    { cat "$RUN/apt.log"; echo "could not install prometheus" >&2; exit 1; }
 }
 
 alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
@@ -124,13 +137,15 @@ up() {
   infra
   "$RUN/bin/hbctl" topology init -config "$CONFIG" >"$RUN/topology.log"
   "$RUN/bin/hbctl" schema ensure -config "$CONFIG" --days 1 >>"$RUN/topology.log"
-  proc server a1 "$RUN/bin/hbserver" -config "$CONFIG" -set a -listen 127.0.0.1:8081
-  proc server a2 "$RUN/bin/hbserver" -config "$CONFIG" -set a -listen 127.0.0.1:8082
-  proc server b1 "$RUN/bin/hbserver" -config "$CONFIG" -set b -listen 127.0.0.1:8083
-  proc server b2 "$RUN/bin/hbserver" -config "$CONFIG" -set b -listen 127.0.0.1:8084
-  proc settler a "$RUN/bin/hbsettler" -config "$CONFIG" -set a
-  proc settler b "$RUN/bin/hbsettler" -config "$CONFIG" -set b
-  proc router r1 "$RUN/bin/hbrouter" -config "$CONFIG" -listen 127.0.0.1:8080
+  # Each process has its admin listener (metrics, health, pprof) on
+  # loopback: the public port + 1000 (settlers 9085, 9086).
+  proc server a1 "$RUN/bin/hbserver" -config "$CONFIG" -set a -listen 127.0.0.1:8081 -admin 127.0.0.1:9081
+  proc server a2 "$RUN/bin/hbserver" -config "$CONFIG" -set a -listen 127.0.0.1:8082 -admin 127.0.0.1:9082
+  proc server b1 "$RUN/bin/hbserver" -config "$CONFIG" -set b -listen 127.0.0.1:8083 -admin 127.0.0.1:9083
+  proc server b2 "$RUN/bin/hbserver" -config "$CONFIG" -set b -listen 127.0.0.1:8084 -admin 127.0.0.1:9084
+  proc settler a "$RUN/bin/hbsettler" -config "$CONFIG" -set a -admin 127.0.0.1:9085
+  proc settler b "$RUN/bin/hbsettler" -config "$CONFIG" -set b -admin 127.0.0.1:9086
+  proc router r1 "$RUN/bin/hbrouter" -config "$CONFIG" -listen 127.0.0.1:8080 -admin 127.0.0.1:9080
   local p; for p in 8081 8082 8083 8084 8080; do wait_http "http://127.0.0.1:$p/readyz"; done
 }
 
@@ -157,12 +172,21 @@ Send a packet, then open it:
        -H 'Content-Type: application/json' -d '{"total":1000,"count":10,"type":"random","greeting":"恭喜发财"}'
   curl -s -X POST http://127.0.0.1:8080/v1/packets/<id>/open -H "Authorization: Bearer \$TOKEN"
   curl -s http://127.0.0.1:8080/v1/packets/<id> -H "Authorization: Bearer \$TOKEN"
+The API's OpenAPI 3.1 description: curl -s http://127.0.0.1:8080/openapi.json
+
+Admin listeners (loopback only): /metrics (Prometheus), /livez, /readyz, /debug/pprof/
+  router r1   http://127.0.0.1:9080/metrics
+  server a1   http://127.0.0.1:9081/metrics   a2 :9082   b1 :9083   b2 :9084
+  settler a   http://127.0.0.1:9085/metrics   b :9086
+  profile:    go tool pprof http://127.0.0.1:9081/debug/pprof/profile?seconds=10
+Alerts: deploy/prometheus/hongbao.rules.yml   dashboard: deploy/grafana/hongbao.json
 INFO
 }
 
 # Test instances: their own ports and data, apart from the dev cluster.
 test_env() {
   deps
+  prometheus_deps
   mariadb_start test-a 13306
   mariadb_start test-b 13307
   memcached_start test-a 21211
@@ -250,7 +274,7 @@ bench() {
 }
 
 case "${1:-}" in
-  deps) deps ;;
+  deps) deps; prometheus_deps ;;
   up) up; usage_info ;;
   down) down ;;
   run)

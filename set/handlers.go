@@ -173,6 +173,7 @@ func (s *Server) handleGrab(r *http.Request, user hongbao.UserID, id hongbao.Pac
 
 func (s *Server) handleOpen(r *http.Request, user hongbao.UserID, id hongbao.PacketID) (int, any, error) {
 	res, err := s.open(r.Context(), id, user)
+	s.opens.Count(outcome(res, err))
 	if err != nil {
 		return 0, nil, err
 	}

@@ -15,6 +15,7 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/api"
+	"github.com/hongbao-dev/hongbao/metrics"
 	"github.com/hongbao-dev/hongbao/queue"
 	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store"
@@ -43,6 +44,8 @@ type Server struct {
 	memo    *soldOut     // openers of packets that sold out here
 	known   *known       // small packets opened here that still take opens
 	openers *openerCache // committed shares on their way to memcached
+	http    *metrics.HTTP
+	opens   *metrics.Opens
 }
 
 // Deps are the Server's collaborators.
@@ -79,6 +82,10 @@ type Deps struct {
 	Loc         *time.Location
 	Now         func() time.Time
 	Log         *zap.Logger
+	// HTTP and Opens measure the API's requests and the opens' outcomes;
+	// nil: none.
+	HTTP  *metrics.HTTP
+	Opens *metrics.Opens
 }
 
 // NewServer wires a Server. It owns the queue manager it creates; Close
@@ -86,7 +93,8 @@ type Deps struct {
 func NewServer(d Deps) *Server {
 	s := &Server{store: d.Store, cache: d.Cache, wallet: d.Wallet, grant: d.DevGrant, auth: d.Auth,
 		self: d.Self, nonces: newNonces(api.Window, d.MaxNonces), owns: d.Owns, recheck: d.Recheck, minter: hongbao.NewMinter(d.Now),
-		limits: d.Limits, loc: d.Loc, now: d.Now, log: d.Log, memo: newSoldOut(d.SoldOutMemo), known: newKnown(d.SoldOutMemo), openers: newOpenerCache(d.Cache)}
+		limits: d.Limits, loc: d.Loc, now: d.Now, log: d.Log, memo: newSoldOut(d.SoldOutMemo), known: newKnown(d.SoldOutMemo), openers: newOpenerCache(d.Cache),
+		http: d.HTTP, opens: d.Opens}
 	s.queue = queue.New(d.Queue, s.apply, d.Cache, d.Log)
 	s.ready.Store(true)
 	return s
@@ -130,7 +138,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		api.WriteProblem(w, &hongbao.Error{Code: "not_found", Message: "no such endpoint"}, requestID(r.Context()))
 	})
-	return s.logged(mux)
+	return s.logged(s.http.Wrap(mux))
 }
 
 // handler is an API handler: it returns the status and body, or an error

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/metrics"
 	"github.com/hongbao-dev/hongbao/schema"
 )
 
@@ -25,6 +26,7 @@ type Store struct {
 	now    func() time.Time
 	intn   func(n int64) int64
 	tables *schema.Ensurer
+	obs    *metrics.Store // retries and fence refusals of the open transactions; nil: none
 }
 
 // New returns the Store of SET set on db. loc is the cluster's time zone
@@ -33,6 +35,13 @@ type Store struct {
 // Writes commit only for buckets the SET owns in db's fence (schema.Own).
 func New(db *sql.DB, set string, loc *time.Location, now func() time.Time, intn func(n int64) int64) *Store {
 	return &Store{db: db, set: set, loc: loc, now: now, intn: intn, tables: schema.NewEnsurer(db)}
+}
+
+// WithMetrics makes the open transactions count their retries and the
+// fence's refusals in m.
+func (s *Store) WithMetrics(m *metrics.Store) *Store {
+	s.obs = m
+	return s
 }
 
 // WithArchive makes reads of packets no longer in the day tables look in

@@ -17,8 +17,10 @@ import (
 	"go.uber.org/zap"
 
 	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/admin"
 	"github.com/hongbao-dev/hongbao/api"
 	"github.com/hongbao-dev/hongbao/configs"
+	"github.com/hongbao-dev/hongbao/metrics"
 	"github.com/hongbao-dev/hongbao/router"
 	"github.com/hongbao-dev/hongbao/router/topology"
 )
@@ -34,6 +36,7 @@ func run(args []string) error {
 	fs := flag.NewFlagSet("hbrouter", flag.ContinueOnError)
 	cfgPath := fs.String("config", "configs/dev.yaml", "configuration file")
 	listen := fs.String("listen", "", "address to serve on (default: router.listen of the config)")
+	adminAddr := fs.String("admin", "", "admin listener (metrics, health, pprof; default: admin.router of the config, \"off\" for none)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -68,9 +71,21 @@ func run(args []string) error {
 	}
 	client := router.NewClient(256)
 	health := router.NewHealth(&http.Client{Timeout: time.Second}, time.Second, log)
+	reg := metrics.NewRegistry()
 	rt := router.New(router.Deps{Topology: topo, Health: health, Signer: hongbao.NewSigner([]byte(cfg.Secret)),
 		Internal: api.NewInternal([]byte(cfg.InternalSecret), time.Now), Client: client, Now: time.Now, Log: log,
-		Limits: limits(cfg.Router.RouterLimits)})
+		Limits: limits(cfg.Router.RouterLimits),
+		HTTP:   metrics.NewHTTP(reg)})
+	ready := func(ctx context.Context) error { return rt.Ready(ctx, 5*time.Second) }
+	metrics.Ready(reg, admin.Now(ctx, ready))
+	metrics.RegisterHealthyServers(reg, rt.HealthyPerSet)
+	metrics.RegisterTopology(reg, metrics.Topology{Version: func() int64 { return topo.Current().Version },
+		Moves: topo.Moved, LastRefresh: topo.LastRefresh})
+	adm, err := admin.Start(admin.Address(*adminAddr, cfg.Admin.Router), admin.Handler(reg, ready), log)
+	if err != nil {
+		return err
+	}
+	defer adm.Shutdown(context.Background()) //nolint:errcheck // exiting anyway
 
 	bg, cancelBG := context.WithCancel(context.Background())
 	defer cancelBG()

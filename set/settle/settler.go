@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/metrics"
 	"github.com/hongbao-dev/hongbao/store"
 	"github.com/hongbao-dev/hongbao/store/wallet"
 )
@@ -29,6 +30,8 @@ type Settler struct {
 	SweepAfter time.Duration
 	// Interval is the pause between rounds that found no work.
 	Interval time.Duration
+	// Metrics counts deliveries, closes, sweeps and rounds; nil: none.
+	Metrics *metrics.Settle
 }
 
 // New returns a Settler for one SET.
@@ -42,6 +45,9 @@ func (s *Settler) Run(ctx context.Context) {
 		n, err := s.Round(ctx)
 		if err != nil && ctx.Err() == nil {
 			s.log.Warn("settle round failed; retrying", zap.Error(err))
+		}
+		if ctx.Err() == nil {
+			s.Metrics.Round(err, s.now())
 		}
 		wait := s.Interval
 		if n > 0 && err == nil {
@@ -84,6 +90,7 @@ func (s *Settler) Deliver(ctx context.Context) (int, error) {
 			continue
 		}
 		if fresh {
+			s.Metrics.Delivered(r.Entry.Kind)
 			s.log.Info("credit delivered", zap.String("key", r.Entry.Key), zap.Stringer("packet_id", r.Entry.Packet),
 				zap.Stringer("user", r.Entry.User), zap.Int64("amount", r.Entry.Amount), zap.String("kind", r.Entry.Kind))
 		}
@@ -112,6 +119,7 @@ func (s *Settler) CloseExpired(ctx context.Context) (int, error) {
 		}
 		if done { // a pending one waits for the sweeper: not work done
 			n++
+			s.Metrics.Closed(1)
 		}
 	}
 	return n, nil
@@ -142,6 +150,7 @@ func (s *Settler) Sweep(ctx context.Context) (int, error) {
 		if _, err := s.store.Fund(ctx, id, to); err != nil {
 			return i, fmt.Errorf("sweep %s: %w", id, err)
 		}
+		s.Metrics.Swept(1)
 		s.log.Info("pending send settled", zap.Stringer("packet_id", id), zap.Int("funding", int(to)))
 	}
 	return len(ids), nil

@@ -52,6 +52,9 @@ type Options struct {
 	// NoSettlers starts no hbsettler: the wallet credits of opens stay in
 	// their SET's outbox, where a test can read them.
 	NoSettlers bool
+	// RouterYAML is YAML of the router section (abuse limits), e.g.
+	// "open: {per_second: 5, burst: 5}"; "" is no limits.
+	RouterYAML string
 }
 
 func (o Options) withDefaults() Options {
@@ -158,7 +161,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 	t.Cleanup(c.stop)
 	c.Config = filepath.Join(c.dir, "cluster.yaml")
 	WriteConfig(t, c.Config, Config{Secret: c.secret, InternalSecret: c.InternalSecret, Expiry: opts.Expiry,
-		Router: c.routerAddr, MetaDSN: c.MetaDSN, WalletDSN: c.WalletDSN, Sets: c.Sets})
+		Router: c.routerAddr, RouterExtra: opts.RouterYAML, MetaDSN: c.MetaDSN, WalletDSN: c.WalletDSN, Sets: c.Sets})
 
 	c.MustCtl(t, "topology", "init")
 	for _, s := range c.Sets {

@@ -70,6 +70,7 @@ func documented(t *testing.T) map[string][]string {
 	row := regexp.MustCompile("^\\| `([a-z/]+)`[^|]*\\|([^|]*)\\|")
 	name := regexp.MustCompile("`([a-z/]+)`")
 	out := map[string][]string{}
+	var order []string
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		m := row.FindStringSubmatch(sc.Text())
@@ -81,6 +82,13 @@ func documented(t *testing.T) map[string][]string {
 			imports = append(imports, n[1])
 		}
 		slices.Sort(imports)
+		// Arrows point up the table: every import is a row above.
+		for _, imp := range imports {
+			if !slices.Contains(order, imp) {
+				t.Errorf("docs/ARCHITECTURE.md: %s imports %s, which is not above it in the table", m[1], imp)
+			}
+		}
+		order = append(order, m[1])
 		out[m[1]] = imports
 	}
 	if len(out) == 0 {

@@ -18,8 +18,8 @@ import (
 	"go.uber.org/zap"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/admin"
 	"github.com/hongbao-dev/hongbao/api"
+	"github.com/hongbao-dev/hongbao/cmd/internal/admin"
 	"github.com/hongbao-dev/hongbao/cmd/internal/settings"
 	"github.com/hongbao-dev/hongbao/configs"
 	"github.com/hongbao-dev/hongbao/metrics"

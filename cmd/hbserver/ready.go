@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/hongbao-dev/hongbao/admin"
+	"github.com/hongbao-dev/hongbao/cmd/internal/admin"
 	"github.com/hongbao-dev/hongbao/router/topology"
 	"github.com/hongbao-dev/hongbao/set"
 )

@@ -16,7 +16,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/hongbao-dev/hongbao/admin"
+	"github.com/hongbao-dev/hongbao/cmd/internal/admin"
 	"github.com/hongbao-dev/hongbao/configs"
 	"github.com/hongbao-dev/hongbao/metrics"
 	"github.com/hongbao-dev/hongbao/schema"

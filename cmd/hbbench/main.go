@@ -36,6 +36,7 @@ type options struct {
 	sweep     string
 	e2e       string
 	wrkConns  string
+	e2eDur    time.Duration
 	rounds    int
 	maxRate   int
 	pids      string
@@ -59,7 +60,8 @@ func main() {
 	flag.StringVar(&o.sweep, "sweep", "16,64,256,1024,2000", "client counts of the hot plot (empty: no plot)")
 	flag.StringVar(&o.e2e, "e2e", "", "router URL for the end-to-end runs, e.g. http://127.0.0.1:8080 (empty: skip)")
 	flag.StringVar(&o.wrkConns, "wrk-conns", "64,256", "with -e2e: wrk's connection counts")
-	flag.IntVar(&o.rounds, "rounds", 2, "with -e2e: rounds of the four runs (one hop, two hops, ping, hot open), alternating; the median is reported")
+	flag.IntVar(&o.rounds, "rounds", 2, "with -e2e: rounds of the four runs (one hop, two hops, ping, hot open), alternating; the table pools them")
+	flag.DurationVar(&o.e2eDur, "e2e-duration", 10*time.Second, "with -e2e: length of one wrk run")
 	flag.IntVar(&o.maxRate, "max-rate", 25000, "with -e2e: tokens signed per second of a run (more requests than that reuse users)")
 	flag.StringVar(&o.pids, "pids", ".run", "with -e2e: directory of the dev cluster's pid files (scripts/dev.sh)")
 	backend := flag.String("ceiling-backend", "", "serve as the one-hop ceiling's bare backend on this address (the e2e bench starts it)")

@@ -27,4 +27,4 @@ bench-e2e: ## only the end-to-end part: wrk through the router vs bare HTTP ceil
 	@scripts/dev.sh bench-e2e
 
 bench: ## go test micro-benchmarks of the hot functions
-	go test -run '^$$' -bench . -benchmem . ./queue ./router
+	go test -run '^$$' -bench . -benchmem . ./api ./queue ./router

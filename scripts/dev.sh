@@ -207,7 +207,8 @@ bench_env() {
 # network namespace of its own on a shared machine).
 bench_e2e() {
   up
-  "$RUN/bin/hbbench" -config "$CONFIG" -e2e http://127.0.0.1:8080 -compare=false -pids "$RUN" -out "$ROOT/docs/bench" "$@"
+  local prof=(); [ -n "${HB_PROFILE:-}" ] && prof=(-ceiling-profiles "$RUN")
+  "$RUN/bin/hbbench" -config "$CONFIG" -e2e http://127.0.0.1:8080 -compare=false -pids "$RUN" -out "$ROOT/docs/bench" "${prof[@]}" "$@"
   down
 }
 

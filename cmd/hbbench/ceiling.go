@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"time"
 )
 
@@ -93,7 +94,7 @@ type ceilings struct {
 
 // startCeilings starts the backend and the proxy as child processes of
 // this binary and waits until both answer.
-func startCeilings(ctx context.Context) (*ceilings, error) {
+func startCeilings(ctx context.Context, profiles string) (*ceilings, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -102,7 +103,10 @@ func startCeilings(ctx context.Context) (*ceilings, error) {
 		backend: exec.CommandContext(ctx, self, "-ceiling-backend", ceilingBackendAddr),
 		proxy:   exec.CommandContext(ctx, self, "-ceiling-proxy", ceilingProxyAddr, "-ceiling-to", ceilingBackendAddr),
 	}
-	for _, cmd := range []*exec.Cmd{c.backend, c.proxy} {
+	for name, cmd := range map[string]*exec.Cmd{"backend": c.backend, "proxy": c.proxy} {
+		if profiles != "" {
+			cmd.Args = append(cmd.Args, "-cpuprofile", filepath.Join(profiles, name+".cpu.pprof"))
+		}
 		cmd.Stderr = os.Stderr
 		if err := cmd.Start(); err != nil {
 			c.stop()

@@ -90,7 +90,7 @@ func endToEnd(ctx context.Context, o options, env *benchEnv, w io.Writer) error 
 		return fmt.Errorf("e2e hot packet (start the cluster with activity limits: make bench-e2e does): %w", err)
 	}
 	defer x.setDB.Close()
-	ceil, err := startCeilings(ctx)
+	ceil, err := startCeilings(ctx, o.ceilProf)
 	if err != nil {
 		return err
 	}

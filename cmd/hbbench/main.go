@@ -40,6 +40,7 @@ type options struct {
 	rounds    int
 	maxRate   int
 	pids      string
+	ceilProf  string
 	memory    int
 	cpuprof   string
 	compare   bool
@@ -67,35 +68,13 @@ func main() {
 	backend := flag.String("ceiling-backend", "", "serve as the one-hop ceiling's bare backend on this address (the e2e bench starts it)")
 	proxy := flag.String("ceiling-proxy", "", "serve as the two-hop ceiling's bare proxy on this address, to -ceiling-to")
 	proxyTo := flag.String("ceiling-to", ceilingBackendAddr, "the backend of -ceiling-proxy")
+	flag.StringVar(&o.ceilProf, "ceiling-profiles", "", "with -e2e: directory for CPU profiles of the ceiling processes (proxy.cpu.pprof, backend.cpu.pprof)")
 	flag.IntVar(&o.memory, "memory", 100000, "packets for the memory measurement (0: skip)")
 	flag.StringVar(&o.cpuprof, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.BoolVar(&o.compare, "compare", true, "run the in-process design comparison, plot and memory (false: only -e2e)")
 	flag.BoolVar(&o.crash, "crash", true, "kill -9 the store (a private MariaDB for ours; a private Redis for redis+lua) in the middle of a rain and count what is lost")
 	flag.IntVar(&o.repeat, "repeat", 3, "runs of a group or rain design that finishes in under 10 s; the median is reported")
 	flag.Parse()
-	if *backend != "" || *proxy != "" {
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		defer stop()
-		var err error
-		if *backend != "" {
-			err = serveBackend(ctx, *backend)
-		} else {
-			err = serveProxy(ctx, *proxy, *proxyTo)
-		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "hbbench:", err)
-			os.Exit(1)
-		}
-		return
-	}
-	if o.repeat < 1 {
-		fmt.Fprintln(os.Stderr, "hbbench: flag -repeat: must be positive")
-		os.Exit(2)
-	}
-	if o.clients < 1 {
-		fmt.Fprintln(os.Stderr, "hbbench: flag -clients: must be positive")
-		os.Exit(2)
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if o.cpuprof != "" {
@@ -108,6 +87,28 @@ func main() {
 			os.Exit(2)
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if *backend != "" || *proxy != "" {
+		var err error
+		if *backend != "" {
+			err = serveBackend(ctx, *backend)
+		} else {
+			err = serveProxy(ctx, *proxy, *proxyTo)
+		}
+		if err != nil {
+			pprof.StopCPUProfile()
+			fmt.Fprintln(os.Stderr, "hbbench:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if o.repeat < 1 {
+		fmt.Fprintln(os.Stderr, "hbbench: flag -repeat: must be positive")
+		os.Exit(2)
+	}
+	if o.clients < 1 {
+		fmt.Fprintln(os.Stderr, "hbbench: flag -clients: must be positive")
+		os.Exit(2)
 	}
 	if err := run(ctx, o, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "hbbench:", err)

@@ -1,5 +1,5 @@
 # hongbao: `make run` starts everything, `make test` tests everything.
-.PHONY: run up down test build deps bench bench-compare bench-e2e
+.PHONY: run up down test fuzz build deps bench bench-compare bench-e2e
 
 run: ## start the dev cluster in the foreground; Ctrl-C stops it
 	@scripts/dev.sh run
@@ -13,7 +13,10 @@ down: ## stop the dev cluster
 test: ## vet + unit and integration tests with -race against real MariaDB and memcached
 	@scripts/dev.sh test
 
-deps: ## install MariaDB and memcached if missing
+fuzz: ## run every go test fuzz target for FUZZTIME each (default 20s); make test runs their seeds
+	@scripts/dev.sh fuzz $(or $(FUZZTIME),20s)
+
+deps: ## install MariaDB, memcached and Prometheus (promtool) if missing
 	@scripts/dev.sh deps
 
 build: ## the binaries, into .run/bin
@@ -27,4 +30,4 @@ bench-e2e: ## only the end-to-end part: wrk through the router vs bare HTTP ceil
 	@scripts/dev.sh bench-e2e
 
 bench: ## go test micro-benchmarks of the hot functions
-	go test -run '^$$' -bench . -benchmem . ./api ./queue ./router
+	go test -run '^$$' -bench . -benchmem . ./api ./queue ./router ./metrics

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/metrics"
 )
 
 // Work is the opens of one packet taken from its queue for a transaction,
@@ -57,6 +58,9 @@ type Config struct {
 	// many packets with one open each (WeChat groups) need. Packets of one
 	// bucket go together, as they share day tables.
 	Merge int
+	// Metrics measures batches, transactions and slot refusals; nil:
+	// none.
+	Metrics *metrics.Queue
 }
 
 // Manager owns the per-packet queues and their workers.

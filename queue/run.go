@@ -30,11 +30,13 @@ func (m *Manager) run(id hongbao.PacketID, batch []*request, l *lease) {
 		m.answer(live, err)
 		return
 	}
+	m.cfg.Metrics.Batch(len(live))
 	out, err := m.submitWork(Work{ID: id, Users: users(live)})
 	if err != nil && len(live) > 1 {
 		// Nothing is known to have committed; apply each open alone so
 		// one bad open cannot fail the others. Opens are idempotent, so
 		// a batch that did commit after all answers already_opened.
+		m.cfg.Metrics.Split()
 		m.log.Warn("batch open failed, retrying one by one", zap.Stringer("packet_id", id),
 			zap.Int("batch", len(live)), zap.Error(err))
 		for _, r := range live {
@@ -99,6 +101,7 @@ func (m *Manager) commitJobs(js []*job) {
 	}
 	out, err := m.applyTx(works)
 	if err != nil && len(js) > 1 {
+		m.cfg.Metrics.Split()
 		m.log.Warn("merged open failed, retrying packet by packet", zap.Stringer("packet_id", js[0].work.ID),
 			zap.Int("packets", len(js)), zap.Error(err))
 		for _, j := range js {
@@ -125,7 +128,9 @@ func (m *Manager) commitJobs(js []*job) {
 func (m *Manager) applyTx(works []Work) ([][]hongbao.Outcome, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.TxTimeout)
 	defer cancel()
+	start := time.Now()
 	out, err := m.apply(ctx, works)
+	m.cfg.Metrics.Tx(len(works), time.Since(start))
 	if err != nil {
 		return nil, err
 	}
@@ -168,8 +173,10 @@ func (m *Manager) hold(id hongbao.PacketID, l *lease) error {
 	case err != nil:
 		// The cap cannot be consulted: this worker's own serialisation
 		// (one transaction per packet per server) is the local cap.
+		m.cfg.Metrics.SlotFallback()
 		return nil
 	case !ok:
+		m.cfg.Metrics.SlotRefused()
 		return hongbao.ErrBusy
 	}
 	l.token, l.until = token, until

@@ -3,9 +3,12 @@ package schema
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
+	"syscall"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -51,9 +54,18 @@ func retryable(err error) bool { return isError(err, errDeadlock, errLockWaitTim
 // deferred. A deadlock before commit is retried a few times; an error from
 // Commit itself is returned as is, since the outcome is then unknown.
 func InTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
+	return InTxRetrying(ctx, db, nil, fn)
+}
+
+// InTxRetrying is InTx calling retrying (when not nil) before each retry
+// after a deadlock or lock wait timeout, for the metrics.
+func InTxRetrying(ctx context.Context, db *sql.DB, retrying func(), fn func(tx *sql.Tx) error) error {
 	var err error
 	for attempt := range 6 {
 		if attempt > 0 {
+			if retrying != nil {
+				retrying()
+			}
 			// Jittered backoff, so the transactions that deadlocked do
 			// not meet again at once.
 			pause := time.Duration(1+rand.IntN(5<<attempt)) * time.Millisecond
@@ -84,4 +96,23 @@ func tryTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
 		return fmt.Errorf("commit: %w", err)
 	}
 	return nil
+}
+
+// IsUnreachable reports whether err says the database could not be reached
+// or dropped the connection (refused, reset, timed out dialling, shut
+// down): a dependency's outage, which clients should retry, not a fault of
+// the request or of the server.
+func IsUnreachable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var ne *net.OpError
+	switch {
+	case errors.Is(err, driver.ErrBadConn), errors.Is(err, mysql.ErrInvalidConn),
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
+		errors.As(err, &ne):
+		return true
+	}
+	// 1053: server shutdown in progress; 1927: connection killed.
+	return isError(err, 1053, 1927)
 }

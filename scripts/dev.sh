@@ -3,14 +3,15 @@
 # runs private instances (own ports, data under .run/), the SET servers and
 # the router. Every process has .run/<kind>-<name>.pid and a log beside it.
 #
-#   scripts/dev.sh deps        install MariaDB and memcached if missing
+#   scripts/dev.sh deps        install MariaDB, memcached and Prometheus (promtool) if missing
 #   scripts/dev.sh up          start the dev cluster in the background (idempotent)
 #   scripts/dev.sh down        stop it (idempotent)
 #   scripts/dev.sh run         up, print how to use it, stop everything on Ctrl-C
 #   scripts/dev.sh bench       the design comparison, then bench-e2e (make bench-compare)
 #   scripts/dev.sh bench-e2e   only the end-to-end bench: wrk through the router vs bare HTTP ceilings
-#   scripts/dev.sh test [ARGS] start the test instances, run vet and go test -race
+#   scripts/dev.sh test [ARGS] start the test instances, run vet, govulncheck and go test -race
 #                              (HB_TEST_PKGS="./queue ./set/..." for some packages only)
+#   scripts/dev.sh fuzz [TIME] run every fuzz target for TIME (default 20s) each
 set -euo pipefail
 export PATH="$PATH:/usr/sbin:/sbin:/usr/local/go/bin"
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,6 +32,19 @@ deps() {
   $sudo apt-get install -y -qq "${need[@]}" >"$RUN/apt.log" 2>&1 ||
     { $sudo apt-get update -qq >>"$RUN/apt.log" 2>&1 && $sudo apt-get install -y -qq "${need[@]}" >>"$RUN/apt.log" 2>&1; } ||
     { cat "$RUN/apt.log"; echo "could not install ${need[*]}" >&2; exit 1; }
+}
+
+# prometheus_deps: the Debian prometheus package, for promtool (the rules'
+# checks) and the test that scrapes a cluster with a real Prometheus.
+# Without its recommends: no node exporter is installed along.
+prometheus_deps() {
+  command -v prometheus >/dev/null && command -v promtool >/dev/null && return 0
+  echo "installing prometheus (apt-get)..."
+  local sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get install -y -qq --no-install-recommends prometheus >>"$RUN/apt.log" 2>&1 ||
+    { $sudo apt-get update -qq >>"$RUN/apt.log" 2>&1 && $sudo apt-get install -y -qq --no-install-recommends prometheus >>"$RUN/apt.log" 2>&1; } ||
+    { cat "$RUN/apt.log"; echo "could not install prometheus" >&2; exit 1; }
 }
 
 alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
@@ -129,13 +143,15 @@ up() {
   infra
   "$RUN/bin/hbctl" topology init -config "$CONFIG" >"$RUN/topology.log"
   "$RUN/bin/hbctl" schema ensure -config "$CONFIG" --days 1 >>"$RUN/topology.log"
-  proc server a1 "$RUN/bin/hbserver" -config "$CONFIG" -set a -listen 127.0.0.1:8081 $(profile server-a1)
-  proc server a2 "$RUN/bin/hbserver" -config "$CONFIG" -set a -listen 127.0.0.1:8082 $(profile server-a2)
-  proc server b1 "$RUN/bin/hbserver" -config "$CONFIG" -set b -listen 127.0.0.1:8083 $(profile server-b1)
-  proc server b2 "$RUN/bin/hbserver" -config "$CONFIG" -set b -listen 127.0.0.1:8084 $(profile server-b2)
-  proc settler a "$RUN/bin/hbsettler" -config "$CONFIG" -set a
-  proc settler b "$RUN/bin/hbsettler" -config "$CONFIG" -set b
-  proc router r1 "$RUN/bin/hbrouter" -config "$CONFIG" -listen 127.0.0.1:8080 $(profile router-r1)
+  # Each process has its admin listener (metrics, health, pprof) on
+  # loopback: the public port + 1000 (settlers 9085, 9086).
+  proc server a1 "$RUN/bin/hbserver" -config "$CONFIG" -set a -listen 127.0.0.1:8081 -admin 127.0.0.1:9081 $(profile server-a1)
+  proc server a2 "$RUN/bin/hbserver" -config "$CONFIG" -set a -listen 127.0.0.1:8082 -admin 127.0.0.1:9082 $(profile server-a2)
+  proc server b1 "$RUN/bin/hbserver" -config "$CONFIG" -set b -listen 127.0.0.1:8083 -admin 127.0.0.1:9083 $(profile server-b1)
+  proc server b2 "$RUN/bin/hbserver" -config "$CONFIG" -set b -listen 127.0.0.1:8084 -admin 127.0.0.1:9084 $(profile server-b2)
+  proc settler a "$RUN/bin/hbsettler" -config "$CONFIG" -set a -admin 127.0.0.1:9085
+  proc settler b "$RUN/bin/hbsettler" -config "$CONFIG" -set b -admin 127.0.0.1:9086
+  proc router r1 "$RUN/bin/hbrouter" -config "$CONFIG" -listen 127.0.0.1:8080 -admin 127.0.0.1:9080 $(profile router-r1)
   local p; for p in 8081 8082 8083 8084 8080; do wait_http "http://127.0.0.1:$p/readyz"; done
 }
 
@@ -162,12 +178,21 @@ Send a packet, then open it:
        -H 'Content-Type: application/json' -d '{"total":1000,"count":10,"type":"random","greeting":"恭喜发财"}'
   curl -s -X POST http://127.0.0.1:8080/v1/packets/<id>/open -H "Authorization: Bearer \$TOKEN"
   curl -s http://127.0.0.1:8080/v1/packets/<id> -H "Authorization: Bearer \$TOKEN"
+The API's OpenAPI 3.1 description: curl -s http://127.0.0.1:8080/openapi.json
+
+Admin listeners (loopback only): /metrics (Prometheus), /livez, /readyz, /debug/pprof/
+  router r1   http://127.0.0.1:9080/metrics
+  server a1   http://127.0.0.1:9081/metrics   a2 :9082   b1 :9083   b2 :9084
+  settler a   http://127.0.0.1:9085/metrics   b :9086
+  profile:    go tool pprof http://127.0.0.1:9081/debug/pprof/profile?seconds=10
+Alerts: deploy/prometheus/hongbao.rules.yml   dashboard: deploy/grafana/hongbao.json
 INFO
 }
 
 # Test instances: their own ports and data, apart from the dev cluster.
 test_env() {
   deps
+  prometheus_deps
   mariadb_start test-a 13306
   mariadb_start test-b 13307
   memcached_start test-a 21211
@@ -200,6 +225,8 @@ bench_deps() {
 # The cluster of the benchmarks: activity limits (one 1,000,000-share packet).
 bench_env() {
   export HB_LIMITS_MAX_TOTAL=100000000000 HB_LIMITS_MAX_COUNT=1000000 HB_LIMITS_MAX_SHARE=0 HB_LOG_LEVEL=warn
+  # thousands of clients from one address, a few senders of thousands of packets
+  export HB_ROUTER_MAX_PER_ADDRESS=0 HB_ROUTER_OPEN_PER_SECOND=0 HB_ROUTER_GRAB_PER_SECOND=0 HB_ROUTER_SEND_PER_SECOND=0
 }
 
 # bench_e2e ARGS: the whole system end to end through the router, with wrk,
@@ -210,6 +237,45 @@ bench_e2e() {
   local prof=(); [ -n "${HB_PROFILE:-}" ] && prof=(-ceiling-profiles "$RUN")
   "$RUN/bin/hbbench" -config "$CONFIG" -e2e http://127.0.0.1:8080 -compare=false -pids "$RUN" -out "$ROOT/docs/bench" "${prof[@]}" "$@"
   down
+}
+
+# vulncheck: govulncheck over the module, installed with go install when
+# missing. It needs its vulnerability database (https://vuln.go.dev, or
+# GOVULNDB, e.g. file:///path/to/a/copy): when it cannot reach it, or cannot
+# be installed, it says so and is skipped; known vulnerabilities fail.
+vulncheck() {
+  local bin out rc=0
+  bin=$(command -v govulncheck || echo "$(go env GOPATH)/bin/govulncheck")
+  if [ ! -x "$bin" ]; then
+    echo "govulncheck: installing (go install golang.org/x/vuln/cmd/govulncheck@latest)..."
+    go install golang.org/x/vuln/cmd/govulncheck@latest >"$RUN/govulncheck-install.log" 2>&1 || {
+      echo "govulncheck: SKIPPED: could not install it (no network to the Go module proxy?); see .run/govulncheck-install.log"
+      return 0; }
+  fi
+  out=$(cd "$ROOT" && "$bin" ${GOVULNDB:+-db "$GOVULNDB"} ./... 2>&1) || rc=$?
+  case $rc in
+    0) echo "govulncheck: no known vulnerabilities" ;;
+    3) echo "$out"; echo "govulncheck: known vulnerabilities (above)" >&2; return 1 ;;
+    *) if grep -q "fetching vulnerabilities\|vuln.go.dev\|no such host\|dial tcp" <<<"$out"; then
+         echo "govulncheck: SKIPPED: its vulnerability database is unreachable from here ($(grep -m1 -o 'dial tcp.*\|no such host' <<<"$out" || true));"
+         echo "             set GOVULNDB to a reachable mirror or a file:// copy to run it"
+       else
+         echo "$out"; echo "govulncheck failed (status $rc)" >&2; return 1
+       fi ;;
+  esac
+}
+
+# fuzz [TIME]: every go test fuzz target of the module for TIME each
+# (default 20s). Their seed corpora (testdata/fuzz) run with every make test.
+fuzz() {
+  local t=${1:-20s} pkg name
+  cd "$ROOT"
+  for pkg in $(go list ./...); do
+    for name in $(go test -list '^Fuzz' "$pkg" 2>/dev/null | grep '^Fuzz' || true); do
+      echo "== fuzz $name in $pkg for $t"
+      go test -run '^$' -fuzz "^$name\$" -fuzztime "$t" "$pkg"
+    done
+  done
 }
 
 # bench: the comparison of issue 6 on a cluster with activity limits (large
@@ -232,7 +298,7 @@ bench() {
 }
 
 case "${1:-}" in
-  deps) deps ;;
+  deps) deps; prometheus_deps ;;
   up) up; usage_info ;;
   down) down ;;
   run)
@@ -248,6 +314,7 @@ case "${1:-}" in
     cd "$ROOT"
     go vet ./...
     (cd cmd/hbbench && go vet ./...)
+    vulncheck
     rc=0
     # HB_TEST_PKGS="./queue ./store/..." tests only those packages.
     # shellcheck disable=SC2086 # a list of package patterns
@@ -255,9 +322,11 @@ case "${1:-}" in
     test_times "$RUN/test.log"
     exit "$rc"
     ;;
+  fuzz) shift; fuzz "$@" ;;
+  vulncheck) vulncheck ;;
   bench) shift; bench "$@" ;;
   bench-e2e) shift; bench_deps; down; bench_env; bench_e2e "$@" ;;
   infra) deps; infra ;;
   test-env) test_env; env | grep '^HB_TEST_' | sed "s/^\([^=]*\)=\(.*\)$/export \1='\2'/" ;;
-  *) sed -n '2,10p' "$0"; exit 2 ;;
+  *) sed -n '2,14p' "$0"; exit 2 ;;
 esac

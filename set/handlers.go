@@ -17,6 +17,9 @@ import (
 const maxIdemKey = 200
 
 func (s *Server) handleSend(r *http.Request, sender hongbao.UserID) (int, any, error) {
+	if err := api.CheckJSONType(r.Header); err != nil {
+		return 0, nil, err
+	}
 	req, err := api.DecodeSend(http.MaxBytesReader(nil, r.Body, api.MaxBody))
 	if err != nil {
 		return 0, nil, err
@@ -170,6 +173,7 @@ func (s *Server) handleGrab(r *http.Request, user hongbao.UserID, id hongbao.Pac
 
 func (s *Server) handleOpen(r *http.Request, user hongbao.UserID, id hongbao.PacketID) (int, any, error) {
 	res, err := s.open(r.Context(), id, user)
+	s.opens.Count(outcome(res, err))
 	if err != nil {
 		return 0, nil, err
 	}

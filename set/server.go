@@ -15,7 +15,9 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/api"
+	"github.com/hongbao-dev/hongbao/metrics"
 	"github.com/hongbao-dev/hongbao/queue"
+	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store"
 	"github.com/hongbao-dev/hongbao/store/cache"
 	"github.com/hongbao-dev/hongbao/store/wallet"
@@ -29,6 +31,8 @@ type Server struct {
 	grant   int64
 	queue   *queue.Manager
 	auth    *api.Internal
+	self    string  // the address routers sign requests for; "" for the connection's
+	nonces  *nonces // of signed requests within the window
 	owns    func(hongbao.Bucket) bool
 	recheck func(context.Context, hongbao.Bucket) bool
 	minter  *hongbao.Minter
@@ -40,6 +44,8 @@ type Server struct {
 	memo    *soldOut     // openers of packets that sold out here
 	known   *known       // small packets opened here that still take opens
 	openers *openerCache // committed shares on their way to memcached
+	http    *metrics.HTTP
+	opens   *metrics.Opens
 }
 
 // Deps are the Server's collaborators.
@@ -53,6 +59,13 @@ type Deps struct {
 	// Never set it in production.
 	DevGrant int64
 	Auth     *api.Internal // verifies that requests come from a router
+	// Self is the host:port routers send to (the servers' entry in the
+	// configuration), which their signatures name; "" takes the local
+	// address each connection came in on.
+	Self string
+	// MaxNonces bounds the signed requests remembered to refuse replays
+	// (0: defaultMaxNonces).
+	MaxNonces int
 	// Owns reports whether this server's SET owns a bucket at the current
 	// topology version; nil leaves the decision to the MySQL fence alone.
 	Owns func(hongbao.Bucket) bool
@@ -69,13 +82,19 @@ type Deps struct {
 	Loc         *time.Location
 	Now         func() time.Time
 	Log         *zap.Logger
+	// HTTP and Opens measure the API's requests and the opens' outcomes;
+	// nil: none.
+	HTTP  *metrics.HTTP
+	Opens *metrics.Opens
 }
 
 // NewServer wires a Server. It owns the queue manager it creates; Close
 // drains it.
 func NewServer(d Deps) *Server {
-	s := &Server{store: d.Store, cache: d.Cache, wallet: d.Wallet, grant: d.DevGrant, auth: d.Auth, owns: d.Owns, recheck: d.Recheck, minter: hongbao.NewMinter(d.Now),
-		limits: d.Limits, loc: d.Loc, now: d.Now, log: d.Log, memo: newSoldOut(d.SoldOutMemo), known: newKnown(d.SoldOutMemo), openers: newOpenerCache(d.Cache)}
+	s := &Server{store: d.Store, cache: d.Cache, wallet: d.Wallet, grant: d.DevGrant, auth: d.Auth,
+		self: d.Self, nonces: newNonces(api.Window, d.MaxNonces), owns: d.Owns, recheck: d.Recheck, minter: hongbao.NewMinter(d.Now),
+		limits: d.Limits, loc: d.Loc, now: d.Now, log: d.Log, memo: newSoldOut(d.SoldOutMemo), known: newKnown(d.SoldOutMemo), openers: newOpenerCache(d.Cache),
+		http: d.HTTP, opens: d.Opens}
 	s.queue = queue.New(d.Queue, s.apply, d.Cache, d.Log)
 	s.ready.Store(true)
 	return s
@@ -119,7 +138,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		api.WriteProblem(w, &hongbao.Error{Code: "not_found", Message: "no such endpoint"}, requestID(r.Context()))
 	})
-	return s.logged(mux)
+	return s.logged(s.http.Wrap(mux))
 }
 
 // handler is an API handler: it returns the status and body, or an error
@@ -131,7 +150,7 @@ type packetHandler func(r *http.Request, user hongbao.UserID, id hongbao.PacketI
 func (s *Server) authed(h handler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		rid := requestID(r.Context())
-		user, err := s.user(r)
+		user, err := s.user(w, r)
 		if err != nil {
 			api.WriteProblem(w, err, rid)
 			return
@@ -142,6 +161,11 @@ func (s *Server) authed(h handler) http.HandlerFunc {
 			// Out of time, or the outcome of a commit is unknown: either
 			// way a retry gets the truth (opens are idempotent).
 			err = fmt.Errorf("%v: %w", err, hongbao.ErrBusy)
+		} else if schema.IsUnreachable(err) {
+			// The SET's MySQL is down or restarting: 503 with
+			// Retry-After (the router tries another server first), not a
+			// fault of this request.
+			err = fmt.Errorf("%v: %w", err, hongbao.ErrUnavailable)
 		}
 		if err != nil {
 			if api.Status(err) >= 500 {
@@ -173,10 +197,6 @@ func (s *Server) withPacket(h packetHandler) handler {
 		return status, body, err
 	}
 }
-
-// user is the user a router vouches for; requests no router signed are
-// refused, so nobody can reach a server directly with a made-up user.
-func (s *Server) user(r *http.Request) (hongbao.UserID, error) { return s.auth.Verify(r) }
 
 // own refuses a bucket the SET does not own at the current topology
 // version; the router then refreshes its topology and retries.

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -80,9 +81,13 @@ func (s *Store) OpenMany(ctx context.Context, works []Work) ([]Batch, error) {
 	if err != nil && ctx.Err() == nil && slices.ContainsFunc(works, func(w Work) bool { return w.Known != nil }) {
 		// Possibly stale knowledge: the opens are idempotent, so apply
 		// them again from what MySQL holds.
+		s.obs.Stale()
 		bs, err = s.openMany(ctx, unknown(works))
 	}
 	if err != nil {
+		if errors.Is(err, hongbao.ErrWrongSet) {
+			s.obs.Fence()
+		}
 		return nil, fmt.Errorf("store: open %s (+%d packets): %w", works[0].ID, len(works)-1, err)
 	}
 	return bs, nil
@@ -90,7 +95,7 @@ func (s *Store) OpenMany(ctx context.Context, works []Work) ([]Batch, error) {
 
 func (s *Store) openMany(ctx context.Context, works []Work) ([]Batch, error) {
 	var bs []Batch
-	err := schema.InTx(ctx, s.db, func(tx *sql.Tx) error {
+	err := schema.InTxRetrying(ctx, s.db, s.obs.Deadlock, func(tx *sql.Tx) error {
 		now := s.now() // fixed for the whole transaction
 		var err error
 		bs, err = s.openTx(ctx, tx, works, now)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/metrics"
 	"github.com/hongbao-dev/hongbao/schema"
 )
 
@@ -25,6 +26,7 @@ type Store struct {
 	now    func() time.Time
 	intn   func(n int64) int64
 	tables *schema.Ensurer
+	obs    *metrics.Store // retries and fence refusals of the open transactions; nil: none
 }
 
 // New returns the Store of SET set on db. loc is the cluster's time zone
@@ -33,6 +35,13 @@ type Store struct {
 // Writes commit only for buckets the SET owns in db's fence (schema.Own).
 func New(db *sql.DB, set string, loc *time.Location, now func() time.Time, intn func(n int64) int64) *Store {
 	return &Store{db: db, set: set, loc: loc, now: now, intn: intn, tables: schema.NewEnsurer(db)}
+}
+
+// WithMetrics makes the open transactions count their retries and the
+// fence's refusals in m.
+func (s *Store) WithMetrics(m *metrics.Store) *Store {
+	s.obs = m
+	return s
 }
 
 // WithArchive makes reads of packets no longer in the day tables look in
@@ -220,15 +229,33 @@ func readPacket(ctx context.Context, db *sql.DB, packets, details string, id hon
 }
 
 // Opened returns the share user took of id, if any: a point read on the
-// detail's primary key, for when the cache cannot tell.
+// detail's primary key, for when the cache cannot tell. A packet old
+// enough to have been archived is looked for in the archive too, so an
+// earlier opener of an archived packet still gets their share back.
 func (s *Store) Opened(ctx context.Context, id hongbao.PacketID, user hongbao.UserID) (int64, bool, error) {
+	t := s.Table(id)
+	amount, ok, err := openedIn(ctx, s.db, t.Details(), id, user)
+	// The archiver keeps a day at least a day (archive.retention_days >=
+	// 1): a younger packet cannot be there, and the crowd of a fresh
+	// packet pays no second read.
+	if err == nil && !ok && s.cold != nil && s.now().Sub(id.Time()) > 24*time.Hour {
+		amount, ok, err = openedIn(ctx, s.cold, dayOf(t, id, s.loc).Archive().Details(), id, user)
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("store: opened %s by %s: %w", id, user, err)
+	}
+	return amount, ok, nil
+}
+
+// openedIn reads user's share of id in the details table, if any.
+func openedIn(ctx context.Context, db *sql.DB, details string, id hongbao.PacketID, user hongbao.UserID) (int64, bool, error) {
 	var amount int64
-	err := s.db.QueryRowContext(ctx, "SELECT amount FROM "+s.Table(id).Details()+" WHERE packet_id = ? AND user_id = ?", id, user).Scan(&amount)
+	err := db.QueryRowContext(ctx, "SELECT amount FROM "+details+" WHERE packet_id = ? AND user_id = ?", id, user).Scan(&amount)
 	switch {
 	case errors.Is(err, sql.ErrNoRows), schema.IsMissingTable(err):
 		return 0, false, nil
 	case err != nil:
-		return 0, false, fmt.Errorf("store: opened %s by %s: %w", id, user, err)
+		return 0, false, err
 	}
 	return amount, true, nil
 }

@@ -145,6 +145,7 @@ func (x *e2e) sendHot(ctx context.Context) error {
 		return err
 	}
 	req.Header.Set("Authorization", "Bearer "+x.signer.Sign(sender, time.Now().Add(time.Hour)))
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return err

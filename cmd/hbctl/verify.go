@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/cmd/internal/settings"
 	"github.com/hongbao-dev/hongbao/store"
 	"github.com/hongbao-dev/hongbao/store/wallet"
 )
@@ -14,11 +15,15 @@ import (
 // cmdVerify checks invariants 1, 2 and 4 across every SET and the wallet.
 // Run it on a quiet system (outbox drained): an entry being delivered at
 // the moment of the check is briefly in both the outbox and the ledger.
-func cmdVerify(ctx context.Context, e *env, args []string) error {
+func cmdVerify(ctx context.Context, e *env, args []string) (err error) {
 	fs := flags("verify", e)
 	cfgPath := fs.String("config", "configs/dev.yaml", "configuration file")
+	textfile := fs.String("textfile", "", "also write the result as Prometheus metrics to this file (hongbao_verify_ok, for node_exporter's textfile collector)")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *textfile != "" {
+		defer func() { err = errors.Join(err, writeVerify(*textfile, err == nil)) }()
 	}
 	cfg, w, err := openWallet(ctx, e, *cfgPath)
 	if err != nil {
@@ -31,7 +36,11 @@ func cmdVerify(ctx context.Context, e *env, args []string) error {
 	}
 	var sum store.SetTotals
 	var bad []string
-	for _, sc := range cfg.Sets {
+	sets, err := settings.Sets(ctx, cfg) // the meta database's, when there is one
+	if err != nil {
+		return err
+	}
+	for _, sc := range sets {
 		var t store.SetTotals
 		var b []string
 		err := withDB(sc.MySQLDSN, func(db *sql.DB) error {

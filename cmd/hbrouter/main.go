@@ -18,8 +18,10 @@ import (
 	"go.uber.org/zap"
 
 	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/admin"
 	"github.com/hongbao-dev/hongbao/api"
 	"github.com/hongbao-dev/hongbao/configs"
+	"github.com/hongbao-dev/hongbao/metrics"
 	"github.com/hongbao-dev/hongbao/router"
 	"github.com/hongbao-dev/hongbao/router/topology"
 )
@@ -36,6 +38,7 @@ func run(args []string) error {
 	cfgPath := fs.String("config", "configs/dev.yaml", "configuration file")
 	listen := fs.String("listen", "", "address to serve on (default: router.listen of the config)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the process's whole life to this file (profiling under load)")
+	adminAddr := fs.String("admin", "", "admin listener (metrics, health, pprof; default: admin.router of the config, \"off\" for none)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -81,16 +84,32 @@ func run(args []string) error {
 	}
 	client := router.NewClient(256)
 	health := router.NewHealth(&http.Client{Timeout: time.Second}, time.Second, log)
+	reg := metrics.NewRegistry()
 	rt := router.New(router.Deps{Topology: topo, Health: health, Signer: hongbao.NewSigner([]byte(cfg.Secret)),
-		Internal: api.NewInternal([]byte(cfg.InternalSecret), time.Now), Client: client, Now: time.Now, Log: log})
+		Internal: api.NewInternal([]byte(cfg.InternalSecret), time.Now), Client: client, Now: time.Now, Log: log,
+		Limits: limits(cfg.Router.RouterLimits),
+		HTTP:   metrics.NewHTTP(reg)})
+	ready := func(ctx context.Context) error { return rt.Ready(ctx, 5*time.Second) }
+	metrics.Ready(reg, admin.Now(ctx, ready))
+	metrics.RegisterHealthyServers(reg, rt.HealthyPerSet)
+	metrics.RegisterTopology(reg, metrics.Topology{Version: func() int64 { return topo.Current().Version },
+		Moves: topo.Moved, LastRefresh: topo.LastRefresh})
+	adm, err := admin.Start(admin.Address(*adminAddr, cfg.Admin.Router), admin.Handler(reg, ready), log)
+	if err != nil {
+		return err
+	}
+	defer adm.Shutdown(context.Background()) //nolint:errcheck // exiting anyway
 
 	bg, cancelBG := context.WithCancel(context.Background())
 	defer cancelBG()
 	go topo.Run(bg)
 	go health.Run(bg, func() []string { return allServers(topo.Current()) })
 
+	// Slow clients are cut off: headers within 5 s, the whole request
+	// within 10 s (a late body is answered 408 body_timeout).
 	hs := &http.Server{Addr: addr, Handler: rt.Handler(), ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout: 10 * time.Second, WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second}
+		ReadTimeout: 10 * time.Second, WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second,
+		MaxHeaderBytes: 16 << 10, HTTP2: &http.HTTP2Config{MaxConcurrentStreams: cfg.Router.MaxStreams}}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -109,6 +128,13 @@ func run(args []string) error {
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	return nil
+}
+
+// limits converts the configuration's abuse limits.
+func limits(c configs.RouterLimits) router.Limits {
+	rate := func(r configs.Rate) router.Rate { return router.Rate{Every: r.Every(), Burst: r.Burst} }
+	return router.Limits{Open: rate(c.Open), Grab: rate(c.Grab), Send: rate(c.Send),
+		MaxPerAddress: c.MaxPerAddress, MaxUsers: c.MaxUsers}
 }
 
 func allServers(t *topology.Map) []string {

@@ -55,7 +55,7 @@ func TestKill9WhileOpening(t *testing.T) {
 		DBConns: 32, WalletDSN: walletDSN,
 		Sets: []clustertest.Set{{Name: setName, Addrs: []string{addr}, DSN: dbtest.DSN(t, "a"), Memcached: dbtest.Memcached(t, "a")}}})
 	srv := clustertest.StartProcess(t, &clustertest.Process{Kind: "server", Name: setName, Bin: clustertest.Binary(t, "hbserver"),
-		Args: []string{"-config", cfg, "-set", setName, "-listen", addr}, Ready: addr})
+		Args: []string{"-config", cfg, "-set", setName, "-listen", addr, "-admin", "off"}, Ready: addr})
 
 	auth := api.NewInternal([]byte(crashInternalSecret), time.Now)
 	client := &http.Client{

@@ -19,9 +19,11 @@ import (
 	"go.uber.org/zap"
 
 	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/admin"
 	"github.com/hongbao-dev/hongbao/api"
 	"github.com/hongbao-dev/hongbao/cmd/internal/settings"
 	"github.com/hongbao-dev/hongbao/configs"
+	"github.com/hongbao-dev/hongbao/metrics"
 	"github.com/hongbao-dev/hongbao/router/topology"
 	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/set"
@@ -43,6 +45,9 @@ func run(args []string) error {
 	setName := fs.String("set", "", "name of the SET this server belongs to (required)")
 	listen := fs.String("listen", "", "address to serve on, e.g. 127.0.0.1:8081 (required)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the process's whole life to this file (profiling under load)")
+	advertise := fs.String("advertise", "", "host:port routers send to, as listed in the config's servers "+
+		"(default: -listen when it names a host, else the address each connection came in on)")
+	adminAddr := fs.String("admin", "", "admin listener (metrics, health, pprof; default: admin.server of the config, \"off\" for none)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -62,6 +67,9 @@ func run(args []string) error {
 	}
 	if _, _, err := net.SplitHostPort(*listen); err != nil {
 		return fmt.Errorf("flag -listen: %q is not host:port", *listen)
+	}
+	if _, _, err := net.SplitHostPort(*advertise); *advertise != "" && err != nil {
+		return fmt.Errorf("flag -advertise: %q is not host:port", *advertise)
 	}
 	cfg, err := configs.Load(*cfgPath, os.Environ())
 	if err != nil {
@@ -107,20 +115,52 @@ func run(args []string) error {
 		return err
 	}
 	defer wl.Close()
+	reg := metrics.NewRegistry()
+	q := settings.Queue(cfg)
+	q.Metrics = metrics.NewQueue(reg)
 	srv := set.NewServer(set.Deps{
 		Owns:        owns,
 		Recheck:     recheck,
 		Wallet:      wl,
 		DevGrant:    cfg.DevGrant,
-		Store:       store.New(db, sc.Name, cfg.Location(), time.Now, rand.Int64N).WithArchive(cold),
-		Cache:       cache.New(sc.Memcached, cfg.Cache.Timeout.D(), cfg.Cache.Conns, log),
+		Store:       store.New(db, sc.Name, cfg.Location(), time.Now, rand.Int64N).WithArchive(cold).WithMetrics(metrics.NewStore(reg)),
+		Cache:       cache.New(sc.Memcached, cfg.Cache.Timeout.D(), cfg.Cache.Conns, log).WithMetrics(metrics.NewCache(reg)),
 		Auth:        api.NewInternal([]byte(cfg.InternalSecret), time.Now),
+		Self:        selfAddr(*listen, *advertise),
 		Limits:      settings.Limits(cfg),
-		Queue:       settings.Queue(cfg),
+		Queue:       q,
 		SoldOutMemo: cfg.Queue.Memo,
 		Loc:         cfg.Location(), Now: time.Now, Log: log,
+		HTTP: metrics.NewHTTP(reg), Opens: metrics.NewOpens(reg),
 	})
-	return serve(log, *listen, srv, cfg.ShutdownGrace.D())
+	srv.Register(reg)
+	metrics.RegisterOutbox(reg, sc.Name, srv.OutboxBacklog, time.Now)
+	ready := readiness(srv, topo, sc.Name)
+	metrics.Ready(reg, admin.Now(bg, ready))
+	if topo != nil {
+		metrics.RegisterTopology(reg, metrics.Topology{Version: func() int64 { return topo.Current().Version },
+			Moves: topo.Moved, LastRefresh: topo.LastRefresh})
+	}
+	adm, err := admin.Start(admin.Address(*adminAddr, cfg.Admin.Server), admin.Handler(reg, ready), log)
+	if err != nil {
+		return err
+	}
+	defer adm.Shutdown(context.Background()) //nolint:errcheck // exiting anyway
+	return serve(log, *listen, srv, cfg.ShutdownGrace.D(), cfg.Admin.DrainGrace.D())
+}
+
+// selfAddr is the address router signatures must name: -advertise, or
+// -listen unless it is a wildcard (0.0.0.0:8081, :8081), which routers
+// cannot dial as such.
+func selfAddr(listen, advertise string) string {
+	if advertise != "" {
+		return advertise
+	}
+	host, _, _ := net.SplitHostPort(listen) // checked by run
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		return ""
+	}
+	return listen
 }
 
 // follow watches the topology in the meta database.
@@ -141,9 +181,11 @@ func follow(ctx context.Context, cfg *configs.Config, log *zap.Logger) (*topolog
 	return w, nil
 }
 
-// serve runs the HTTP server until SIGINT or SIGTERM, then stops taking
-// requests, finishes those in flight and drains every packet queue.
-func serve(log *zap.Logger, addr string, srv *set.Server, grace time.Duration) error {
+// serve runs the HTTP server until SIGINT or SIGTERM. Then it turns
+// not-ready first and keeps serving for drain (routers probe /readyz every
+// second and stop sending it packets), then stops taking requests,
+// finishes those in flight and drains every packet queue.
+func serve(log *zap.Logger, addr string, srv *set.Server, grace, drain time.Duration) error {
 	hs := &http.Server{Addr: addr, Handler: srv.Handler(), ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second}
 	ln, err := net.Listen("tcp", addr)
@@ -160,6 +202,9 @@ func serve(log *zap.Logger, addr string, srv *set.Server, grace time.Duration) e
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
+	srv.Drain()
+	log.Info("shutting down: not ready; draining after the grace", zap.Duration("drain_grace", drain))
+	time.Sleep(drain)
 	log.Info("shutting down: draining requests and queues")
 	sctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()

@@ -16,7 +16,9 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/hongbao-dev/hongbao/admin"
 	"github.com/hongbao-dev/hongbao/configs"
+	"github.com/hongbao-dev/hongbao/metrics"
 	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/set/settle"
 	"github.com/hongbao-dev/hongbao/store"
@@ -34,6 +36,7 @@ func run(args []string) error {
 	fs := flag.NewFlagSet("hbsettler", flag.ContinueOnError)
 	cfgPath := fs.String("config", "configs/dev.yaml", "configuration file")
 	setName := fs.String("set", "", "name of the SET to settle (required)")
+	adminAddr := fs.String("admin", "", "admin listener (metrics, health, pprof; default: admin.settler of the config, \"off\" for none)")
 	sweepAfter := fs.Duration("sweep-after", 30*time.Second, "age at which a pending send is decided by the sweeper")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -76,6 +79,18 @@ func run(args []string) error {
 	defer wl.Close()
 	st := settle.New(store.New(db, sc.Name, cfg.Location(), time.Now, rand.Int64N), wl, time.Now, log)
 	st.SweepAfter = *sweepAfter
+	reg := metrics.NewRegistry()
+	st.Metrics = metrics.NewSettle(reg)
+	// Ready: its MySQL and the wallet answer.
+	ready := func(ctx context.Context) error {
+		return errors.Join(db.PingContext(ctx), wl.DB().PingContext(ctx))
+	}
+	metrics.Ready(reg, admin.Now(ctx, ready))
+	adm, err := admin.Start(admin.Address(*adminAddr, cfg.Admin.Settler), admin.Handler(reg, ready), log)
+	if err != nil {
+		return err
+	}
+	defer adm.Shutdown(context.Background()) //nolint:errcheck // exiting anyway
 	log.Info("settling")
 	st.Run(ctx)
 	log.Info("stopped")

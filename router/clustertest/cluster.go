@@ -52,6 +52,9 @@ type Options struct {
 	// NoSettlers starts no hbsettler: the wallet credits of opens stay in
 	// their SET's outbox, where a test can read them.
 	NoSettlers bool
+	// RouterYAML is YAML of the router section (abuse limits), e.g.
+	// "open: {per_second: 5, burst: 5}"; "" is no limits.
+	RouterYAML string
 }
 
 func (o Options) withDefaults() Options {
@@ -158,7 +161,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 	t.Cleanup(c.stop)
 	c.Config = filepath.Join(c.dir, "cluster.yaml")
 	WriteConfig(t, c.Config, Config{Secret: c.secret, InternalSecret: c.InternalSecret, Expiry: opts.Expiry,
-		Router: c.routerAddr, MetaDSN: c.MetaDSN, WalletDSN: c.WalletDSN, Sets: c.Sets})
+		Router: c.routerAddr, RouterExtra: opts.RouterYAML, MetaDSN: c.MetaDSN, WalletDSN: c.WalletDSN, Sets: c.Sets})
 
 	c.MustCtl(t, "topology", "init")
 	for _, s := range c.Sets {
@@ -176,12 +179,14 @@ func Start(t testing.TB, opts Options) *Cluster {
 	}
 	for _, s := range c.Sets {
 		for i, name := range s.Servers {
-			c.add(&Process{Kind: Server, Name: name, Bin: filepath.Join(bin, "hbserver"), Ready: s.Addrs[i],
-				Args: []string{"-config", c.Config, "-set", s.Name, "-listen", s.Addrs[i]}})
+			adm := FreeAddr(t)
+			c.add(&Process{Kind: Server, Name: name, Bin: filepath.Join(bin, "hbserver"), Ready: s.Addrs[i], Admin: adm,
+				Args: []string{"-config", c.Config, "-set", s.Name, "-listen", s.Addrs[i], "-admin", adm}})
 		}
 		if !opts.NoSettlers {
-			c.add(&Process{Kind: Settler, Name: s.Name, Bin: filepath.Join(bin, "hbsettler"),
-				Args: []string{"-config", c.Config, "-set", s.Name, "-sweep-after", opts.SweepAfter.String()}})
+			adm := FreeAddr(t)
+			c.add(&Process{Kind: Settler, Name: s.Name, Bin: filepath.Join(bin, "hbsettler"), Admin: adm,
+				Args: []string{"-config", c.Config, "-set", s.Name, "-sweep-after", opts.SweepAfter.String(), "-admin", adm}})
 		}
 	}
 	for _, p := range c.list() {
@@ -195,8 +200,9 @@ func Start(t testing.TB, opts Options) *Cluster {
 		}
 	}
 	// The router last, so its first health probes find every server up.
-	router := &Process{Kind: Router, Name: Router, Bin: filepath.Join(bin, "hbrouter"), Ready: c.routerAddr,
-		Args: []string{"-config", c.Config, "-listen", c.routerAddr}}
+	radm := FreeAddr(t)
+	router := &Process{Kind: Router, Name: Router, Bin: filepath.Join(bin, "hbrouter"), Ready: c.routerAddr, Admin: radm,
+		Args: []string{"-config", c.Config, "-listen", c.routerAddr, "-admin", radm}}
 	c.add(router)
 	if err := router.Start(); err != nil {
 		t.Fatal(err)
@@ -343,6 +349,10 @@ func (c *Cluster) add(p *Process) {
 	c.procs[p.Kind+"/"+p.Name] = p
 	c.mu.Unlock()
 }
+
+// Processes returns the cluster's processes, servers first and the router
+// last: their Admin addresses serve /metrics, /livez, /readyz and pprof.
+func (c *Cluster) Processes() []*Process { return c.list() }
 
 // list returns the processes, servers first and the router last.
 func (c *Cluster) list() []*Process {

@@ -24,6 +24,7 @@ type Process struct {
 	Args       []string // its arguments, the same at every start
 	Ready      string   // host:port whose /readyz must answer 200 before a start is done; "" for none
 	Log        string   // where its output goes; StartProcess picks a file when empty
+	Admin      string   // host:port of its admin listener (metrics, health, pprof); "" for none
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd

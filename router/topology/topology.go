@@ -221,3 +221,14 @@ func OpenMeta(ctx context.Context, dsn string, create bool) (*sql.DB, error) {
 	}
 	return schema.Open(dsn, 4)
 }
+
+// Moves counts the buckets whose SET differs between two maps.
+func Moves(from, to *Map) int {
+	n := 0
+	for b := range hongbao.Buckets {
+		if from.Owner(hongbao.Bucket(b)).Name != to.Owner(hongbao.Bucket(b)).Name {
+			n++
+		}
+	}
+	return n
+}

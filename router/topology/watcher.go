@@ -22,7 +22,16 @@ type Watcher struct {
 	cur      atomic.Pointer[Map]
 	// lastForced rate-limits refreshes forced by misses (unix nanos).
 	lastForced atomic.Int64
+	lastOK     atomic.Int64 // unix nanos of the last poll that reached the meta DB
+	moved      atomic.Int64 // buckets seen changing SET since start
 }
+
+// LastRefresh is when the watcher last read the version from the meta
+// database: a stale one means the topology is unreachable.
+func (w *Watcher) LastRefresh() time.Time { return time.Unix(0, w.lastOK.Load()) }
+
+// Moved is how many buckets the watcher saw change SET since it started.
+func (w *Watcher) Moved() int64 { return w.moved.Load() }
 
 // NewWatcher loads the current topology. Call Run to follow changes.
 func NewWatcher(ctx context.Context, meta *sql.DB, interval time.Duration, log *zap.Logger) (*Watcher, error) {
@@ -42,6 +51,7 @@ func (w *Watcher) Refresh(ctx context.Context) error {
 	if err := w.meta.QueryRowContext(ctx, "SELECT version FROM version WHERE id = 1").Scan(&version); err != nil {
 		return fmt.Errorf("topology: poll: %w", err)
 	}
+	w.lastOK.Store(time.Now().UnixNano())
 	if cur := w.cur.Load(); cur != nil && cur.Version == version {
 		return nil
 	}
@@ -56,6 +66,7 @@ func (w *Watcher) Refresh(ctx context.Context) error {
 		}
 		if w.cur.CompareAndSwap(old, t) {
 			if old != nil {
+				w.moved.Add(int64(Moves(old, t)))
 				w.log.Info("topology changed", zap.Int64("from", old.Version), zap.Int64("to", t.Version))
 			}
 			return nil

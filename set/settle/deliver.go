@@ -97,6 +97,7 @@ func (s *Settler) record(ctx context.Context, rows []store.OutboxRow) (map[strin
 	for _, e := range c.Fresh {
 		stored[e.Key] = e
 		sum += e.Amount
+		s.Metrics.Delivered(e.Kind)
 		if ce := s.log.Check(zap.DebugLevel, "credit delivered"); ce != nil {
 			ce.Write(zap.String("key", e.Key), zap.Stringer("packet_id", e.Packet),
 				zap.Stringer("user", e.User), zap.Int64("amount", e.Amount), zap.String("kind", e.Kind))

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/metrics"
 	"github.com/hongbao-dev/hongbao/store"
 	"github.com/hongbao-dev/hongbao/store/wallet"
 )
@@ -33,6 +34,8 @@ type Settler struct {
 	Batch int
 	// Workers is how many wallet transactions a delivery runs at once.
 	Workers int
+	// Metrics counts deliveries, closes, sweeps and rounds; nil: none.
+	Metrics *metrics.Settle
 }
 
 // New returns a Settler for one SET.
@@ -47,6 +50,9 @@ func (s *Settler) Run(ctx context.Context) {
 		n, err := s.Round(ctx)
 		if err != nil && ctx.Err() == nil {
 			s.log.Warn("settle round failed; retrying", zap.Error(err))
+		}
+		if ctx.Err() == nil {
+			s.Metrics.Round(err, s.now())
 		}
 		wait := s.Interval
 		if n > 0 && err == nil {
@@ -88,6 +94,7 @@ func (s *Settler) CloseExpired(ctx context.Context) (int, error) {
 		}
 		if done { // a pending one waits for the sweeper: not work done
 			n++
+			s.Metrics.Closed(1)
 		}
 	}
 	return n, nil
@@ -118,6 +125,7 @@ func (s *Settler) Sweep(ctx context.Context) (int, error) {
 		if _, err := s.store.Fund(ctx, id, to); err != nil {
 			return i, fmt.Errorf("sweep %s: %w", id, err)
 		}
+		s.Metrics.Swept(1)
 		s.log.Info("pending send settled", zap.Stringer("packet_id", id), zap.Int("funding", int(to)))
 	}
 	return len(ids), nil

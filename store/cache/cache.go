@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/metrics"
 )
 
 // ErrDown reports that memcached could not be reached. Callers fall
@@ -39,6 +40,13 @@ type Cache struct {
 	log        *zap.Logger
 	down       atomic.Int64 // unix nanos until which memcached is not tried
 	seq        atomic.Uint64
+	obs        *metrics.Cache // failures and fallbacks; nil: none
+}
+
+// WithMetrics makes the cache count its failures and fallbacks in m.
+func (c *Cache) WithMetrics(m *metrics.Cache) *Cache {
+	c.obs = m
+	return c
 }
 
 // New returns a Cache on the given memcached servers. conns should be
@@ -72,6 +80,7 @@ func (c *Cache) doSlot(op func() error) error { return c.guard(c.slotsConns, op)
 // passed through).
 func (c *Cache) guard(conns chan struct{}, op func() error) error {
 	if time.Now().UnixNano() < c.down.Load() {
+		c.obs.Fallback()
 		return ErrDown
 	}
 	conns <- struct{}{}
@@ -81,6 +90,7 @@ func (c *Cache) guard(conns chan struct{}, op func() error) error {
 		errors.Is(err, memcache.ErrNotStored) {
 		return err
 	}
+	c.obs.Error()
 	if c.down.Swap(time.Now().Add(breakFor).UnixNano()) < time.Now().UnixNano() {
 		c.log.Warn("memcached unavailable; serving from MySQL and the local cap", zap.Error(err))
 	}

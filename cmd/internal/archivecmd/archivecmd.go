@@ -8,11 +8,14 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/cmd/internal/settings"
 	"github.com/hongbao-dev/hongbao/configs"
+	"github.com/hongbao-dev/hongbao/metrics"
 	"github.com/hongbao-dev/hongbao/router/topology"
 	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/set/archive"
@@ -67,23 +70,37 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, environ [
 		return fmt.Errorf("%w: retention %d days refused: must be 1..%d so each day table is empty at least a day before it is reused",
 			ErrUsage, days, archive.MaxRetentionDays)
 	}
-	sets := cfg.Sets
+	sets, err := settings.Sets(ctx, cfg) // the meta database's, when there is one
+	if err != nil {
+		return err
+	}
 	if *only != "" {
-		sc, err := cfg.Set(*only)
-		if err != nil {
-			return fmt.Errorf("%w: flag --set: %v", ErrUsage, err)
+		i := slices.IndexFunc(sets, func(s configs.Set) bool { return s.Name == *only })
+		if i < 0 {
+			return fmt.Errorf("%w: flag --set: no SET %q", ErrUsage, *only)
 		}
-		sets = []configs.Set{sc}
+		sets = sets[i : i+1]
 	}
 	log, err := cfg.Logger("hbarchive")
 	if err != nil {
 		return err
 	}
 	defer log.Sync() //nolint:errcheck
+
+	var runs []metrics.ArchiveRun // what the textfile says of this run
+	if args[0] == "run" && !*dryRun && cfg.Archive.Textfile != "" {
+		defer func() {
+			if err := metrics.WriteArchive(cfg.Archive.Textfile, runs); err != nil {
+				fmt.Fprintln(stderr, "hbarchive:", err)
+			}
+		}()
+	}
+	var errs []error
 	for _, sc := range sets {
 		a, closeAll, err := newArchiver(sc, cfg, days)
 		if err != nil {
-			return err
+			errs = append(errs, fmt.Errorf("SET %s: %w", sc.Name, err))
+			continue
 		}
 		a.Log = log
 		if f, ok := os.Stderr.Stat(); ok == nil && f.Mode()&os.ModeCharDevice != 0 && stderr == os.Stderr {
@@ -94,16 +111,18 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, environ [
 				return fmt.Errorf("injected fault after copying %s %s", d.Table.Packets(), d.Date.Format(time.DateOnly))
 			}
 		}
-		err = archiveSet(ctx, args[0], a, cfg, sc, asOf, *dryRun, stdout)
+		err = archiveSet(ctx, args[0], a, cfg, sc, asOf, *dryRun, stdout, &runs)
 		closeAll()
-		if errors.Is(err, archive.ErrLocked) {
-			return err // it names the SET already
-		}
-		if err != nil {
-			return fmt.Errorf("SET %s: %w", sc.Name, err)
+		switch {
+		case errors.Is(err, archive.ErrLocked):
+			errs = append(errs, err) // it names the SET already
+		case err != nil:
+			// One SET's trouble must not keep the others' days from
+			// being archived before their tables are reused.
+			errs = append(errs, fmt.Errorf("SET %s: %w", sc.Name, err))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 func newArchiver(sc configs.Set, cfg *configs.Config, days int) (*archive.Archiver, func(), error) {
@@ -121,7 +140,7 @@ func newArchiver(sc configs.Set, cfg *configs.Config, days int) (*archive.Archiv
 	return a, func() { live.Close(); cold.Close() }, nil
 }
 
-func archiveSet(ctx context.Context, cmd string, a *archive.Archiver, cfg *configs.Config, sc configs.Set, asOf time.Time, dryRun bool, out io.Writer) error {
+func archiveSet(ctx context.Context, cmd string, a *archive.Archiver, cfg *configs.Config, sc configs.Set, asOf time.Time, dryRun bool, out io.Writer, runs *[]metrics.ArchiveRun) error {
 	switch cmd {
 	case "ensure":
 		buckets, err := ownedBuckets(ctx, cfg, sc.Name)
@@ -135,6 +154,13 @@ func archiveSet(ctx context.Context, cmd string, a *archive.Archiver, cfg *confi
 		fmt.Fprintf(out, "SET %s: %d day tables ensured (%s + %d days)\n", sc.Name, n, asOf.Format(time.DateOnly), cfg.Archive.AheadDays)
 	case "run":
 		sum, err := a.Run(ctx, asOf, dryRun)
+		if err != nil {
+			*runs = append(*runs, metrics.ArchiveRun{Set: sc.Name, At: time.Now(), Skipped: sum.Skipped, Archived: sum.Archived})
+			return err
+		}
+		pending, err := pendingDays(ctx, a, asOf)
+		*runs = append(*runs, metrics.ArchiveRun{Set: sc.Name, At: time.Now(), Pending: pending, Archived: sum.Archived,
+			Skipped: sum.Skipped, OK: err == nil})
 		if err != nil {
 			return err
 		}
@@ -164,6 +190,7 @@ func archiveSet(ctx context.Context, cmd string, a *archive.Archiver, cfg *confi
 		for _, d := range archived {
 			fmt.Fprintf(out, "  %s %-22s %-8s %6d packets  readable through the API\n", d.Date, d.Table, "archived", d.Packets)
 		}
+		lastRun(out, cfg.Archive.Textfile, sc.Name)
 	}
 	return nil
 }

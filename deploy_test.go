@@ -1,0 +1,123 @@
+package hongbao_test
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The alerting rules parse (promtool check rules) and fire as their unit
+// tests say (promtool test rules). make test installs promtool (the Debian
+// prometheus package) when it is missing.
+func TestPrometheusRules(t *testing.T) {
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Fatal("promtool not found: make test (scripts/dev.sh deps) installs the prometheus package")
+	}
+	for _, args := range [][]string{{"check", "rules", "hongbao.rules.yml"}, {"test", "rules", "hongbao.rules.test.yml"}} {
+		cmd := exec.Command(promtool, args...)
+		cmd.Dir = filepath.Join("deploy", "prometheus")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+}
+
+// metricName is a hongbao metric in Go source, rules or a dashboard.
+var metricName = regexp.MustCompile(`\bhongbao_[a-z_]+`)
+
+// Every hongbao metric the rules and the dashboard query is one the code
+// exports (a histogram's _bucket, _sum and _count included), so a renamed
+// metric cannot leave an alert silently watching nothing.
+func TestDeployQueriesExistingMetrics(t *testing.T) {
+	defined := map[string]bool{}
+	for _, glob := range []string{"metrics/*.go", "set/ops.go"} {
+		files, _ := filepath.Glob(glob)
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			src, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range metricName.FindAllString(string(src), -1) {
+				for _, suffix := range []string{"", "_bucket", "_sum", "_count"} {
+					defined[m+suffix] = true
+				}
+			}
+		}
+	}
+	if len(defined) < 40 {
+		t.Fatalf("found only %d metric names in metrics/*.go", len(defined))
+	}
+	for _, f := range []string{"deploy/prometheus/hongbao.rules.yml", "deploy/grafana/hongbao.json"} {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var used []string
+		for _, m := range metricName.FindAllString(string(src), -1) {
+			if !defined[m] && !slices.Contains(used, m) {
+				used = append(used, m)
+			}
+		}
+		if len(used) > 0 {
+			t.Errorf("%s queries metrics the code does not export: %v", f, used)
+		}
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string
+			Targets []struct{ Expr string }
+		}
+	}
+	raw, _ := os.ReadFile("deploy/grafana/hongbao.json")
+	if err := json.Unmarshal(raw, &dash); err != nil || len(dash.Panels) < 10 {
+		t.Fatalf("deploy/grafana/hongbao.json: %v, %d panels", err, len(dash.Panels))
+	}
+}
+
+// The systemd units are valid (systemd-analyze verify), with the
+// binaries' paths pointed at stand-ins. systemd-analyze ships with systemd:
+// on a machine without it the units are not checked, which the test says.
+func TestSystemdUnits(t *testing.T) {
+	analyze, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Log("systemd-analyze not installed: systemd units NOT checked on this machine")
+		return
+	}
+	dir := t.TempDir()
+	for _, b := range []string{"hbrouter", "hbserver", "hbsettler", "hbarchive", "hbctl"} {
+		if err := os.WriteFile(filepath.Join(dir, b), []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	units, _ := filepath.Glob("deploy/systemd/*")
+	var names []string
+	for _, u := range units {
+		src, err := os.ReadFile(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := filepath.Base(u)
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(strings.ReplaceAll(string(src), "/usr/local/bin/", dir+"/")), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, filepath.Join(dir, strings.Replace(name, "@.", "@x.", 1)))
+	}
+	for _, want := range []string{"hbrouter.service", "hbserver@.service", "hbsettler@.service", "hbarchive.service", "hbarchive.timer", "hbverify.service", "hbverify.timer"} {
+		if !slices.Contains(units, "deploy/systemd/"+want) {
+			t.Errorf("deploy/systemd/%s missing", want)
+		}
+	}
+	out, err := exec.Command(analyze, append([]string{"verify"}, names...)...).CombinedOutput()
+	if err != nil || len(out) > 0 {
+		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
+	}
+}

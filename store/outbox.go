@@ -1,0 +1,25 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/hongbao-dev/hongbao/schema"
+)
+
+// OutboxBacklog returns how many entries wait in the outbox and when the
+// oldest was written (zero when none): the settler's lag, for its metrics.
+func (s *Store) OutboxBacklog(ctx context.Context) (int, time.Time, error) {
+	var n int
+	var oldest sql.NullTime
+	err := s.db.QueryRowContext(ctx, "SELECT COUNT(*), MIN(created_at) FROM hb_set.outbox").Scan(&n, &oldest)
+	if err != nil {
+		if schema.IsMissingTable(err) {
+			return 0, time.Time{}, nil
+		}
+		return 0, time.Time{}, fmt.Errorf("store: outbox backlog: %w", err)
+	}
+	return n, oldest.Time, nil
+}

@@ -1,5 +1,5 @@
 # hongbao: `make run` starts everything, `make test` tests everything.
-.PHONY: run up down test fuzz build deps bench bench-compare
+.PHONY: run up down test fuzz build deps bench bench-compare bench-e2e
 
 run: ## start the dev cluster in the foreground; Ctrl-C stops it
 	@scripts/dev.sh run
@@ -26,5 +26,8 @@ build: ## the binaries, into .run/bin
 bench-compare: ## the design comparison, end to end and memory; writes docs/bench/results.md
 	@scripts/dev.sh bench
 
+bench-e2e: ## only the end-to-end part: wrk through the router vs bare HTTP ceilings; writes docs/bench/results-e2e.md
+	@scripts/dev.sh bench-e2e
+
 bench: ## go test micro-benchmarks of the hot functions
-	go test -run '^$$' -bench . -benchmem . ./queue ./router ./metrics
+	go test -run '^$$' -bench . -benchmem . ./api ./queue ./router ./metrics

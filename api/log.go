@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 type ctxKey struct{}
@@ -55,15 +56,19 @@ func Logged(log *zap.Logger, next http.Handler) http.Handler {
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		start := time.Now()
 		next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), ctxKey{}, ri)))
+		lvl := zapcore.InfoLevel
+		if sw.status >= 500 && sw.status != http.StatusServiceUnavailable {
+			lvl = zapcore.ErrorLevel
+		}
+		ce := log.Check(lvl, "request")
+		if ce == nil {
+			return // the level is off: build no line
+		}
 		ri.mu.Lock()
 		fields := append(ri.fields, zap.String("request_id", id), zap.String("method", r.Method),
 			zap.String("path", r.URL.Path), zap.Int("status", sw.status), zap.Duration("took", time.Since(start)))
 		ri.mu.Unlock()
-		if sw.status >= 500 && sw.status != http.StatusServiceUnavailable {
-			log.Error("request", fields...)
-			return
-		}
-		log.Info("request", fields...)
+		ce.Write(fields...)
 	})
 }
 

@@ -7,6 +7,8 @@
 #   scripts/dev.sh up          start the dev cluster in the background (idempotent)
 #   scripts/dev.sh down        stop it (idempotent)
 #   scripts/dev.sh run         up, print how to use it, stop everything on Ctrl-C
+#   scripts/dev.sh bench       the design comparison, then bench-e2e (make bench-compare)
+#   scripts/dev.sh bench-e2e   only the end-to-end bench: wrk through the router vs bare HTTP ceilings
 #   scripts/dev.sh test [ARGS] start the test instances, run vet, govulncheck and go test -race
 #                              (HB_TEST_PKGS="./queue ./set/..." for some packages only)
 #   scripts/dev.sh fuzz [TIME] run every fuzz target for TIME (default 20s) each
@@ -131,6 +133,10 @@ infra() {
   memcached_start b 11231
 }
 
+# profile NAME: with HB_PROFILE=1, the flag that makes a process write a CPU
+# profile of its life to .run/NAME.cpu.pprof (go tool pprof reads it).
+profile() { [ -n "${HB_PROFILE:-}" ] && echo "-cpuprofile=$RUN/$1.cpu.pprof" || true; }
+
 up() {
   deps
   build
@@ -139,13 +145,13 @@ up() {
   "$RUN/bin/hbctl" schema ensure -config "$CONFIG" --days 1 >>"$RUN/topology.log"
   # Each process has its admin listener (metrics, health, pprof) on
   # loopback: the public port + 1000 (settlers 9085, 9086).
-  proc server a1 "$RUN/bin/hbserver" -config "$CONFIG" -set a -listen 127.0.0.1:8081 -admin 127.0.0.1:9081
-  proc server a2 "$RUN/bin/hbserver" -config "$CONFIG" -set a -listen 127.0.0.1:8082 -admin 127.0.0.1:9082
-  proc server b1 "$RUN/bin/hbserver" -config "$CONFIG" -set b -listen 127.0.0.1:8083 -admin 127.0.0.1:9083
-  proc server b2 "$RUN/bin/hbserver" -config "$CONFIG" -set b -listen 127.0.0.1:8084 -admin 127.0.0.1:9084
+  proc server a1 "$RUN/bin/hbserver" -config "$CONFIG" -set a -listen 127.0.0.1:8081 -admin 127.0.0.1:9081 $(profile server-a1)
+  proc server a2 "$RUN/bin/hbserver" -config "$CONFIG" -set a -listen 127.0.0.1:8082 -admin 127.0.0.1:9082 $(profile server-a2)
+  proc server b1 "$RUN/bin/hbserver" -config "$CONFIG" -set b -listen 127.0.0.1:8083 -admin 127.0.0.1:9083 $(profile server-b1)
+  proc server b2 "$RUN/bin/hbserver" -config "$CONFIG" -set b -listen 127.0.0.1:8084 -admin 127.0.0.1:9084 $(profile server-b2)
   proc settler a "$RUN/bin/hbsettler" -config "$CONFIG" -set a -admin 127.0.0.1:9085
   proc settler b "$RUN/bin/hbsettler" -config "$CONFIG" -set b -admin 127.0.0.1:9086
-  proc router r1 "$RUN/bin/hbrouter" -config "$CONFIG" -listen 127.0.0.1:8080 -admin 127.0.0.1:9080
+  proc router r1 "$RUN/bin/hbrouter" -config "$CONFIG" -listen 127.0.0.1:8080 -admin 127.0.0.1:9080 $(profile router-r1)
   local p; for p in 8081 8082 8083 8084 8080; do wait_http "http://127.0.0.1:$p/readyz"; done
 }
 
@@ -207,6 +213,32 @@ test_times() {
        END { printf "packages: %d passed, %d failed\n", ok, bad }' "$1"
 }
 
+# bench_deps: Redis for the redis+lua baseline, wrk as an independent client.
+bench_deps() {
+  deps
+  command -v redis-server >/dev/null && command -v wrk >/dev/null && return 0
+  local sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq redis-server wrk >>"$RUN/apt.log" 2>&1 ||
+    { $sudo apt-get update -qq >>"$RUN/apt.log" 2>&1 && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq redis-server wrk >>"$RUN/apt.log" 2>&1; }
+}
+
+# The cluster of the benchmarks: activity limits (one 1,000,000-share packet).
+bench_env() {
+  export HB_LIMITS_MAX_TOTAL=100000000000 HB_LIMITS_MAX_COUNT=1000000 HB_LIMITS_MAX_SHARE=0 HB_LOG_LEVEL=warn
+  # thousands of clients from one address, a few senders of thousands of packets
+  export HB_ROUTER_MAX_PER_ADDRESS=0 HB_ROUTER_OPEN_PER_SECOND=0 HB_ROUTER_GRAB_PER_SECOND=0 HB_ROUTER_SEND_PER_SECOND=0
+}
+
+# bench_e2e ARGS: the whole system end to end through the router, with wrk,
+# against bare one-hop and two-hop HTTP ceilings (fixed ports: run it in a
+# network namespace of its own on a shared machine).
+bench_e2e() {
+  up
+  local prof=(); [ -n "${HB_PROFILE:-}" ] && prof=(-ceiling-profiles "$RUN")
+  "$RUN/bin/hbbench" -config "$CONFIG" -e2e http://127.0.0.1:8080 -compare=false -pids "$RUN" -out "$ROOT/docs/bench" "${prof[@]}" "$@"
+  down
+}
+
 # vulncheck: govulncheck over the module, installed with go install when
 # missing. It needs its vulnerability database (https://vuln.go.dev, or
 # GOVULNDB, e.g. file:///path/to/a/copy): when it cannot reach it, or cannot
@@ -249,15 +281,9 @@ fuzz() {
 # bench: the comparison of issue 6 on a cluster with activity limits (large
 # packets), Redis for the redis+lua baseline and wrk as an independent client.
 bench() {
-  deps
-  command -v redis-server >/dev/null && command -v wrk >/dev/null ||
-    { local sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
-      DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq redis-server wrk >>"$RUN/apt.log" 2>&1 ||
-      { $sudo apt-get update -qq >>"$RUN/apt.log" 2>&1 && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq redis-server wrk >>"$RUN/apt.log" 2>&1; }; }
+  bench_deps
   down
-  export HB_LIMITS_MAX_TOTAL=100000000000 HB_LIMITS_MAX_COUNT=1000000 HB_LIMITS_MAX_SHARE=0 HB_LOG_LEVEL=warn
-  # thousands of clients from one address, a few senders of thousands of packets
-  export HB_ROUTER_MAX_PER_ADDRESS=0 HB_ROUTER_OPEN_PER_SECOND=0 HB_ROUTER_GRAB_PER_SECOND=0 HB_ROUTER_SEND_PER_SECOND=0
+  bench_env
   build
   # The designs side by side first, with nothing else running on the machine.
   infra
@@ -268,9 +294,7 @@ bench() {
   "$RUN/bin/hbbench" -config "$CONFIG" -redis 127.0.0.1:26379 -out "$ROOT/docs/bench" "$@"
   stop "$RUN/redis-bench.pid"
   # Then the whole system, end to end through the router.
-  up
-  "$RUN/bin/hbbench" -config "$CONFIG" -e2e http://127.0.0.1:8080 -compare=false -out "$ROOT/docs/bench" "$@"
-  down
+  bench_e2e "$@"
 }
 
 case "${1:-}" in
@@ -301,7 +325,8 @@ case "${1:-}" in
   fuzz) shift; fuzz "$@" ;;
   vulncheck) vulncheck ;;
   bench) shift; bench "$@" ;;
+  bench-e2e) shift; bench_deps; down; bench_env; bench_e2e "$@" ;;
   infra) deps; infra ;;
   test-env) test_env; env | grep '^HB_TEST_' | sed "s/^\([^=]*\)=\(.*\)$/export \1='\2'/" ;;
-  *) sed -n '2,12p' "$0"; exit 2 ;;
+  *) sed -n '2,14p' "$0"; exit 2 ;;
 esac

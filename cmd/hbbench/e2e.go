@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,183 +11,359 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"regexp"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store/wallet"
 )
 
-// httpDesign opens through the router over HTTP with keep-alive.
-type httpDesign struct {
-	url    string
-	client *http.Client
+// e2eRow is one kind of run of the end-to-end table.
+type e2eRow struct {
+	name string
+	url  func() string
+	// procs are the processes the run's CPU is charged to.
+	procs []proc
+	open  bool // the hot open: answers checked, outbox measured
+}
+
+// e2eRun is one wrk run of one row.
+type e2eRun struct {
+	row     *e2eRow
+	conns   int
+	w       *wrkResult
+	cpu     cpuSample
+	wall    time.Duration
+	backlog int           // outbox rows when the load stopped
+	drain   time.Duration // until the outbox was empty
+	check   string        // the answers check of an open run
+}
+
+// perCore is requests per CPU-second of the row's processes.
+func (r *e2eRun) perCore() float64 {
+	if c := r.cpu.total().Seconds(); c > 0 {
+		return float64(r.w.requests) / c
+	}
+	return 0
+}
+
+// e2e is the end-to-end bench's state: the cluster's processes, the hot
+// packet and where its rows live.
+type e2e struct {
+	o      options
+	env    *benchEnv
 	signer *hongbao.Signer
-	path   func(id hongbao.PacketID) string // the endpoint measured
+	router string
+	hot    hongbao.PacketID
+	total  int64
+	count  int
+	setDB  *sql.DB // the hot packet's SET
+	wallet *wallet.Wallet
+	tokens string // directory of token files
 }
 
-func (h *httpDesign) name() string                                     { return "http" }
-func (h *httpDesign) prepare(context.Context, []*hongbao.Packet) error { return nil }
-func (h *httpDesign) drain(context.Context) error                      { return nil }
-func (h *httpDesign) close()                                           {}
-
-func (h *httpDesign) open(ctx context.Context, id hongbao.PacketID, u hongbao.UserID) (int64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url+h.path(id), nil)
+// endToEnd measures the system through its router with wrk against the
+// bare one-hop and two-hop HTTP ceilings, alternating, with each process's
+// CPU read from /proc; see docs/bench/results-e2e.md.
+func endToEnd(ctx context.Context, o options, env *benchEnv, w io.Writer) error {
+	if _, err := exec.LookPath("wrk"); err != nil {
+		return errors.New("wrk is not installed (apt-get install wrk; scripts/dev.sh bench does)")
+	}
+	sys, err := systemProcs(o.pids)
 	if err != nil {
-		return 0, err
-	}
-	req.Header.Set("Authorization", "Bearer "+h.signer.Sign(u, time.Now().Add(time.Hour)))
-	resp, err := h.client.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	var body struct {
-		Status string `json:"status"`
-		Amount int64  `json:"amount"`
-		Code   string `json:"code"`
-	}
-	_ = json.NewDecoder(resp.Body).Decode(&body) // an empty body is judged by its status
-	switch {
-	case resp.StatusCode == http.StatusOK:
-		return body.Amount, nil
-	case body.Code == "busy":
-		return 0, hongbao.ErrBusy
-	case body.Code == "sold_out":
-		return 0, hongbao.ErrSoldOut
-	}
-	return 0, fmt.Errorf("HTTP %d %s", resp.StatusCode, body.Code)
-}
-
-// endToEnd runs hot and group through the router, the no-op ceiling of the
-// same stack, and wrk.
-func endToEnd(ctx context.Context, o options, e *benchEnv, w io.Writer) error {
-	clients := min(o.clients, 512)
-	tr := &http.Transport{MaxIdleConnsPerHost: clients, MaxConnsPerHost: clients, IdleConnTimeout: time.Minute}
-	hd := &httpDesign{url: strings.TrimRight(o.e2e, "/"), client: &http.Client{Transport: tr, Timeout: 20 * time.Second},
-		signer: hongbao.NewSigner([]byte(e.cfg.Secret))}
-	sender := hongbao.UserID(7_000_000_001)
-	if err := topUp(ctx, e, sender, 1e11); err != nil {
 		return err
 	}
-	hot, err := hd.send(ctx, sender, 2_000_000, 1_000_000)
+	x := &e2e{o: o, env: env, signer: hongbao.NewSigner([]byte(env.cfg.Secret)), router: strings.TrimRight(o.e2e, "/"),
+		total: 1_000_000_000, count: 1_000_000}
+	if x.tokens, err = os.MkdirTemp("", "hbbench-tokens"); err != nil {
+		return err
+	}
+	defer os.RemoveAll(x.tokens)
+	if x.wallet, err = wallet.Open(ctx, env.cfg.WalletDSN, 2, time.Now); err != nil {
+		return err
+	}
+	defer x.wallet.Close()
+	if err := x.sendHot(ctx); err != nil {
+		return fmt.Errorf("e2e hot packet (start the cluster with activity limits: make bench-e2e does): %w", err)
+	}
+	defer x.setDB.Close()
+	ceil, err := startCeilings(ctx, o.ceilProf)
 	if err != nil {
-		return fmt.Errorf("e2e hot packet (start the cluster with activity limits: make bench-compare does): %w", err)
+		return err
 	}
-	fmt.Fprintf(w, "\n## end to end through the router (%d keep-alive clients, Go client)\n\n", clients)
-	fmt.Fprintln(w, "| run | answers | req/s | p50 | p99 | p99.9 | busy retries | errors |\n|---|---|---|---|---|---|---|---|")
-	row := func(name string, r *result) {
-		fmt.Fprintf(w, "| %s | %d | %.0f | %s | %s | %s | %d | %d |\n", name, r.answers, r.rate(), ms(r.pct(.5)), ms(r.pct(.99)), ms(r.pct(.999)), r.busy, r.errors)
+	defer ceil.stop()
+	one := &e2eRow{name: "one hop: bare Go backend", url: func() string { return "http://" + ceilingBackendAddr + "/" },
+		procs: []proc{{"backend", ceil.backend.Process.Pid}}}
+	two := &e2eRow{name: "two hops: bare Go proxy -> backend", url: func() string { return "http://" + ceilingProxyAddr + "/" },
+		procs: []proc{{"proxy", ceil.proxy.Process.Pid}, {"backend", ceil.backend.Process.Pid}}}
+	ping := &e2eRow{name: "hongbao POST /v1/ping", url: func() string { return x.router + "/v1/ping" }, procs: sys}
+	open := &e2eRow{name: "hongbao hot open", url: func() string { return x.router + "/v1/packets/" + x.hot.String() + "/open" },
+		procs: sys, open: true}
+	rows := []*e2eRow{one, two, ping, open}
+
+	conns, err := ints(o.wrkConns)
+	if err != nil {
+		return fmt.Errorf("flag -wrk-conns: %w", err)
 	}
-	fmt.Println("e2e: hot open...")
-	hd.path = func(id hongbao.PacketID) string { return "/v1/packets/" + id.String() + "/open" }
-	rHot := drive(ctx, hd, clients, o.hotDur, func() (job, bool) { return job{hot, e.nextUser()}, true })
-	row("hot open", rHot)
-	fmt.Println("e2e: no-op ceiling...")
-	hd.path = func(hongbao.PacketID) string { return "/v1/ping" }
-	rNoop := drive(ctx, hd, clients, o.hotDur, func() (job, bool) { return job{hot, e.nextUser()}, true })
-	row("no-op ceiling (POST /v1/ping, router + server)", rNoop)
-	fmt.Println("e2e: group...")
-	var js []job
-	var ids []hongbao.PacketID
-	for range 1000 {
-		id, err := hd.send(ctx, sender, 1000, 10)
-		if err != nil {
+	fmt.Println("e2e: warm-up...")
+	for _, r := range []*e2eRow{two, ping, open} {
+		if _, err := x.run(ctx, r, conns[0], 2*time.Second); err != nil {
 			return err
 		}
-		ids = append(ids, id)
 	}
-	for range 25 {
-		for _, id := range ids {
-			js = append(js, job{id, e.nextUser()})
+	var runs []*e2eRun
+	for _, c := range conns {
+		for round := range o.rounds {
+			for _, r := range rows {
+				fmt.Printf("e2e: %s, %d connections, round %d...\n", r.name, c, round+1)
+				run, err := x.run(ctx, r, c, o.e2eDur)
+				if err != nil {
+					return err
+				}
+				runs = append(runs, run)
+			}
 		}
 	}
-	hd.path = func(id hongbao.PacketID) string { return "/v1/packets/" + id.String() + "/open" }
-	rGroup := drive(ctx, hd, clients, o.capDur, list(js))
-	row("group open (1,000 packets x 10 shares, 25 openers)", rGroup)
-	fmt.Fprintf(w, "\nend-to-end hot opens/s = %.0f%% of the no-op ceiling\n", 100*rHot.rate()/rNoop.rate())
-	if o.wrk {
-		return runWrk(ctx, o, hd, hot, e, w)
-	}
+	x.report(w, rows, conns, runs)
 	return nil
 }
 
-func topUp(ctx context.Context, e *benchEnv, u hongbao.UserID, amount int64) error {
-	wal, err := wallet.Open(ctx, e.cfg.WalletDSN, 2, time.Now)
+// sendHot sends the 1,000,000-share packet every open run opens, through
+// the router, and finds its SET's database.
+func (x *e2e) sendHot(ctx context.Context) error {
+	sender := hongbao.UserID(7_000_000_001)
+	if _, _, err := x.wallet.Apply(ctx, hongbao.Entry{Key: fmt.Sprintf("topup:bench:%d", time.Now().UnixNano()), User: sender,
+		Amount: x.total, Kind: hongbao.KindTopUp}); err != nil {
+		return err
+	}
+	body := fmt.Sprintf(`{"total":%d,"count":%d,"type":"random"}`, x.total, x.count)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, x.router+"/v1/packets", bytes.NewBufferString(body))
 	if err != nil {
 		return err
 	}
-	defer wal.Close()
-	_, _, err = wal.Apply(ctx, hongbao.Entry{Key: fmt.Sprintf("topup:bench:%d", time.Now().UnixNano()), User: u, Amount: amount, Kind: hongbao.KindTopUp})
-	return err
-}
-
-// send creates a packet through the router.
-func (h *httpDesign) send(ctx context.Context, sender hongbao.UserID, total int64, count int) (hongbao.PacketID, error) {
-	body := fmt.Sprintf(`{"total":%d,"count":%d,"type":"random"}`, total, count)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url+"/v1/packets", bytes.NewBufferString(body))
-	if err != nil {
-		return 0, err
-	}
-	req.Header.Set("Authorization", "Bearer "+h.signer.Sign(sender, time.Now().Add(time.Hour)))
+	req.Header.Set("Authorization", "Bearer "+x.signer.Sign(sender, time.Now().Add(time.Hour)))
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := h.client.Do(req)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusCreated {
-		return 0, fmt.Errorf("send: HTTP %d: %s", resp.StatusCode, raw)
+		return fmt.Errorf("send: HTTP %d: %s", resp.StatusCode, raw)
 	}
 	var p struct{ ID string }
 	if err := json.Unmarshal(raw, &p); err != nil {
-		return 0, err
+		return err
 	}
-	return hongbao.ParsePacketID(p.ID)
+	if x.hot, err = hongbao.ParsePacketID(p.ID); err != nil {
+		return err
+	}
+	for _, s := range x.env.cfg.Sets {
+		db, err := schema.Open(s.MySQLDSN, 2)
+		if err != nil {
+			return err
+		}
+		if _, _, err := x.remaining(ctx, db); err == nil {
+			x.setDB = db
+			return nil
+		}
+		db.Close()
+	}
+	return fmt.Errorf("packet %s is in no SET's database", x.hot)
 }
 
-var wrkRate = regexp.MustCompile(`Requests/sec:\s+([0-9.]+)`)
+// remaining reads the hot packet's remaining shares and money from db.
+func (x *e2e) remaining(ctx context.Context, db *sql.DB) (int64, int64, error) {
+	var n, amount int64
+	err := db.QueryRowContext(ctx, "SELECT remaining_count, remaining_amount FROM "+x.hot.Table(x.env.loc).Packets()+" WHERE id = ?", x.hot).
+		Scan(&n, &amount)
+	return n, amount, err
+}
 
-// runWrk drives the open endpoint of the hot packet with wrk, an
-// independent client, cycling through pre-signed tokens of fresh users.
-func runWrk(ctx context.Context, o options, hd *httpDesign, hot hongbao.PacketID, e *benchEnv, w io.Writer) error {
-	if _, err := exec.LookPath("wrk"); err != nil {
-		fmt.Fprintln(w, "\nwrk: not installed (apt-get install wrk); skipped")
-		return nil
+// tokenFile writes n tokens of fresh users, one a line.
+func (x *e2e) tokenFile(n int) (string, error) {
+	path := filepath.Join(x.tokens, strconv.FormatInt(time.Now().UnixNano(), 10))
+	var b strings.Builder
+	exp := time.Now().Add(time.Hour)
+	for range n {
+		b.WriteString(x.signer.Sign(x.env.nextUser(), exp))
+		b.WriteByte('\n')
 	}
-	var lua strings.Builder
-	lua.WriteString("local t = {\n")
-	for range 50000 {
-		fmt.Fprintf(&lua, "%q,\n", hd.signer.Sign(e.nextUser(), time.Now().Add(time.Hour)))
-	}
-	lua.WriteString(`}
-local i = 0
-request = function()
-  i = i + 1
-  return wrk.format("POST", nil, {["Authorization"] = "Bearer " .. t[(i % #t) + 1]}, nil)
-end
-`)
-	f, err := os.CreateTemp("", "hbbench-*.lua")
+	return path, os.WriteFile(path, []byte(b.String()), 0o600)
+}
+
+// run runs row r once with wrk for d and measures it.
+func (x *e2e) run(ctx context.Context, r *e2eRow, conns int, d time.Duration) (*e2eRun, error) {
+	tokens, err := x.tokenFile(int(d.Seconds()+1) * x.o.maxRate)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer os.Remove(f.Name())
-	if _, err := f.WriteString(lua.String()); err != nil {
-		return err
+	defer os.Remove(tokens)
+	var n0 int64
+	if r.open {
+		if n0, _, err = x.remaining(ctx, x.setDB); err != nil {
+			return nil, err
+		}
 	}
-	f.Close()
-	args := []string{"-t2", "-c256", "-d" + o.hotDur.String(), "--latency", "-s", f.Name(), hd.url + "/v1/packets/" + hot.String() + "/open"}
-	fmt.Println("e2e: wrk", strings.Join(args, " "))
-	out, err := exec.CommandContext(ctx, "wrk", args...).CombinedOutput()
+	c0, t0 := sample(r.procs), time.Now()
+	w, err := runWrk(ctx, r.url(), tokens, 2, conns, d)
 	if err != nil {
-		return fmt.Errorf("wrk: %w\n%s", err, out)
+		return nil, err
 	}
-	m := wrkRate.FindSubmatch(out)
-	if m == nil {
-		return errors.New("wrk: no Requests/sec in its output")
+	run := &e2eRun{row: r, conns: conns, w: w, wall: time.Since(t0), cpu: sample(r.procs).since(c0)}
+	if !r.open {
+		return run, nil
 	}
-	fmt.Fprintf(w, "\n## wrk (2 threads, 256 connections, %s) on POST /v1/packets/{hot}/open\n\n```\n%s```\nwrk open req/s: %s\n", o.hotDur, out, m[1])
-	return nil
+	run.backlog = dbtestCount(ctx, x.setDB, "SELECT COUNT(*) FROM hb_set.outbox")
+	t1 := time.Now()
+	for dbtestCount(ctx, x.setDB, "SELECT COUNT(*) FROM hb_set.outbox") > 0 && time.Since(t1) < 5*time.Minute {
+		time.Sleep(20 * time.Millisecond)
+	}
+	run.drain = time.Since(t1)
+	run.check = x.check(ctx, w, conns, n0)
+	return run, nil
+}
+
+// check compares an open run's answers with the packet: the remaining
+// count fell by the opened answers (and the requests in flight when wrk
+// stopped), every answer was opened, and once the outbox drained the
+// ledger holds one credit per share, adding up to what left the packet.
+func (x *e2e) check(ctx context.Context, w *wrkResult, conns int, n0 int64) string {
+	n1, a1, err := x.remaining(ctx, x.setDB)
+	if err != nil {
+		return "read failed: " + err.Error()
+	}
+	var bad []string
+	// wrk stops counting at the deadline with up to conns requests in
+	// flight, which the system still completes: those shares exist but
+	// their answers were not read.
+	inFlight := n0 - n1 - w.opened
+	if inFlight < 0 || inFlight > int64(conns) {
+		bad = append(bad, fmt.Sprintf("remaining fell by %d, %d opened answers (more than %d in flight at the stop)", n0-n1, w.opened, conns))
+	}
+	if w.already+w.other+w.busy+w.okother > 0 {
+		bad = append(bad, fmt.Sprintf("%d already, %d busy, %d other answers", w.already, w.busy, w.other+w.okother))
+	}
+	var credits, sum int64
+	err = x.wallet.DB().QueryRowContext(ctx, "SELECT COUNT(*), COALESCE(SUM(amount),0) FROM ledger WHERE entry_key LIKE ?",
+		"open:"+x.hot.String()+":%").Scan(&credits, &sum)
+	switch {
+	case err != nil:
+		bad = append(bad, "ledger: "+err.Error())
+	case credits != int64(x.count)-n1 || sum != x.total-a1:
+		bad = append(bad, fmt.Sprintf("ledger %d credits of %d fen, packet %d shares of %d fen", credits, sum, int64(x.count)-n1, x.total-a1))
+	}
+	if len(bad) > 0 {
+		return "WRONG: " + strings.Join(bad, "; ")
+	}
+	return fmt.Sprintf("held (%d in flight at the stop; ledger = shares)", inFlight)
+}
+
+func dbtestCount(ctx context.Context, db *sql.DB, q string) int {
+	var n int
+	if err := db.QueryRowContext(ctx, q).Scan(&n); err != nil {
+		return -1
+	}
+	return n
+}
+
+// report writes the table: for each connection count and row its runs
+// pooled (pool), with the ratios to the two-hop ceiling of the same
+// connection count, then every run.
+func (x *e2e) report(w io.Writer, rows []*e2eRow, conns []int, runs []*e2eRun) {
+	fmt.Fprintf(w, "\n## end to end through the router: wrk (2 threads, Lua with pre-signed tokens, a new user per request), %s runs, %d rounds alternating, pooled\n\n",
+		x.o.e2eDur, x.o.rounds)
+	fmt.Fprintln(w, "CPU: user + system time of the row's own processes from /proc/<pid>/stat during the run (not wrk's). "+
+		"hongbao's processes: router, 4 servers, 2 settlers, 2 MariaDB, 2 memcached.")
+	fmt.Fprintln(w, "\n| connections | run | req/s | p50 | p99 | CPU cores used | req per core-second | per core-second vs two hops | req/s vs two hops | outbox at end (worst round) | drained in (worst round) | answers |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|")
+	var targets []string
+	for _, c := range conns {
+		med := map[*e2eRow]*e2eRun{}
+		for _, r := range rows {
+			var rs []*e2eRun
+			for _, run := range runs {
+				if run.row == r && run.conns == c {
+					rs = append(rs, run)
+				}
+			}
+			med[r] = pool(rs)
+		}
+		ceil := med[rows[1]]
+		p, o := med[rows[2]], med[rows[3]]
+		targets = append(targets, fmt.Sprintf("targets at %d connections: ping %.2fx of the two-hop ceiling per core-second (target 0.9x); hot open %.2fx (target 0.8x); "+
+			"outbox at the end %.2f s of opens (target < 1 s), drained in %.2f s (target <= 2 s)",
+			c, p.perCore()/ceil.perCore(), o.perCore()/ceil.perCore(), float64(o.backlog)/o.w.rate(), o.drain.Seconds()))
+		for _, r := range rows {
+			m := med[r]
+			outbox, drain, answers := "", "", ""
+			if r.open {
+				outbox = fmt.Sprintf("%d (%.2f s of opens)", m.backlog, float64(m.backlog)/m.w.rate())
+				drain = fmt.Sprintf("%.2f s", m.drain.Seconds())
+				answers = fmt.Sprintf("%d opened; %s", m.w.opened, m.check)
+			} else if m.w.other+m.w.busy+m.w.sockerr > 0 {
+				answers = fmt.Sprintf("%d non-200, %d socket errors", m.w.other+m.w.busy, m.w.sockerr)
+			}
+			fmt.Fprintf(w, "| %d | %s | %.0f | %s | %s | %.2f | %.0f | %.2fx | %.2fx | %s | %s | %s |\n", c, r.name, m.w.rate(),
+				ms(m.w.p50), ms(m.w.p99), m.cpu.total().Seconds()/m.wall.Seconds(), m.perCore(),
+				m.perCore()/ceil.perCore(), m.w.rate()/ceil.w.rate(), outbox, drain, answers)
+		}
+	}
+	fmt.Fprintf(w, "\n%s\n", strings.Join(targets, "\n\n"))
+	fmt.Fprintln(w, "\nEvery run (CPU split: share of one core per kind of process):")
+	fmt.Fprintln(w, "\n| connections | run | req/s | req per core-second | CPU split | outbox at end | drained in | answers |\n|---|---|---|---|---|---|---|---|")
+	for _, run := range runs {
+		outbox, drain := "", ""
+		if run.row.open {
+			outbox, drain = strconv.Itoa(run.backlog), fmt.Sprintf("%.2f s", run.drain.Seconds())
+		}
+		fmt.Fprintf(w, "| %d | %s | %.0f | %.0f | %s | %s | %s | %s |\n", run.conns, run.row.name, run.w.rate(), run.perCore(),
+			run.cpu.split(run.wall), outbox, drain, run.check)
+	}
+}
+
+// pool sums the requests, CPU and time of rs, so the rates are over all
+// of its rounds; latencies are the rounds' means; the outbox figures the
+// worst round's (the targets bound them).
+func pool(rs []*e2eRun) *e2eRun {
+	p := &e2eRun{row: rs[0].row, conns: rs[0].conns, w: &wrkResult{}, cpu: cpuSample{}, check: "held"}
+	for _, r := range rs {
+		p.w.requests += r.w.requests
+		p.w.opened += r.w.opened
+		p.w.busy += r.w.busy
+		p.w.other += r.w.other
+		p.w.sockerr += r.w.sockerr
+		p.w.took += r.w.took
+		p.w.p50 += r.w.p50 / time.Duration(len(rs))
+		p.w.p99 += r.w.p99 / time.Duration(len(rs))
+		p.wall += r.wall
+		for k, v := range r.cpu {
+			p.cpu[k] += v
+		}
+		p.backlog = max(p.backlog, r.backlog)
+		p.drain = max(p.drain, r.drain)
+		if !strings.HasPrefix(r.check, "held") {
+			p.check = r.check
+		}
+	}
+	return p
+}
+
+func ints(s string) ([]int, error) {
+	var out []int
+	for _, f := range split(s) {
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%q is not a positive number", f)
+		}
+		out = append(out, n)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("empty")
+	}
+	return out, nil
 }

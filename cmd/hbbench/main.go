@@ -2,8 +2,9 @@
 // with group open and the memcached cap side by side with the designs it
 // replaces (one FOR UPDATE transaction per request, optimistic retries, and
 // Redis + Lua with an asynchronous writer), in one run on one MariaDB; then
-// end to end through the router, against the HTTP ceiling of the same stack
-// and with wrk; and the memory of idle packets.
+// end to end through the router with wrk, against bare one-hop and two-hop
+// Go HTTP ceilings, per core-second of each side's processes; and the
+// memory of idle packets.
 //
 //	hbbench -config configs/dev.yaml -redis 127.0.0.1:26379 -out docs/bench
 package main
@@ -34,7 +35,12 @@ type options struct {
 	clients   int
 	sweep     string
 	e2e       string
-	wrk       bool
+	wrkConns  string
+	e2eDur    time.Duration
+	rounds    int
+	maxRate   int
+	pids      string
+	ceilProf  string
 	memory    int
 	cpuprof   string
 	compare   bool
@@ -54,21 +60,21 @@ func main() {
 	flag.IntVar(&o.clients, "clients", 2000, "concurrent clients")
 	flag.StringVar(&o.sweep, "sweep", "16,64,256,1024,2000", "client counts of the hot plot (empty: no plot)")
 	flag.StringVar(&o.e2e, "e2e", "", "router URL for the end-to-end runs, e.g. http://127.0.0.1:8080 (empty: skip)")
-	flag.BoolVar(&o.wrk, "wrk", true, "with -e2e, also run wrk against the open endpoint")
+	flag.StringVar(&o.wrkConns, "wrk-conns", "64,256", "with -e2e: wrk's connection counts")
+	flag.IntVar(&o.rounds, "rounds", 2, "with -e2e: rounds of the four runs (one hop, two hops, ping, hot open), alternating; the table pools them")
+	flag.DurationVar(&o.e2eDur, "e2e-duration", 10*time.Second, "with -e2e: length of one wrk run")
+	flag.IntVar(&o.maxRate, "max-rate", 25000, "with -e2e: tokens signed per second of a run (more requests than that reuse users)")
+	flag.StringVar(&o.pids, "pids", ".run", "with -e2e: directory of the dev cluster's pid files (scripts/dev.sh)")
+	backend := flag.String("ceiling-backend", "", "serve as the one-hop ceiling's bare backend on this address (the e2e bench starts it)")
+	proxy := flag.String("ceiling-proxy", "", "serve as the two-hop ceiling's bare proxy on this address, to -ceiling-to")
+	proxyTo := flag.String("ceiling-to", ceilingBackendAddr, "the backend of -ceiling-proxy")
+	flag.StringVar(&o.ceilProf, "ceiling-profiles", "", "with -e2e: directory for CPU profiles of the ceiling processes (proxy.cpu.pprof, backend.cpu.pprof)")
 	flag.IntVar(&o.memory, "memory", 100000, "packets for the memory measurement (0: skip)")
 	flag.StringVar(&o.cpuprof, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.BoolVar(&o.compare, "compare", true, "run the in-process design comparison, plot and memory (false: only -e2e)")
 	flag.BoolVar(&o.crash, "crash", true, "kill -9 the store (a private MariaDB for ours; a private Redis for redis+lua) in the middle of a rain and count what is lost")
 	flag.IntVar(&o.repeat, "repeat", 3, "runs of a group or rain design that finishes in under 10 s; the median is reported")
 	flag.Parse()
-	if o.repeat < 1 {
-		fmt.Fprintln(os.Stderr, "hbbench: flag -repeat: must be positive")
-		os.Exit(2)
-	}
-	if o.clients < 1 {
-		fmt.Fprintln(os.Stderr, "hbbench: flag -clients: must be positive")
-		os.Exit(2)
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if o.cpuprof != "" {
@@ -81,6 +87,28 @@ func main() {
 			os.Exit(2)
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if *backend != "" || *proxy != "" {
+		var err error
+		if *backend != "" {
+			err = serveBackend(ctx, *backend)
+		} else {
+			err = serveProxy(ctx, *proxy, *proxyTo)
+		}
+		if err != nil {
+			pprof.StopCPUProfile()
+			fmt.Fprintln(os.Stderr, "hbbench:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if o.repeat < 1 {
+		fmt.Fprintln(os.Stderr, "hbbench: flag -repeat: must be positive")
+		os.Exit(2)
+	}
+	if o.clients < 1 {
+		fmt.Fprintln(os.Stderr, "hbbench: flag -clients: must be positive")
+		os.Exit(2)
 	}
 	if err := run(ctx, o, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "hbbench:", err)

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -36,9 +37,21 @@ func run(args []string) error {
 	fs := flag.NewFlagSet("hbrouter", flag.ContinueOnError)
 	cfgPath := fs.String("config", "configs/dev.yaml", "configuration file")
 	listen := fs.String("listen", "", "address to serve on (default: router.listen of the config)")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the process's whole life to this file (profiling under load)")
 	adminAddr := fs.String("admin", "", "admin listener (metrics, health, pprof; default: admin.router of the config, \"off\" for none)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			return fmt.Errorf("flag -cpuprofile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("flag -cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	cfg, err := configs.Load(*cfgPath, os.Environ())
 	if err != nil {

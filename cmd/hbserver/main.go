@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -43,11 +44,23 @@ func run(args []string) error {
 	cfgPath := fs.String("config", "configs/dev.yaml", "configuration file")
 	setName := fs.String("set", "", "name of the SET this server belongs to (required)")
 	listen := fs.String("listen", "", "address to serve on, e.g. 127.0.0.1:8081 (required)")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the process's whole life to this file (profiling under load)")
 	advertise := fs.String("advertise", "", "host:port routers send to, as listed in the config's servers "+
 		"(default: -listen when it names a host, else the address each connection came in on)")
 	adminAddr := fs.String("admin", "", "admin listener (metrics, health, pprof; default: admin.server of the config, \"off\" for none)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			return fmt.Errorf("flag -cpuprofile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("flag -cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	if *setName == "" {
 		return errors.New("flag -set: required")

@@ -30,13 +30,18 @@ type Settler struct {
 	SweepAfter time.Duration
 	// Interval is the pause between rounds that found no work.
 	Interval time.Duration
+	// Batch is how many credits one wallet transaction records.
+	Batch int
+	// Workers is how many wallet transactions a delivery runs at once.
+	Workers int
 	// Metrics counts deliveries, closes, sweeps and rounds; nil: none.
 	Metrics *metrics.Settle
 }
 
 // New returns a Settler for one SET.
 func New(st *store.Store, w *wallet.Wallet, now func() time.Time, log *zap.Logger) *Settler {
-	return &Settler{store: st, wallet: w, now: now, log: log, SweepAfter: 30 * time.Second, Interval: 200 * time.Millisecond}
+	return &Settler{store: st, wallet: w, now: now, log: log, SweepAfter: 30 * time.Second, Interval: 200 * time.Millisecond,
+		Batch: 500, Workers: 4}
 }
 
 // Run settles until ctx ends.
@@ -67,36 +72,6 @@ func (s *Settler) Round(ctx context.Context) (int, error) {
 	closed, err2 := s.CloseExpired(ctx)
 	sent, err3 := s.Deliver(ctx)
 	return swept + closed + sent, errors.Join(err1, err2, err3)
-}
-
-// Deliver applies undelivered outbox entries to the wallet, then deletes
-// them. A crash between the two re-delivers, which the ledger ignores.
-func (s *Settler) Deliver(ctx context.Context) (int, error) {
-	rows, err := s.store.Outbox(ctx, 500)
-	if err != nil {
-		return 0, err
-	}
-	done := make([]int64, 0, len(rows))
-	for _, r := range rows {
-		got, fresh, err := s.wallet.Apply(ctx, r.Entry)
-		if err != nil {
-			return len(done), errors.Join(err, s.store.Delivered(ctx, done))
-		}
-		if !fresh && (got.User != r.Entry.User || got.Amount != r.Entry.Amount) {
-			// Never expected: the same key with another meaning. Keep the
-			// row so verify reports it instead of silently dropping money.
-			s.log.Error("ledger key already used for a different entry", zap.String("key", r.Entry.Key),
-				zap.Stringer("user", r.Entry.User), zap.Int64("amount", r.Entry.Amount))
-			continue
-		}
-		if fresh {
-			s.Metrics.Delivered(r.Entry.Kind)
-			s.log.Info("credit delivered", zap.String("key", r.Entry.Key), zap.Stringer("packet_id", r.Entry.Packet),
-				zap.Stringer("user", r.Entry.User), zap.Int64("amount", r.Entry.Amount), zap.String("kind", r.Entry.Kind))
-		}
-		done = append(done, r.ID)
-	}
-	return len(done), s.store.Delivered(ctx, done)
 }
 
 // CloseExpired closes packets past expiry, writing their refunds.

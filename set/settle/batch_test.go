@@ -1,0 +1,223 @@
+package settle_test
+
+import (
+	"context"
+	"database/sql"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/set/settle"
+	"github.com/hongbao-dev/hongbao/store"
+	"github.com/hongbao-dev/hongbao/store/dbtest"
+	"github.com/hongbao-dev/hongbao/store/wallet"
+)
+
+// batchRig is a SET's database and a wallet on a private MariaDB, without
+// servers: the test writes the outbox itself.
+type batchRig struct {
+	set *sql.DB
+	dsn string
+	w   *wallet.Wallet
+}
+
+func newBatchRig(t *testing.T) *batchRig {
+	t.Helper()
+	m := dbtest.StartMariaDB(t)
+	ctx := t.Context()
+	db, err := schema.Open(m.DSN, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if err := schema.EnsureSet(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	w, err := wallet.Open(ctx, m.DSN+"hb_wallet", 16, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	return &batchRig{set: db, dsn: m.DSN, w: w}
+}
+
+// settler returns a settler of the rig's SET with its own pool.
+func (r *batchRig) settler(t *testing.T, batch, workers int) *settle.Settler {
+	t.Helper()
+	db, err := schema.Open(r.dsn, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	s := settle.New(store.New(db, "a", time.UTC, time.Now, rand.Int64N), r.w, time.Now, zap.NewNop())
+	s.Batch, s.Workers = batch, workers
+	return s
+}
+
+// put writes es to the outbox.
+func (r *batchRig) put(t *testing.T, es []hongbao.Entry) {
+	t.Helper()
+	for chunk := range slices.Chunk(es, 500) {
+		q := "INSERT INTO hb_set.outbox (entry_key, user_id, amount, kind, packet_id, created_at) VALUES "
+		var args []any
+		for i, e := range chunk {
+			if i > 0 {
+				q += ","
+			}
+			q += "(?,?,?,?,?,?)"
+			args = append(args, e.Key, e.User, e.Amount, e.Kind, e.Packet, time.Now().UTC())
+		}
+		if _, err := r.set.Exec(q, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestBatchDeliveryExactlyOnce fills the outbox with credits of many
+// packets and refunds to their senders (users who both open and send among
+// them), some of them already in the wallet as after a settler that
+// crashed between the wallet's commit and the outbox delete, some twice in
+// the outbox; then three settlers deliver it at once, in batches, with
+// parallel workers. Every key is in the ledger once with its amount, every
+// balance is its user's sum to the fen, and the outbox is empty.
+func TestBatchDeliveryExactlyOnce(t *testing.T) {
+	r := newBatchRig(t)
+	ctx := t.Context()
+	users := make([]hongbao.UserID, 300)
+	for i := range users {
+		users[i] = dbtest.FreshUser()
+	}
+	var all []hongbao.Entry
+	want := map[hongbao.UserID]int64{}
+	for p := range 40 {
+		id := hongbao.PacketID(5000 + p)
+		for j := range 100 {
+			u := users[(p*37+j)%len(users)]
+			e := hongbao.Entry{Key: hongbao.OpenKey(id, u), User: u, Amount: 1 + rand.Int64N(20000), Kind: hongbao.KindOpen, Packet: id}
+			all = append(all, e)
+			want[u] += e.Amount
+		}
+		if p%3 == 0 {
+			s := users[p]
+			all = append(all, hongbao.Entry{Key: hongbao.RefundKey(id), User: s, Amount: 1 + rand.Int64N(1e6), Kind: hongbao.KindRefund, Packet: id})
+			want[s] += all[len(all)-1].Amount
+		}
+	}
+	// A settler crashed after the wallet's commit of some of them.
+	crashed := all[len(all)/3 : len(all)/3+700]
+	if c, err := r.w.Credit(ctx, crashed); err != nil || len(c.Fresh) != len(crashed) {
+		t.Fatalf("credit before the crash: %d fresh, %v", len(c.Fresh), err)
+	}
+	r.put(t, all)
+	r.put(t, all[:250]) // and some rows twice
+	outbox := len(all) + 250
+
+	settlers := []*settle.Settler{r.settler(t, 97, 4), r.settler(t, 500, 3), r.settler(t, 1, 2)}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	removed := 0
+	for _, s := range settlers {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				n, err := s.Deliver(ctx)
+				if err != nil {
+					t.Errorf("deliver: %v", err)
+					return
+				}
+				mu.Lock()
+				removed += n
+				mu.Unlock()
+				if n == 0 {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := dbtest.Count(t, r.set, "SELECT COUNT(*) FROM hb_set.outbox"); n != 0 {
+		t.Fatalf("%d rows left in the outbox", n)
+	}
+	// Settlers racing on the same rows may each count a row they both
+	// delivered; never fewer than the rows there were.
+	if removed < outbox {
+		t.Errorf("deliveries report %d rows removed, want at least %d", removed, outbox)
+	}
+	checkLedger(t, r.w, all, want)
+}
+
+// checkLedger checks that the ledger holds exactly the entries all, each
+// once with its amount, and that every user's balance is want.
+func checkLedger(t *testing.T, w *wallet.Wallet, all []hongbao.Entry, want map[hongbao.UserID]int64) {
+	t.Helper()
+	ctx := context.Background()
+	amounts := map[string]int64{}
+	rows, err := w.DB().QueryContext(ctx, "SELECT entry_key, amount FROM ledger")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var k string
+		var a int64
+		if err := rows.Scan(&k, &a); err != nil {
+			t.Fatal(err)
+		}
+		amounts[k] = a
+		n++
+	}
+	if n != len(all) {
+		t.Errorf("ledger rows %d, want %d", n, len(all))
+	}
+	for _, e := range all {
+		if got, ok := amounts[e.Key]; !ok || got != e.Amount {
+			t.Errorf("ledger %s: %d (present %v), want %d", e.Key, got, ok, e.Amount)
+		}
+	}
+	for u, sum := range want {
+		if bal, err := w.Balance(ctx, u); err != nil || bal != sum {
+			t.Errorf("balance of %s: %d, %v; want %d", u, bal, err, sum)
+		}
+	}
+	if _, bad, err := w.Verify(ctx); err != nil || len(bad) != 0 {
+		t.Errorf("wallet verify: %v, %v", bad, err)
+	}
+}
+
+// TestDeliverKeepsAConflictingRow: in one batch with good credits, a row
+// whose key the ledger holds for another amount moves nothing and stays in
+// the outbox; the rest are delivered and removed.
+func TestDeliverKeepsAConflictingRow(t *testing.T) {
+	r := newBatchRig(t)
+	ctx := t.Context()
+	u, v := dbtest.FreshUser(), dbtest.FreshUser()
+	old := hongbao.Entry{Key: hongbao.OpenKey(77, u), User: u, Amount: 300, Kind: hongbao.KindOpen, Packet: 77}
+	if _, err := r.w.Credit(ctx, []hongbao.Entry{old}); err != nil {
+		t.Fatal(err)
+	}
+	conflict := old
+	conflict.Amount = 301
+	good := []hongbao.Entry{
+		{Key: hongbao.OpenKey(78, u), User: u, Amount: 5, Kind: hongbao.KindOpen, Packet: 78},
+		{Key: hongbao.OpenKey(77, v), User: v, Amount: 9, Kind: hongbao.KindOpen, Packet: 77},
+		{Key: hongbao.RefundKey(77), User: v, Amount: 1, Kind: hongbao.KindRefund, Packet: 77},
+	}
+	r.put(t, append([]hongbao.Entry{conflict}, good...))
+	n, err := r.settler(t, 500, 1).Deliver(ctx)
+	if err != nil || n != 3 {
+		t.Fatalf("Deliver = %d, %v; want the 3 good rows", n, err)
+	}
+	if n := dbtest.Count(t, r.set, "SELECT COUNT(*) FROM hb_set.outbox WHERE entry_key = ? AND amount = 301", conflict.Key); n != 1 {
+		t.Errorf("conflicting row: %d left, want it kept", n)
+	}
+	if n := dbtest.Count(t, r.set, "SELECT COUNT(*) FROM hb_set.outbox"); n != 1 {
+		t.Errorf("%d rows left, want only the conflicting one", n)
+	}
+	checkLedger(t, r.w, append([]hongbao.Entry{old}, good...), map[hongbao.UserID]int64{u: 305, v: 10})
+}

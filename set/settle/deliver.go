@@ -1,0 +1,114 @@
+package settle
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+
+	"go.uber.org/zap"
+
+	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/store"
+)
+
+// Deliver applies undelivered outbox entries to the wallet, then deletes
+// them. A crash between the two re-delivers, which the ledger ignores.
+//
+// It reads up to Batch*Workers rows, splits them by user into Workers
+// parts and delivers the parts at once, each in wallet transactions of up
+// to Batch credits; then it deletes every delivered row in one statement.
+// A key names one user, so two of its transactions never record the same
+// key nor touch the same account; another settler of the same SET may
+// (they then wait on each other's rows, and the ledger's unique key keeps
+// each credit once).
+func (s *Settler) Deliver(ctx context.Context) (int, error) {
+	workers, batch := max(s.Workers, 1), max(s.Batch, 1)
+	rows, err := s.store.Outbox(ctx, batch*workers)
+	if err != nil || len(rows) == 0 {
+		return 0, err
+	}
+	parts := make([][]store.OutboxRow, workers)
+	for _, r := range rows {
+		i := uint64(r.Entry.User) % uint64(workers)
+		parts[i] = append(parts[i], r)
+	}
+	done := make([][]int64, workers)
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for i, part := range parts {
+		if len(part) > 0 {
+			wg.Go(func() { done[i], errs[i] = s.deliverPart(ctx, part, batch) })
+		}
+	}
+	wg.Wait()
+	ids := slices.Concat(done...)
+	return len(ids), errors.Join(errors.Join(errs...), s.store.Delivered(ctx, ids))
+}
+
+// deliverPart delivers rows in transactions of up to batch credits and
+// returns the IDs of the rows the ledger now holds. It stops at the first
+// failure, returning what it delivered before.
+func (s *Settler) deliverPart(ctx context.Context, rows []store.OutboxRow, batch int) ([]int64, error) {
+	var done []int64
+	for chunk := range slices.Chunk(rows, batch) {
+		stored, err := s.record(ctx, chunk)
+		if err != nil {
+			return done, err
+		}
+		for _, r := range chunk {
+			got := stored[r.Entry.Key]
+			if got.User != r.Entry.User || got.Amount != r.Entry.Amount {
+				// Never expected: the same key with another meaning. Keep the
+				// row so verify reports it instead of silently dropping money.
+				s.log.Error("ledger key already used for a different entry", zap.String("key", r.Entry.Key),
+					zap.Stringer("user", r.Entry.User), zap.Int64("amount", r.Entry.Amount))
+				continue
+			}
+			done = append(done, r.ID)
+		}
+	}
+	return done, nil
+}
+
+// record writes rows to the ledger (credits in one transaction; anything
+// else, never expected in an outbox, one entry at a time through Apply,
+// which refuses an overdraft) and returns the ledger's entry under each
+// key.
+func (s *Settler) record(ctx context.Context, rows []store.OutboxRow) (map[string]hongbao.Entry, error) {
+	stored := make(map[string]hongbao.Entry, len(rows))
+	credits := make([]hongbao.Entry, 0, len(rows))
+	for _, r := range rows {
+		if r.Entry.Amount > 0 {
+			credits = append(credits, r.Entry)
+			continue
+		}
+		got, _, err := s.wallet.Apply(ctx, r.Entry)
+		if err != nil {
+			return nil, err
+		}
+		stored[got.Key] = got
+	}
+	c, err := s.wallet.Credit(ctx, credits)
+	if err != nil {
+		return nil, err
+	}
+	var sum int64
+	for _, e := range c.Fresh {
+		stored[e.Key] = e
+		sum += e.Amount
+		s.Metrics.Delivered(e.Kind)
+		if ce := s.log.Check(zap.DebugLevel, "credit delivered"); ce != nil {
+			ce.Write(zap.String("key", e.Key), zap.Stringer("packet_id", e.Packet),
+				zap.Stringer("user", e.User), zap.Int64("amount", e.Amount), zap.String("kind", e.Kind))
+		}
+	}
+	for _, e := range c.Existing {
+		stored[e.Key] = e
+	}
+	if len(c.Fresh) > 0 {
+		s.log.Info("credits delivered", zap.Int("entries", len(c.Fresh)), zap.Int64("amount", sum),
+			zap.Int64("first_seq", c.Fresh[0].Seq), zap.Int("redelivered", len(c.Existing)))
+	}
+	return stored, nil
+}

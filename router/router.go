@@ -31,6 +31,8 @@ type Router struct {
 	log      *zap.Logger
 	timeout  time.Duration
 	http     *metrics.HTTP
+	page     http.Handler
+	devTTL   time.Duration
 }
 
 // Deps are the Router's collaborators.
@@ -44,6 +46,12 @@ type Deps struct {
 	Log      *zap.Logger
 	Timeout  time.Duration // bound on one attempt at a server
 	HTTP     *metrics.HTTP // measures the API's requests; nil: none
+	// Page is the red-packet page (GET / and /app/...); nil: none.
+	Page http.Handler
+	// DevTokenTTL, when positive, turns on the dev cluster's sign-in
+	// (POST /dev/token mints a token for a typed user ID) and top-up
+	// (POST /v1/dev/topup). Never in production.
+	DevTokenTTL time.Duration
 }
 
 // New returns a Router.
@@ -52,7 +60,8 @@ func New(d Deps) *Router {
 		d.Timeout = 15 * time.Second
 	}
 	return &Router{topo: d.Topology, health: d.Health, signer: d.Signer, internal: d.Internal,
-		minter: hongbao.NewMinter(d.Now), client: d.Client, now: d.Now, log: d.Log, timeout: d.Timeout, http: d.HTTP}
+		minter: hongbao.NewMinter(d.Now), client: d.Client, now: d.Now, log: d.Log, timeout: d.Timeout, http: d.HTTP,
+		page: d.Page, devTTL: d.DevTokenTTL}
 }
 
 // NewClient returns the keep-alive client a router uses towards servers.
@@ -87,6 +96,7 @@ func (rt *Router) Handler() http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, api.OpenAPI())
 	})
+	rt.face(mux)
 	return api.Logged(rt.log, rt.http.Wrap(mux))
 }
 

@@ -393,10 +393,12 @@
 
   function reveal(env, amount, note, id) {
     env.append(el("div", { class: "result" },
+      el("div", { class: "band" }, $("#env-from").textContent, el("b", { text: $("#env-greeting").textContent })),
       el("div", { class: "hint", text: "You got" }),
       el("div", { class: "got", id: "got", "data-fen": amount }, el("small", { text: "¥" }), yuan(amount)),
       el("div", { class: "note", id: "got-note", text: note })));
-    requestAnimationFrame(() => requestAnimationFrame(() => env.classList.add("opened")));
+    // A timer, not an animation frame: frames do not come to a hidden tab.
+    setTimeout(() => env.classList.add("opened"), 30);
     showDetail(id);
   }
 
@@ -494,6 +496,7 @@
     }
     who.hidden = false;
     $("#who-name").textContent = "User " + session.user;
+    $("#who-name").title = "User " + session.user;
     let m;
     if ((m = /^\/p\/(\d{1,19})$/.exec(route))) return packet(m[1]);
     if ((m = /^\/rain\/(\d{1,19}(?:,\d{1,19})*)$/.exec(route))) return rain(m[1].split(","));

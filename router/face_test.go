@@ -7,7 +7,9 @@ package router_test
 import (
 	"flag"
 	"fmt"
+	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -51,6 +53,8 @@ func TestFaces(t *testing.T) {
 	home := b.Tab(t, 390, 844)
 	signIn(home, c.URL()+"/", a)
 	browsertest.Wait[bool](home, `!!document.querySelector("#send-total")`)
+	checkMoney(t, home)
+	checkMessages(t, home)
 	id := send(t, home, "8.88", "3", "恭喜发财，大吉大利")
 	link := browsertest.Eval[string](home, `document.querySelector("#share-link").value`)
 	if want := c.URL() + "/#/p/" + id; link != want {
@@ -88,6 +92,54 @@ func TestFaces(t *testing.T) {
 	testRain(t, c, late, a, shots)
 
 	t.Run("dashboard", func(t *testing.T) { testDashboard(t, c, b, shots) })
+}
+
+// checkMoney runs the page's own yuan <-> fen conversions: strings in,
+// integers out, nothing rounded.
+func checkMoney(t *testing.T, tab *browsertest.Tab) {
+	t.Helper()
+	parse := map[string]any{"8.88": 888.0, "10": 1000.0, "0.01": 1.0, "0.1": 10.0, "1.": 100.0, "007.5": 750.0,
+		"99999999.99": 9999999999.0, "0.29": 29.0, "1.234": nil, "-1": nil, "abc": nil, "1e3": nil, "": nil, "1,5": nil}
+	for in, want := range parse {
+		got := browsertest.Eval[any](tab, fmt.Sprintf("window.hongbao.parseYuan(%q)", in))
+		if got != want {
+			t.Errorf("parseYuan(%q) = %v, want %v", in, got, want)
+		}
+	}
+	show := map[int64]string{0: "0.00", 5: "0.05", 29: "0.29", 123456789: "1,234,567.89", -888: "-8.88", 100: "1.00"}
+	for fen, want := range show {
+		if got := browsertest.Eval[string](tab, fmt.Sprintf("window.hongbao.yuan(%d)", fen)); got != want {
+			t.Errorf("yuan(%d) = %q, want %q", fen, got, want)
+		}
+	}
+}
+
+// checkMessages: every problem code the API documents, and those the
+// router's neighbours add, has a sentence of its own on the page.
+func checkMessages(t *testing.T, tab *browsertest.Tab) {
+	t.Helper()
+	spec, err := os.ReadFile(filepath.Join("..", "api", "openapi.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	codes := map[string]bool{"fixed_not_divisible": true, "rate_limited": true, "invalid_user": true, "already_opened": true}
+	for _, list := range regexp.MustCompile(`"x-problem-codes": \[([^\]]*)\]`).FindAllStringSubmatch(string(spec), -1) {
+		for _, c := range regexp.MustCompile(`"([a-z_]+)"`).FindAllStringSubmatch(list[1], -1) {
+			codes[c[1]] = true
+		}
+	}
+	if len(codes) < 25 {
+		t.Fatalf("only %d problem codes found in openapi.json", len(codes))
+	}
+	for code := range codes {
+		msg := browsertest.Eval[string](tab, fmt.Sprintf("window.hongbao.human({code: %q, body: {}, retryAfter: 2})", code))
+		if strings.HasPrefix(msg, "Something went wrong (") || msg == "" {
+			t.Errorf("code %s has no message of its own: %q", code, msg)
+		}
+	}
+	if msg := browsertest.Eval[string](tab, `window.hongbao.human({code: "busy", body: {}, retryAfter: 3})`); !strings.Contains(msg, "3 s") {
+		t.Errorf("busy does not say when it retries (Retry-After 3): %q", msg)
+	}
 }
 
 // signIn opens url in tab and signs in as user through the dev sign-in.

@@ -29,8 +29,8 @@ type sample struct {
 }
 
 // scrape reads admin's /readyz and /metrics.
-func scrape(ctx context.Context, c *http.Client, admin string) sample {
-	s := sample{at: time.Now()}
+func scrape(ctx context.Context, c *http.Client, admin string, now time.Time) sample {
+	s := sample{at: now}
 	body, code, err := get(ctx, c, "http://"+admin+"/readyz")
 	if err != nil {
 		s.why = err.Error()

@@ -90,7 +90,7 @@ func (b *Board) collect(ctx context.Context) *Status {
 	st.Rebalance = "no rebalance workflow runs in hongbao: buckets move one at a time (hbctl topology move); " +
 		"the map highlights buckets that changed SET in the last minute"
 
-	samples := b.scrapeAll(ctx)
+	samples := b.scrapeAll(ctx, now)
 	var opens, busy float64
 	scraped := false
 	for _, tg := range b.d.Targets {
@@ -131,7 +131,7 @@ func (b *Board) collect(ctx context.Context) *Status {
 }
 
 // scrapeAll scrapes every target at once.
-func (b *Board) scrapeAll(ctx context.Context) map[string]sample {
+func (b *Board) scrapeAll(ctx context.Context, now time.Time) map[string]sample {
 	out := make(map[string]sample, len(b.d.Targets))
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -140,7 +140,7 @@ func (b *Board) scrapeAll(ctx context.Context) map[string]sample {
 			continue
 		}
 		wg.Go(func() {
-			s := scrape(ctx, b.d.Client, tg.Admin)
+			s := scrape(ctx, b.d.Client, tg.Admin, now)
 			mu.Lock()
 			out[tg.Name] = s
 			mu.Unlock()

@@ -510,6 +510,6 @@
     render();
   });
 
-  // Exposed for the browser tests of the money parsing.
-  window.hongbao = { parseYuan, yuan };
+  // Exposed for the browser tests of the money parsing and the messages.
+  window.hongbao = { parseYuan, yuan, human };
 })();

@@ -182,7 +182,8 @@ usage_info() {
 hongbao is up.  API: http://127.0.0.1:8080   logs: $RUN/*.log
 
   The red-packet page:      http://127.0.0.1:8080/   (dev sign-in: type any user ID)
-  The operator dashboard:   http://127.0.0.1:9080/dashboard   (the router's admin listener, loopback only)
+  The operator dashboard:   http://127.0.0.1:9080/dashboard   (the router's admin listener, loopback only;
+                            its last verify: .run/bin/hbctl verify --textfile .run/textfile/hbverify.prom)
 
 A token for user 42 (hbctl token --user 42):
   TOKEN=$token

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"maps"
 	"net/http"
 	"strconv"
 	"sync"
@@ -16,8 +17,11 @@ import (
 type HTTP struct {
 	requests *prometheus.CounterVec
 	seconds  *prometheus.HistogramVec
-	mu       sync.RWMutex
-	routes   map[string]*route
+	// routes is replaced, never changed, when a route is first seen:
+	// requests read it without a lock.
+	routes  atomic.Pointer[map[string]*route]
+	mu      sync.Mutex // serialises replacing routes
+	writers sync.Pool  // *statusWriter, so a request allocates none
 }
 
 // route holds one route's collectors, resolved once: the request path
@@ -37,8 +41,9 @@ func NewHTTP(reg prometheus.Registerer) *HTTP {
 			Name: "hongbao_http_request_duration_seconds", Help: "Time to answer an HTTP request, by route pattern.",
 			Buckets: latencyBuckets(),
 		}, []string{"route"}),
-		routes: map[string]*route{},
 	}
+	h.routes.Store(&map[string]*route{})
+	h.writers.New = func() any { return new(statusWriter) }
 	reg.MustRegister(h.requests, h.seconds)
 	return h
 }
@@ -52,9 +57,12 @@ func (h *HTTP) Wrap(mux http.Handler) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		sw := h.writers.Get().(*statusWriter)
+		sw.ResponseWriter, sw.status = w, http.StatusOK
 		mux.ServeHTTP(sw, r)
 		h.observe(r.Pattern, sw.status, time.Since(start))
+		sw.ResponseWriter = nil
+		h.writers.Put(sw)
 	})
 }
 
@@ -77,18 +85,20 @@ func (h *HTTP) observe(pattern string, status int, took time.Duration) {
 }
 
 func (h *HTTP) route(pattern string) *route {
-	h.mu.RLock()
-	rt := h.routes[pattern]
-	h.mu.RUnlock()
-	if rt != nil {
+	if rt := (*h.routes.Load())[pattern]; rt != nil {
 		return rt
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if rt = h.routes[pattern]; rt == nil {
-		rt = &route{seconds: h.seconds.WithLabelValues(pattern)}
-		h.routes[pattern] = rt
+	old := *h.routes.Load()
+	if rt := old[pattern]; rt != nil {
+		return rt
 	}
+	rt := &route{seconds: h.seconds.WithLabelValues(pattern)}
+	routes := make(map[string]*route, len(old)+1)
+	maps.Copy(routes, old)
+	routes[pattern] = rt
+	h.routes.Store(&routes)
 	return rt
 }
 

@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/api"
+	"github.com/hongbao-dev/hongbao/metrics"
 	"github.com/hongbao-dev/hongbao/router/clustertest"
 	"github.com/hongbao-dev/hongbao/store/dbtest"
 )
@@ -75,6 +78,27 @@ func TestClusterPrometheusSeesTheLoad(t *testing.T) {
 	prom.WaitFor(t, `count(hongbao_settle_last_round_timestamp_seconds > time() - 10)`, float64(len(c.Sets)), 10*time.Second)
 	prom.WaitFor(t, `count(count by (instance) (hongbao_topology_version >= 1))`, servers+1, 5*time.Second)
 	badRequests(t, c, spec)
+	verifyTextfile(t, c)
+}
+
+// verifyTextfile runs hbctl verify --textfile on the quiet cluster: every
+// invariant holds, so the file says hongbao_verify_ok 1 with the time.
+func verifyTextfile(t *testing.T, c *cluster) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "hbverify.prom")
+	before := time.Now().Unix()
+	if out, err := c.Ctl("verify", "--textfile", path); err != nil || !strings.Contains(out, "OK: every invariant holds") {
+		t.Fatalf("hbctl verify --textfile: %v\n%s", err, out)
+	}
+	lines, err := metrics.ReadTextfile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok, _ := metrics.Sample(lines, "hongbao_verify_ok")
+	last, _ := metrics.Sample(lines, "hongbao_verify_last_success_timestamp_seconds")
+	if ok != 1 || int64(last) < before {
+		t.Errorf("verify textfile: ok %v, last success %v (want 1, >= %d):\n%s", ok, last, before, strings.Join(lines, "\n"))
+	}
 }
 
 // openLoad sends packets packets of shares shares (1 fen each), has openers

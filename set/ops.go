@@ -53,8 +53,9 @@ func (s *Server) Ready(ctx context.Context) error {
 
 // Register registers the gauges read from the server's state at scrape
 // time: its queues and what it keeps in memory. The byte counts are
-// estimates from the bounds' own accounting (16 bytes an opener of a
-// sold-out packet, about 45 bytes a share of a known packet).
+// estimates from the bounds' own accounting, calibrated by BENCHMARKS.md's
+// memory run (a one-share packet: 184 B in the memo for 5 units, 439 B
+// known for 9).
 func (s *Server) Register(reg prometheus.Registerer) {
 	metrics.Gauge(reg, "hongbao_queue_depth", "Opens queued or being applied, all packets together.",
 		func() float64 { return float64(s.queue.Stats().Queued) })
@@ -63,11 +64,11 @@ func (s *Server) Register(reg prometheus.Registerer) {
 	metrics.Gauge(reg, "hongbao_memo_packets", "Sold-out packets answered from memory.",
 		func() float64 { return float64(s.memo.size()) })
 	metrics.Gauge(reg, "hongbao_memo_bytes", "Estimated memory of the sold-out memo.",
-		func() float64 { return float64(s.memo.units() * 16) })
+		func() float64 { return float64(s.memo.units() * 37) })
 	metrics.Gauge(reg, "hongbao_known_packets", "Small packets taking opens kept with every share in memory.",
 		func() float64 { return float64(s.known.size()) })
 	metrics.Gauge(reg, "hongbao_known_bytes", "Estimated memory of the known packets.",
-		func() float64 { return float64(s.known.units() * 45) })
+		func() float64 { return float64(s.known.units() * 49) })
 }
 
 // units returns the openers held, packets' own cost included.

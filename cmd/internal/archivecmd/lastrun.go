@@ -29,10 +29,10 @@ func pendingDays(ctx context.Context, a *archive.Archiver, asOf time.Time) (int,
 	return n, nil
 }
 
-// lastRun prints what the last run wrote to the textfile about SET set.
+// lastRun prints what the last run wrote to the textfile about SET set
+// (nothing when archive.textfile is not set).
 func lastRun(out io.Writer, textfile, set string) {
 	if textfile == "" {
-		fmt.Fprintln(out, "  last run: not recorded (archive.textfile is not set)")
 		return
 	}
 	lines, err := metrics.ReadTextfile(textfile)

@@ -1,0 +1,31 @@
+package clustertest
+
+import (
+	"fmt"
+	"syscall"
+	"time"
+)
+
+// Signal sends sig to p (not its group), e.g. SIGTERM for a graceful stop.
+func (p *Process) Signal(sig syscall.Signal) error {
+	p.mu.Lock()
+	cmd := p.cmd
+	p.mu.Unlock()
+	if cmd == nil {
+		return fmt.Errorf("clustertest: %s %s not started", p.Kind, p.Name)
+	}
+	return cmd.Process.Signal(sig)
+}
+
+// Wait waits until p exits, at most within.
+func (p *Process) Wait(within time.Duration) error {
+	p.mu.Lock()
+	done := p.done
+	p.mu.Unlock()
+	select {
+	case <-done:
+		return nil
+	case <-time.After(within):
+		return fmt.Errorf("clustertest: %s %s still runs after %v", p.Kind, p.Name, within)
+	}
+}

@@ -17,7 +17,7 @@ func (s *Server) handleDevTopUp(r *http.Request, user hongbao.UserID) (int, any,
 	key := r.Header.Get("Idempotency-Key")
 	if key == "" || len(key) > maxIdemKey {
 		return 0, nil, &hongbao.InvalidError{Code: "invalid_idempotency_key", Field: "Idempotency-Key",
-			Message: "a top-up needs an Idempotency-Key of at most 200 bytes"}
+			Message: "is required for a top-up (at most 200 bytes)"}
 	}
 	_, _, err := s.wallet.Apply(r.Context(), hongbao.Entry{Key: "topup:dev:" + user.String() + ":" + key, User: user,
 		Amount: s.grant, Kind: hongbao.KindTopUp})

@@ -69,9 +69,10 @@ func TestFaces(t *testing.T) {
 	got := make([]int64, len(openers))
 	var wg sync.WaitGroup
 	for i, u := range openers {
-		wg.Go(func() { got[i] = openOnPage(tabs[i], link, u) })
+		wg.Go(func() { got[i] = openOnPage(tabs[i], link, u, i == 2) })
 	}
 	wg.Wait()
+	checkBusyRetried(t, tabs[2])
 	if t.Failed() {
 		t.FailNow()
 	}
@@ -165,14 +166,40 @@ func send(t *testing.T, tab *browsertest.Tab, total, count, greeting string) str
 }
 
 // openOnPage signs in as user on the packet's link, taps 開 and returns
-// the amount in fen the page shows.
-func openOnPage(tab *browsertest.Tab, link string, user hongbao.UserID) int64 {
+// the amount in fen the page shows. With busyFirst the page's first open
+// is answered 503 busy with Retry-After: 2 (in the page's fetch), as a
+// full queue answers.
+func openOnPage(tab *browsertest.Tab, link string, user hongbao.UserID, busyFirst bool) int64 {
 	signIn(tab, link, user)
 	browsertest.Wait[bool](tab, `!!document.querySelector("#open")`)
+	if busyFirst {
+		browsertest.Eval[bool](tab, `(() => {
+			const real = window.fetch;
+			window.opens = [];
+			window.fetch = (url, init) => {
+				if (!String(url).endsWith("/open")) return real(url, init);
+				window.opens.push(Date.now());
+				if (window.opens.length > 1) return real(url, init);
+				return Promise.resolve(new Response(JSON.stringify({type: "about:blank", title: "Service Unavailable", status: 503,
+					code: "busy", detail: "queue full"}), {status: 503, headers: {"Content-Type": "application/problem+json", "Retry-After": "2"}}));
+			};
+			return true;
+		})()`)
+	}
 	tab.Do(chromedp.Click(chromedp.CSS("#open")))
 	fen := browsertest.Wait[string](tab, `document.querySelector("#got")?.dataset.fen`)
 	n, _ := strconv.ParseInt(fen, 10, 64)
 	return n
+}
+
+// checkBusyRetried: the page told the user it was busy and opened again
+// by itself after the Retry-After seconds (2, not its default 1).
+func checkBusyRetried(t *testing.T, tab *browsertest.Tab) {
+	t.Helper()
+	opens := browsertest.Eval[[]float64](tab, "window.opens")
+	if len(opens) != 2 || opens[1]-opens[0] < 2000 {
+		t.Errorf("opens after a busy answer at %v (ms): want two, the second at least 2 s (Retry-After: 2) after the first", opens)
+	}
 }
 
 // checkShares compares what each page showed with the API's detail.

@@ -6,7 +6,10 @@ package api
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"strconv"
+	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
 )
@@ -32,7 +35,17 @@ var statusOf = map[string]int{
 	"unsupported_media_type": http.StatusUnsupportedMediaType,
 	"timeout":                http.StatusGatewayTimeout,
 	"internal":               http.StatusInternalServerError,
-	"duplicate_id":           http.StatusInternalServerError,
+	// A send under an ID that holds another packet: another router minted
+	// the same ID (the router mints anew), or a replay with another body.
+	"duplicate_id": http.StatusConflict,
+	// The client's body could not be read: its fault, never ours.
+	"truncated_body": http.StatusBadRequest,
+	"malformed_body": http.StatusBadRequest,
+	"body_timeout":   http.StatusRequestTimeout,
+	// Signed requests used twice, and clients going too fast.
+	"replayed":            http.StatusForbidden,
+	"rate_limited":        http.StatusTooManyRequests,
+	"concurrency_limited": http.StatusTooManyRequests,
 }
 
 // Status returns the HTTP status for err.
@@ -76,10 +89,13 @@ func ProblemOf(err error, requestID string) Problem {
 	return p
 }
 
-// WriteProblem answers err as problem JSON. Busy answers carry Retry-After.
+// WriteProblem answers err as problem JSON. Busy answers carry Retry-After,
+// and so does a RetryError, with its own wait.
 func WriteProblem(w http.ResponseWriter, err error, requestID string) {
 	p := ProblemOf(err, requestID)
-	if p.Status == http.StatusServiceUnavailable {
+	if s, ok := retryAfter(err); ok {
+		w.Header().Set("Retry-After", s)
+	} else if p.Status == http.StatusServiceUnavailable || p.Status == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", "1")
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
@@ -92,4 +108,27 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v) // the client went away; nothing to do
+}
+
+// RetryError is a refusal the client may try again after a wait: its
+// answer carries Retry-After.
+type RetryError struct {
+	Err   error         // the domain error, for the code and status
+	After time.Duration // how long to wait
+}
+
+func (e *RetryError) Error() string { return fmt.Sprintf("%v (retry after %v)", e.Err, e.After) }
+
+// Unwrap returns the domain error.
+func (e *RetryError) Unwrap() error { return e.Err }
+
+// retryAfter is the Retry-After of err in whole seconds, rounded up and at
+// least 1.
+func retryAfter(err error) (string, bool) {
+	var re *RetryError
+	if !errors.As(err, &re) {
+		return "", false
+	}
+	secs := (re.After + time.Second - 1) / time.Second
+	return strconv.FormatInt(int64(max(secs, 1)), 10), true
 }

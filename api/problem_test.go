@@ -31,7 +31,13 @@ func TestStatusTable(t *testing.T) {
 		"unsupported_media_type": 415,
 		"timeout":                504,
 		"internal":               500,
-		"duplicate_id":           500,
+		"duplicate_id":           409,
+		"truncated_body":         400,
+		"malformed_body":         400,
+		"body_timeout":           408,
+		"replayed":               403,
+		"rate_limited":           429,
+		"concurrency_limited":    429,
 	}
 	for code, status := range want {
 		err := &hongbao.Error{Code: code, Message: "m"}
@@ -68,7 +74,7 @@ func TestStatusOfErrors(t *testing.T) {
 		{hongbao.ErrInsufficientFunds, 402},
 		{hongbao.ErrIdempotencyReuse, 422},
 		{hongbao.ErrWrongSet, 421},
-		{hongbao.ErrDuplicateID, 500},
+		{hongbao.ErrDuplicateID, 409},
 		{ErrBodyTooLarge, 413},
 		{ErrForbidden, 403},
 		{ErrMalformedJSON, 400},

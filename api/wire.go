@@ -3,11 +3,9 @@ package api
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
-	"net/http"
 	"net/url"
 	"regexp"
 	"slices"
@@ -32,17 +30,18 @@ var integer = regexp.MustCompile(`^-?[0-9]+$`)
 // sendFields are the fields of a send body.
 var sendFields = []string{"total", "count", "type", "greeting"}
 
-// DecodeSend reads a send body strictly: total and count must be JSON
+// DecodeSend reads a send body strictly: one JSON object (see CheckJSON:
+// valid UTF-8, no key twice, nothing after it), total and count JSON
 // integers (no fraction, exponent or string), type and greeting strings,
-// and no other field, so a client bug cannot move money by accident.
+// no null and no other field, so a client bug cannot move money by
+// accident. Read errors are the client's: see BodyError.
 func DecodeSend(body io.Reader) (hongbao.SendRequest, error) {
 	raw, err := io.ReadAll(body)
-	var tooBig *http.MaxBytesError
-	if errors.As(err, &tooBig) {
-		return hongbao.SendRequest{}, ErrBodyTooLarge
-	}
 	if err != nil {
-		return hongbao.SendRequest{}, fmt.Errorf("read body: %w", err)
+		return hongbao.SendRequest{}, BodyError(err)
+	}
+	if err := CheckJSON(raw); err != nil {
+		return hongbao.SendRequest{}, err
 	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
@@ -53,6 +52,9 @@ func DecodeSend(body io.Reader) (hongbao.SendRequest, error) {
 	for _, k := range slices.Sorted(maps.Keys(fields)) {
 		if !slices.Contains(sendFields, k) {
 			return hongbao.SendRequest{}, &hongbao.InvalidError{Code: "unknown_field", Field: k, Message: "is not a field of a packet"}
+		}
+		if bytes.Equal(bytes.TrimSpace(fields[k]), []byte("null")) {
+			return hongbao.SendRequest{}, &hongbao.InvalidError{Code: "null_value", Field: k, Message: "must not be null (leave it out instead, if optional)"}
 		}
 	}
 	r := hongbao.SendRequest{Type: hongbao.Random}
@@ -67,7 +69,7 @@ func DecodeSend(body io.Reader) (hongbao.SendRequest, error) {
 	r.Count = int(min(n, 1<<31-1)) // anything that large is over every limit; Validate names it
 	if v, ok := fields["type"]; ok {
 		var s string
-		if json.Unmarshal(v, &s) != nil || bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+		if json.Unmarshal(v, &s) != nil {
 			return r, &hongbao.InvalidError{Code: "invalid_type", Field: "type", Message: `must be "random" or "fixed"`}
 		}
 		r.Type = hongbao.Type(s)

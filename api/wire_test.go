@@ -11,6 +11,7 @@ import (
 	"testing"
 	"testing/iotest"
 	"time"
+	"unicode/utf8"
 
 	hongbao "github.com/hongbao-dev/hongbao"
 )
@@ -64,7 +65,7 @@ func TestDecodeSend(t *testing.T) {
 		{"exponent total", `{"total":1e3,"count":10}`, hongbao.SendRequest{}, "invalid_total"},
 		{"capital exponent total", `{"total":1E3,"count":10}`, hongbao.SendRequest{}, "invalid_total"},
 		{"string total", `{"total":"100","count":10}`, hongbao.SendRequest{}, "invalid_total"},
-		{"null total", `{"total":null,"count":10}`, hongbao.SendRequest{}, "invalid_total"},
+		{"null total", `{"total":null,"count":10}`, hongbao.SendRequest{}, "null_value"},
 		{"bool total", `{"total":true,"count":10}`, hongbao.SendRequest{}, "invalid_total"},
 		{"object total", `{"total":{},"count":10}`, hongbao.SendRequest{}, "invalid_total"},
 		{"overflowing total", `{"total":99999999999999999999,"count":10}`, hongbao.SendRequest{}, "invalid_total"},
@@ -88,7 +89,7 @@ func TestDecodeSend(t *testing.T) {
 		{"null", `null`, hongbao.SendRequest{}, "malformed_json"},
 		{"string", `"hi"`, hongbao.SendRequest{}, "malformed_json"},
 		{"number", `100`, hongbao.SendRequest{}, "malformed_json"},
-		{"trailing data", `{"total":100,"count":1} {}`, hongbao.SendRequest{}, "malformed_json"},
+		{"trailing data", `{"total":100,"count":1} {}`, hongbao.SendRequest{}, "trailing_data"},
 		{"leading zero", `{"total":0100,"count":1}`, hongbao.SendRequest{}, "malformed_json"},
 		{"single quotes", `{'total':100}`, hongbao.SendRequest{}, "malformed_json"},
 
@@ -141,7 +142,7 @@ func TestDecodeThenValidate(t *testing.T) {
 	}{
 		{`{"total":1000,"count":10,"type":"lucky"}`, "invalid_type"},
 		{`{"total":1000,"count":10,"type":""}`, "invalid_type"},
-		{`{"total":1000,"count":10,"type":null}`, "invalid_type"},
+		{`{"total":1000,"count":10,"type":null}`, "null_value"},
 		{`{"total":1,"count":99999999999}`, "count_over_limit"},
 		{`{"total":9223372036854775807,"count":1}`, "total_over_limit"},
 		{`{}`, "invalid_total"},
@@ -211,12 +212,13 @@ func TestDecodeSendBodyLimit(t *testing.T) {
 }
 
 func TestDecodeSendReadError(t *testing.T) {
+	// The client's body is cut short: its fault, a 400 with a code.
 	_, err := DecodeSend(iotest.ErrReader(io.ErrUnexpectedEOF))
-	if err == nil || !errors.Is(err, io.ErrUnexpectedEOF) {
-		t.Fatalf("DecodeSend(failing reader) = %v, want the read error", err)
+	if !errors.Is(err, ErrBodyTruncated) {
+		t.Fatalf("DecodeSend(failing reader) = %v, want truncated_body", err)
 	}
-	if Status(err) != http.StatusInternalServerError {
-		t.Errorf("status of a read error = %d, want 500", Status(err))
+	if Status(err) != http.StatusBadRequest {
+		t.Errorf("status of a read error = %d, want 400", Status(err))
 	}
 }
 
@@ -285,6 +287,10 @@ func FuzzDecodeSend(f *testing.F) {
 				t.Fatalf("DecodeSend(%q) = %v: status %d, want 400", body, err, s)
 			}
 			return
+		}
+		// Only valid UTF-8 gets through (CheckJSON looks at the raw bytes).
+		if !utf8.Valid(body) {
+			t.Fatalf("DecodeSend accepted invalid UTF-8 %q", body)
 		}
 		// DecodeSend leaves absent fields zero for Validate to name;
 		// present ones are positive.

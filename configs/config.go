@@ -92,7 +92,8 @@ type Admin struct {
 
 // Router configures the public entry point.
 type Router struct {
-	Listen string `yaml:"listen"`
+	Listen       string `yaml:"listen"`
+	RouterLimits `yaml:",inline"`
 }
 
 // Set is one SET: its servers, its MySQL and its memcached.
@@ -168,7 +169,7 @@ func Defaults() *Config {
 		Queue: Queue{Size: 1024, Batch: 256, Idle: Duration(5 * time.Second), TxTimeout: Duration(5 * time.Second), SlotCap: 2,
 			Merge: 64, Committers: 4, Memo: 1_000_000},
 		Cache:         Cache{Timeout: Duration(200 * time.Millisecond), Conns: 64},
-		Router:        Router{Listen: "127.0.0.1:8080"},
+		Router:        Router{Listen: "127.0.0.1:8080", RouterLimits: defaultRouterLimits()},
 		Archive:       Archive{RetentionDays: 7, AheadDays: 2},
 		Admin:         Admin{Router: "127.0.0.1:9080", Server: "127.0.0.1:9081", Settler: "127.0.0.1:9082", DrainGrace: Duration(2 * time.Second)},
 		DBConns:       64,
@@ -211,6 +212,9 @@ func (c *Config) Check() error {
 	}
 	if _, err := zapcore.ParseLevel(c.LogLevel); err != nil {
 		errs = append(errs, fmt.Errorf("log_level: %w", err))
+	}
+	if err := c.Router.check(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.Admin.DrainGrace < 0 || c.Admin.DrainGrace >= c.ShutdownGrace {
 		errs = append(errs, errors.New("admin: drain_grace must be at least 0 and less than shutdown_grace"))
@@ -266,12 +270,18 @@ func lookup(env []string) map[string]string {
 func override(v reflect.Value, prefix string, env map[string]string) error {
 	t := v.Type()
 	for i := range t.NumField() {
-		tag, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+		tag, opts, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+		f := v.Field(i)
+		if opts == "inline" && f.Kind() == reflect.Struct {
+			if err := override(f, prefix, env); err != nil { // its keys are the parent's
+				return err
+			}
+			continue
+		}
 		if tag == "" || tag == "-" {
 			continue
 		}
 		name := prefix + "_" + strings.ToUpper(tag)
-		f := v.Field(i)
 		if f.Kind() == reflect.Struct {
 			if err := override(f, name, env); err != nil {
 				return err

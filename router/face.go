@@ -31,7 +31,7 @@ type devTokenJSON struct {
 // can sign in as anyone in a dev cluster (what hbctl token does).
 func (rt *Router) handleDevToken(w http.ResponseWriter, r *http.Request) {
 	var in devTokenJSON
-	body, err := readBody(w, r)
+	body, err := api.ReadBody(w, r)
 	if err == nil {
 		if json.Unmarshal(body, &in) != nil {
 			err = &hongbao.InvalidError{Code: "malformed_json", Message: `want {"user":"<decimal user ID>"}`}

@@ -59,6 +59,12 @@ func (rt *Router) forwardTo(r *http.Request, user hongbao.UserID, body []byte, e
 					zap.String("request_id", api.RequestID(r.Context())), zap.Error(err))
 				continue
 			}
+			if resp.code == "replayed" {
+				// The transport resent an attempt on a new connection (it
+				// does so for idempotent requests); sign again elsewhere.
+				lastErr = fmt.Errorf("server %s: %s", srv, resp.code)
+				continue
+			}
 			if resp.status == http.StatusMisdirectedRequest {
 				moved = true
 				if err := rt.topo.Refresh(r.Context()); err != nil {
@@ -92,7 +98,11 @@ func (rt *Router) try(r *http.Request, srv string, user hongbao.UserID, body []b
 	for k, v := range extra {
 		req.Header.Set(k, v)
 	}
-	rt.internal.Sign(req, user)
+	// Signed anew for every attempt: a fresh nonce, and this server as the
+	// target, so no attempt can be replayed or taken to another server.
+	if err := rt.internal.Sign(req, user); err != nil {
+		return nil, err
+	}
 	resp, err := rt.client.Do(req)
 	if err != nil {
 		return nil, err

@@ -21,7 +21,6 @@ import (
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/router/clustertest"
 	"github.com/hongbao-dev/hongbao/router/topology"
-	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store/dbtest"
 )
 
@@ -37,13 +36,7 @@ type cluster struct {
 // startCluster starts the cluster for one test and opens its meta database.
 func startCluster(t *testing.T) *cluster {
 	t.Helper()
-	rc := clustertest.Start(t, clustertest.Options{NoSettlers: true})
-	meta, err := schema.Open(rc.MetaDSN, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { meta.Close() })
-	return &cluster{Cluster: rc, loc: dbtest.Shanghai(t), meta: meta}
+	return startLimitedCluster(t, "") // no abuse limits: tests load the cluster
 }
 
 // richUser returns a fresh user with enough money for any test.

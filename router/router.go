@@ -1,9 +1,8 @@
 package router
 
 import (
+	"bytes"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -30,9 +29,12 @@ type Router struct {
 	now      func() time.Time
 	log      *zap.Logger
 	timeout  time.Duration
-	http     *metrics.HTTP
-	page     http.Handler
-	devTTL   time.Duration
+	// Abuse limits, per user and route, and per client address.
+	open, grab, send *limiter
+	maxPerAddress    int
+	http             *metrics.HTTP
+	page             http.Handler
+	devTTL           time.Duration
 }
 
 // Deps are the Router's collaborators.
@@ -45,6 +47,7 @@ type Deps struct {
 	Now      func() time.Time
 	Log      *zap.Logger
 	Timeout  time.Duration // bound on one attempt at a server
+	Limits   Limits        // abuse limits; the zero value is none
 	HTTP     *metrics.HTTP // measures the API's requests; nil: none
 	// Page is the red-packet page (GET / and /app/...); nil: none.
 	Page http.Handler
@@ -60,7 +63,9 @@ func New(d Deps) *Router {
 		d.Timeout = 15 * time.Second
 	}
 	return &Router{topo: d.Topology, health: d.Health, signer: d.Signer, internal: d.Internal,
-		minter: hongbao.NewMinter(d.Now), client: d.Client, now: d.Now, log: d.Log, timeout: d.Timeout, http: d.HTTP,
+		minter: hongbao.NewMinter(d.Now), client: d.Client, now: d.Now, log: d.Log, timeout: d.Timeout,
+		open: newLimiter(d.Limits.Open, d.Limits.MaxUsers), grab: newLimiter(d.Limits.Grab, d.Limits.MaxUsers),
+		send: newLimiter(d.Limits.Send, d.Limits.MaxUsers), maxPerAddress: d.Limits.MaxPerAddress, http: d.HTTP,
 		page: d.Page, devTTL: d.DevTokenTTL}
 }
 
@@ -79,9 +84,9 @@ func NewClient(conns int) *http.Client {
 // Handler returns the public API.
 func (rt *Router) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/packets", rt.authed(rt.handleSend))
-	mux.HandleFunc("POST /v1/packets/{id}/grab", rt.authed(rt.handlePacket))
-	mux.HandleFunc("POST /v1/packets/{id}/open", rt.authed(rt.handlePacket))
+	mux.HandleFunc("POST /v1/packets", rt.authed(rt.limited(rt.send, rt.handleSend)))
+	mux.HandleFunc("POST /v1/packets/{id}/grab", rt.authed(rt.limited(rt.grab, rt.handlePacket)))
+	mux.HandleFunc("POST /v1/packets/{id}/open", rt.authed(rt.limited(rt.open, rt.handlePacket)))
 	mux.HandleFunc("GET /v1/packets/{id}", rt.authed(rt.handlePacket))
 	mux.HandleFunc("GET /v1/me/wallet", rt.authed(rt.handleMe))
 	mux.HandleFunc("GET /v1/me/received", rt.authed(rt.handleMe))
@@ -97,7 +102,7 @@ func (rt *Router) Handler() http.Handler {
 		_, _ = io.WriteString(w, api.OpenAPI())
 	})
 	rt.face(mux)
-	return api.Logged(rt.log, rt.http.Wrap(mux))
+	return api.Logged(rt.log, rt.http.Wrap(capped(rt.maxPerAddress, mux)))
 }
 
 type handler func(w http.ResponseWriter, r *http.Request, user hongbao.UserID) error
@@ -130,8 +135,15 @@ func (rt *Router) user(r *http.Request) (hongbao.UserID, error) {
 // before any server sees the send. With an Idempotency-Key the bucket comes
 // from it, so a retried send meets its first attempt in one database.
 func (rt *Router) handleSend(w http.ResponseWriter, r *http.Request, user hongbao.UserID) error {
-	body, err := readBody(w, r)
+	if err := api.CheckJSONType(r.Header); err != nil {
+		return err
+	}
+	body, err := api.ReadBody(w, r)
 	if err != nil {
+		return err
+	}
+	// Refused here, a bad body costs no ID, no server and no database.
+	if _, err := api.DecodeSend(bytes.NewReader(body)); err != nil {
 		return err
 	}
 	err = rt.minter.Mint(user, r.Header.Get("Idempotency-Key"), func(id hongbao.PacketID) error {
@@ -155,6 +167,9 @@ func (rt *Router) handlePacket(w http.ResponseWriter, r *http.Request, user hong
 	if err != nil {
 		return err
 	}
+	if err := api.NoBody(w, r); err != nil {
+		return err
+	}
 	api.AddField(r.Context(), zap.Stringer("packet_id", id))
 	resp, err := rt.forward(r, user, id, nil, nil)
 	if err != nil {
@@ -168,6 +183,9 @@ func (rt *Router) handlePacket(w http.ResponseWriter, r *http.Request, user hong
 // answers from any server, and pings (the no-op that measures the HTTP
 // ceiling of router + server); the user ID spreads them over all servers.
 func (rt *Router) handleMe(w http.ResponseWriter, r *http.Request, user hongbao.UserID) error {
+	if err := api.NoBody(w, r); err != nil {
+		return err
+	}
 	resp, err := rt.forwardTo(r, user, nil, nil, func() []string {
 		var all []string
 		for _, s := range rt.topo.Current().Sets {
@@ -180,18 +198,6 @@ func (rt *Router) handleMe(w http.ResponseWriter, r *http.Request, user hongbao.
 	}
 	resp.write(w)
 	return nil
-}
-
-func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, api.MaxBody))
-	var tooBig *http.MaxBytesError
-	if errors.As(err, &tooBig) {
-		return nil, api.ErrBodyTooLarge
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read body: %w", err)
-	}
-	return body, nil
 }
 
 // response is a server's answer, read whole so it can be inspected and

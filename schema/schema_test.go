@@ -160,3 +160,33 @@ func TestSumsByKind(t *testing.T) {
 		t.Errorf("SumsByKind = %+v", got)
 	}
 }
+
+// TestIsUnreachable: a refused dial and a server killed under an open
+// connection both read as unreachable; a query's own error does not.
+func TestIsUnreachable(t *testing.T) {
+	ctx := context.Background()
+	refused, err := schema.Open("hongbao:hongbao@tcp(127.0.0.1:1)/?timeout=500ms", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer refused.Close()
+	if err := refused.PingContext(ctx); !schema.IsUnreachable(err) {
+		t.Errorf("dial refused: IsUnreachable false (%v)", err)
+	}
+	m := dbtest.StartMariaDB(t)
+	db, err := schema.Open(m.DSN, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, "SELECT * FROM no_such_db_hb.t"); err == nil || schema.IsUnreachable(err) {
+		t.Errorf("a missing table read as unreachable (%v)", err)
+	}
+	m.Stop()
+	if _, err := db.ExecContext(ctx, "SELECT 1"); !schema.IsUnreachable(err) {
+		t.Errorf("server killed: IsUnreachable false (%v)", err)
+	}
+	if schema.IsUnreachable(nil) || schema.IsUnreachable(errors.New("connection refused")) {
+		t.Error("nil or a plain error read as unreachable")
+	}
+}

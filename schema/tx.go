@@ -3,9 +3,12 @@ package schema
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
+	"syscall"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -93,4 +96,23 @@ func tryTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
 		return fmt.Errorf("commit: %w", err)
 	}
 	return nil
+}
+
+// IsUnreachable reports whether err says the database could not be reached
+// or dropped the connection (refused, reset, timed out dialling, shut
+// down): a dependency's outage, which clients should retry, not a fault of
+// the request or of the server.
+func IsUnreachable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var ne *net.OpError
+	switch {
+	case errors.Is(err, driver.ErrBadConn), errors.Is(err, mysql.ErrInvalidConn),
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
+		errors.As(err, &ne):
+		return true
+	}
+	// 1053: server shutdown in progress; 1927: connection killed.
+	return isError(err, 1053, 1927)
 }

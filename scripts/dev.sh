@@ -7,8 +7,9 @@
 #   scripts/dev.sh up          start the dev cluster in the background (idempotent)
 #   scripts/dev.sh down        stop it (idempotent)
 #   scripts/dev.sh run         up, print how to use it, stop everything on Ctrl-C
-#   scripts/dev.sh test [ARGS] start the test instances, run vet and go test -race
+#   scripts/dev.sh test [ARGS] start the test instances, run vet, govulncheck and go test -race
 #                              (HB_TEST_PKGS="./queue ./set/..." for some packages only)
+#   scripts/dev.sh fuzz [TIME] run every fuzz target for TIME (default 20s) each
 set -euo pipefail
 export PATH="$PATH:/usr/sbin:/sbin:/usr/local/go/bin"
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -228,6 +229,45 @@ test_times() {
        END { printf "packages: %d passed, %d failed\n", ok, bad }' "$1"
 }
 
+# vulncheck: govulncheck over the module, installed with go install when
+# missing. It needs its vulnerability database (https://vuln.go.dev, or
+# GOVULNDB, e.g. file:///path/to/a/copy): when it cannot reach it, or cannot
+# be installed, it says so and is skipped; known vulnerabilities fail.
+vulncheck() {
+  local bin out rc=0
+  bin=$(command -v govulncheck || echo "$(go env GOPATH)/bin/govulncheck")
+  if [ ! -x "$bin" ]; then
+    echo "govulncheck: installing (go install golang.org/x/vuln/cmd/govulncheck@latest)..."
+    go install golang.org/x/vuln/cmd/govulncheck@latest >"$RUN/govulncheck-install.log" 2>&1 || {
+      echo "govulncheck: SKIPPED: could not install it (no network to the Go module proxy?); see .run/govulncheck-install.log"
+      return 0; }
+  fi
+  out=$(cd "$ROOT" && "$bin" ${GOVULNDB:+-db "$GOVULNDB"} ./... 2>&1) || rc=$?
+  case $rc in
+    0) echo "govulncheck: no known vulnerabilities" ;;
+    3) echo "$out"; echo "govulncheck: known vulnerabilities (above)" >&2; return 1 ;;
+    *) if grep -q "fetching vulnerabilities\|vuln.go.dev\|no such host\|dial tcp" <<<"$out"; then
+         echo "govulncheck: SKIPPED: its vulnerability database is unreachable from here ($(grep -m1 -o 'dial tcp.*\|no such host' <<<"$out" || true));"
+         echo "             set GOVULNDB to a reachable mirror or a file:// copy to run it"
+       else
+         echo "$out"; echo "govulncheck failed (status $rc)" >&2; return 1
+       fi ;;
+  esac
+}
+
+# fuzz [TIME]: every go test fuzz target of the module for TIME each
+# (default 20s). Their seed corpora (testdata/fuzz) run with every make test.
+fuzz() {
+  local t=${1:-20s} pkg name
+  cd "$ROOT"
+  for pkg in $(go list ./...); do
+    for name in $(go test -list '^Fuzz' "$pkg" 2>/dev/null | grep '^Fuzz' || true); do
+      echo "== fuzz $name in $pkg for $t"
+      go test -run '^$' -fuzz "^$name\$" -fuzztime "$t" "$pkg"
+    done
+  done
+}
+
 # bench: the comparison of issue 6 on a cluster with activity limits (large
 # packets), Redis for the redis+lua baseline and wrk as an independent client.
 bench() {
@@ -238,6 +278,8 @@ bench() {
       { $sudo apt-get update -qq >>"$RUN/apt.log" 2>&1 && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq redis-server wrk >>"$RUN/apt.log" 2>&1; }; }
   down
   export HB_LIMITS_MAX_TOTAL=100000000000 HB_LIMITS_MAX_COUNT=1000000 HB_LIMITS_MAX_SHARE=0 HB_LOG_LEVEL=warn
+  # thousands of clients from one address, a few senders of thousands of packets
+  export HB_ROUTER_MAX_PER_ADDRESS=0 HB_ROUTER_OPEN_PER_SECOND=0 HB_ROUTER_GRAB_PER_SECOND=0 HB_ROUTER_SEND_PER_SECOND=0
   build
   # The designs side by side first, with nothing else running on the machine.
   infra
@@ -270,6 +312,7 @@ case "${1:-}" in
     cd "$ROOT"
     go vet ./...
     (cd cmd/hbbench && go vet ./...)
+    vulncheck
     rc=0
     # HB_TEST_PKGS="./queue ./store/..." tests only those packages.
     # shellcheck disable=SC2086 # a list of package patterns
@@ -277,8 +320,10 @@ case "${1:-}" in
     test_times "$RUN/test.log"
     exit "$rc"
     ;;
+  fuzz) shift; fuzz "$@" ;;
+  vulncheck) vulncheck ;;
   bench) shift; bench "$@" ;;
   infra) deps; infra ;;
   test-env) test_env; env | grep '^HB_TEST_' | sed "s/^\([^=]*\)=\(.*\)$/export \1='\2'/" ;;
-  *) sed -n '2,10p' "$0"; exit 2 ;;
+  *) sed -n '2,12p' "$0"; exit 2 ;;
 esac

@@ -38,7 +38,7 @@ func TestBadInput(t *testing.T) {
 		{"integral float total", `{"total":100.0,"count":1}`, "", 400, "invalid_total"},
 		{"exponent total", `{"total":1e3,"count":1}`, "", 400, "invalid_total"},
 		{"string total", `{"total":"1000","count":1}`, "", 400, "invalid_total"},
-		{"null total", `{"total":null,"count":1}`, "", 400, "invalid_total"},
+		{"null total", `{"total":null,"count":1}`, "", 400, "null_value"},
 		{"overflowing total", `{"total":99999999999999999999,"count":1}`, "", 400, "invalid_total"},
 		{"missing total", `{"count":1}`, "", 400, "invalid_total"},
 		{"zero count", `{"total":1000,"count":0}`, "", 400, "invalid_count"},
@@ -57,7 +57,7 @@ func TestBadInput(t *testing.T) {
 		{"array", `[1000,10]`, "", 400, "malformed_json"},
 		{"null", `null`, "", 400, "malformed_json"},
 		{"empty", ``, "", 400, "malformed_json"},
-		{"trailing garbage", `{"total":1000,"count":10} x`, "", 400, "malformed_json"},
+		{"trailing garbage", `{"total":1000,"count":10} x`, "", 400, "trailing_data"},
 		{"4 MiB body", huge, "", 413, "body_too_large"},
 		{"long idempotency key", `{"total":1000,"count":10}`, strings.Repeat("k", 201), 400, "invalid_idempotency_key"},
 	}

@@ -17,6 +17,9 @@ import (
 const maxIdemKey = 200
 
 func (s *Server) handleSend(r *http.Request, sender hongbao.UserID) (int, any, error) {
+	if err := api.CheckJSONType(r.Header); err != nil {
+		return 0, nil, err
+	}
 	req, err := api.DecodeSend(http.MaxBytesReader(nil, r.Body, api.MaxBody))
 	if err != nil {
 		return 0, nil, err

@@ -17,6 +17,7 @@ import (
 	"github.com/hongbao-dev/hongbao/api"
 	"github.com/hongbao-dev/hongbao/metrics"
 	"github.com/hongbao-dev/hongbao/queue"
+	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store"
 	"github.com/hongbao-dev/hongbao/store/cache"
 	"github.com/hongbao-dev/hongbao/store/wallet"
@@ -30,6 +31,8 @@ type Server struct {
 	grant   int64
 	queue   *queue.Manager
 	auth    *api.Internal
+	self    string  // the address routers sign requests for; "" for the connection's
+	nonces  *nonces // of signed requests within the window
 	owns    func(hongbao.Bucket) bool
 	recheck func(context.Context, hongbao.Bucket) bool
 	minter  *hongbao.Minter
@@ -56,6 +59,13 @@ type Deps struct {
 	// Never set it in production.
 	DevGrant int64
 	Auth     *api.Internal // verifies that requests come from a router
+	// Self is the host:port routers send to (the servers' entry in the
+	// configuration), which their signatures name; "" takes the local
+	// address each connection came in on.
+	Self string
+	// MaxNonces bounds the signed requests remembered to refuse replays
+	// (0: defaultMaxNonces).
+	MaxNonces int
 	// Owns reports whether this server's SET owns a bucket at the current
 	// topology version; nil leaves the decision to the MySQL fence alone.
 	Owns func(hongbao.Bucket) bool
@@ -81,7 +91,8 @@ type Deps struct {
 // NewServer wires a Server. It owns the queue manager it creates; Close
 // drains it.
 func NewServer(d Deps) *Server {
-	s := &Server{store: d.Store, cache: d.Cache, wallet: d.Wallet, grant: d.DevGrant, auth: d.Auth, owns: d.Owns, recheck: d.Recheck, minter: hongbao.NewMinter(d.Now),
+	s := &Server{store: d.Store, cache: d.Cache, wallet: d.Wallet, grant: d.DevGrant, auth: d.Auth,
+		self: d.Self, nonces: newNonces(api.Window, d.MaxNonces), owns: d.Owns, recheck: d.Recheck, minter: hongbao.NewMinter(d.Now),
 		limits: d.Limits, loc: d.Loc, now: d.Now, log: d.Log, memo: newSoldOut(d.SoldOutMemo), known: newKnown(d.SoldOutMemo), openers: newOpenerCache(d.Cache),
 		http: d.HTTP, opens: d.Opens}
 	s.queue = queue.New(d.Queue, s.apply, d.Cache, d.Log)
@@ -142,7 +153,7 @@ type packetHandler func(r *http.Request, user hongbao.UserID, id hongbao.PacketI
 func (s *Server) authed(h handler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		rid := requestID(r.Context())
-		user, err := s.user(r)
+		user, err := s.user(w, r)
 		if err != nil {
 			api.WriteProblem(w, err, rid)
 			return
@@ -153,6 +164,11 @@ func (s *Server) authed(h handler) http.HandlerFunc {
 			// Out of time, or the outcome of a commit is unknown: either
 			// way a retry gets the truth (opens are idempotent).
 			err = fmt.Errorf("%v: %w", err, hongbao.ErrBusy)
+		} else if schema.IsUnreachable(err) {
+			// The SET's MySQL is down or restarting: 503 with
+			// Retry-After (the router tries another server first), not a
+			// fault of this request.
+			err = fmt.Errorf("%v: %w", err, hongbao.ErrUnavailable)
 		}
 		if err != nil {
 			if api.Status(err) >= 500 {
@@ -184,10 +200,6 @@ func (s *Server) withPacket(h packetHandler) handler {
 		return status, body, err
 	}
 }
-
-// user is the user a router vouches for; requests no router signed are
-// refused, so nobody can reach a server directly with a made-up user.
-func (s *Server) user(r *http.Request) (hongbao.UserID, error) { return s.auth.Verify(r) }
 
 // own refuses a bucket the SET does not own at the current topology
 // version; the router then refreshes its topology and retries.

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
@@ -166,7 +167,9 @@ func (s *Store) Copy(ctx context.Context, cold *sql.DB, d Day) (Checksum, error)
 	if err != nil {
 		return Checksum{}, err
 	}
-	got, err := checksum(ctx, cold, a.Packets(), a.Details(), d.lo, d.hi)
+	// The cold rows of exactly the live packets: the archive may hold
+	// packets of the day archived by an earlier run, which must not count.
+	got, err := s.coldChecksum(ctx, cold, d)
 	if err != nil {
 		return Checksum{}, err
 	}
@@ -175,6 +178,59 @@ func (s *Store) Copy(ctx context.Context, cold *sql.DB, d Day) (Checksum, error)
 			d.Table.Packets(), d.Date.Format(time.DateOnly), live, got)
 	}
 	return live, nil
+}
+
+// verifyChunk is how many packets one verification query names.
+const verifyChunk = 1000
+
+// coldChecksum sums the cold copies of the packets the Day holds live, and
+// their details, naming the packets by ID in chunks.
+func (s *Store) coldChecksum(ctx context.Context, cold *sql.DB, d Day) (Checksum, error) {
+	a := d.Archive()
+	var sum Checksum
+	for after := d.lo - 1; ; {
+		ids, err := liveIDs(ctx, s.db, d, after)
+		if err != nil || len(ids) == 0 {
+			return sum, err
+		}
+		after = ids[len(ids)-1]
+		in := "?" + strings.Repeat(",?", len(ids)-1)
+		args := make([]any, len(ids))
+		for i, id := range ids {
+			args[i] = id
+		}
+		var c Checksum
+		err = cold.QueryRowContext(ctx, "SELECT COUNT(*), COALESCE(SUM(total),0), COALESCE(SUM(remaining_amount),0) FROM "+a.Packets()+
+			" WHERE id IN ("+in+")", args...).Scan(&c.Packets, &c.Total, &c.Remaining)
+		if err == nil {
+			err = cold.QueryRowContext(ctx, "SELECT COUNT(*), COALESCE(SUM(amount),0) FROM "+a.Details()+
+				" WHERE packet_id IN ("+in+")", args...).Scan(&c.Details, &c.Opened)
+		}
+		if err != nil {
+			return sum, fmt.Errorf("store: verify %s: %w", a.Packets(), err)
+		}
+		sum.Packets, sum.Details = sum.Packets+c.Packets, sum.Details+c.Details
+		sum.Total, sum.Remaining, sum.Opened = sum.Total+c.Total, sum.Remaining+c.Remaining, sum.Opened+c.Opened
+	}
+}
+
+// liveIDs lists up to verifyChunk IDs of the Day's live packets after after.
+func liveIDs(ctx context.Context, db *sql.DB, d Day, after hongbao.PacketID) ([]hongbao.PacketID, error) {
+	rows, err := db.QueryContext(ctx, "SELECT id FROM "+d.Table.Packets()+" WHERE id > ? AND id < ? ORDER BY id LIMIT ?",
+		after, d.hi, verifyChunk)
+	if err != nil {
+		return nil, fmt.Errorf("store: verify %s: %w", d.Table.Packets(), err)
+	}
+	defer rows.Close()
+	var ids []hongbao.PacketID
+	for rows.Next() {
+		var id hongbao.PacketID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
 }
 
 // ErrDayChanged means a Day changed between its verified copy and its purge.

@@ -229,15 +229,33 @@ func readPacket(ctx context.Context, db *sql.DB, packets, details string, id hon
 }
 
 // Opened returns the share user took of id, if any: a point read on the
-// detail's primary key, for when the cache cannot tell.
+// detail's primary key, for when the cache cannot tell. A packet old
+// enough to have been archived is looked for in the archive too, so an
+// earlier opener of an archived packet still gets their share back.
 func (s *Store) Opened(ctx context.Context, id hongbao.PacketID, user hongbao.UserID) (int64, bool, error) {
+	t := s.Table(id)
+	amount, ok, err := openedIn(ctx, s.db, t.Details(), id, user)
+	// The archiver keeps a day at least a day (archive.retention_days >=
+	// 1): a younger packet cannot be there, and the crowd of a fresh
+	// packet pays no second read.
+	if err == nil && !ok && s.cold != nil && s.now().Sub(id.Time()) > 24*time.Hour {
+		amount, ok, err = openedIn(ctx, s.cold, dayOf(t, id, s.loc).Archive().Details(), id, user)
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("store: opened %s by %s: %w", id, user, err)
+	}
+	return amount, ok, nil
+}
+
+// openedIn reads user's share of id in the details table, if any.
+func openedIn(ctx context.Context, db *sql.DB, details string, id hongbao.PacketID, user hongbao.UserID) (int64, bool, error) {
 	var amount int64
-	err := s.db.QueryRowContext(ctx, "SELECT amount FROM "+s.Table(id).Details()+" WHERE packet_id = ? AND user_id = ?", id, user).Scan(&amount)
+	err := db.QueryRowContext(ctx, "SELECT amount FROM "+details+" WHERE packet_id = ? AND user_id = ?", id, user).Scan(&amount)
 	switch {
 	case errors.Is(err, sql.ErrNoRows), schema.IsMissingTable(err):
 		return 0, false, nil
 	case err != nil:
-		return 0, false, fmt.Errorf("store: opened %s by %s: %w", id, user, err)
+		return 0, false, err
 	}
 	return amount, true, nil
 }

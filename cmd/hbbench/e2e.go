@@ -130,6 +130,7 @@ func (h *httpDesign) send(ctx context.Context, sender hongbao.UserID, total int6
 		return 0, err
 	}
 	req.Header.Set("Authorization", "Bearer "+h.signer.Sign(sender, time.Now().Add(time.Hour)))
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := h.client.Do(req)
 	if err != nil {
 		return 0, err

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/cmd/internal/settings"
 	"github.com/hongbao-dev/hongbao/store"
 	"github.com/hongbao-dev/hongbao/store/wallet"
 )
@@ -35,7 +36,11 @@ func cmdVerify(ctx context.Context, e *env, args []string) (err error) {
 	}
 	var sum store.SetTotals
 	var bad []string
-	for _, sc := range cfg.Sets {
+	sets, err := settings.Sets(ctx, cfg) // the meta database's, when there is one
+	if err != nil {
+		return err
+	}
+	for _, sc := range sets {
 		var t store.SetTotals
 		var b []string
 		err := withDB(sc.MySQLDSN, func(db *sql.DB) error {

@@ -75,7 +75,8 @@ func run(args []string) error {
 	reg := metrics.NewRegistry()
 	rt := router.New(router.Deps{Topology: topo, Health: health, Signer: hongbao.NewSigner([]byte(cfg.Secret)),
 		Internal: api.NewInternal([]byte(cfg.InternalSecret), time.Now), Client: client, Now: time.Now, Log: log,
-		HTTP: metrics.NewHTTP(reg), Page: web.Handler(), DevTokenTTL: devTokenTTL(cfg)})
+		Limits: limits(cfg.Router.RouterLimits),
+		HTTP:   metrics.NewHTTP(reg), Page: web.Handler(), DevTokenTTL: devTokenTTL(cfg)})
 	ready := func(ctx context.Context) error { return rt.Ready(ctx, 5*time.Second) }
 	metrics.Ready(reg, admin.Now(ctx, ready))
 	metrics.RegisterHealthyServers(reg, rt.HealthyPerSet)
@@ -93,8 +94,11 @@ func run(args []string) error {
 	go topo.Run(bg)
 	go health.Run(bg, func() []string { return allServers(topo.Current()) })
 
+	// Slow clients are cut off: headers within 5 s, the whole request
+	// within 10 s (a late body is answered 408 body_timeout).
 	hs := &http.Server{Addr: addr, Handler: rt.Handler(), ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout: 10 * time.Second, WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second}
+		ReadTimeout: 10 * time.Second, WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second,
+		MaxHeaderBytes: 16 << 10, HTTP2: &http.HTTP2Config{MaxConcurrentStreams: cfg.Router.MaxStreams}}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -113,6 +117,13 @@ func run(args []string) error {
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	return nil
+}
+
+// limits converts the configuration's abuse limits.
+func limits(c configs.RouterLimits) router.Limits {
+	rate := func(r configs.Rate) router.Rate { return router.Rate{Every: r.Every(), Burst: r.Burst} }
+	return router.Limits{Open: rate(c.Open), Grab: rate(c.Grab), Send: rate(c.Send),
+		MaxPerAddress: c.MaxPerAddress, MaxUsers: c.MaxUsers}
 }
 
 func allServers(t *topology.Map) []string {

@@ -43,6 +43,8 @@ func run(args []string) error {
 	cfgPath := fs.String("config", "configs/dev.yaml", "configuration file")
 	setName := fs.String("set", "", "name of the SET this server belongs to (required)")
 	listen := fs.String("listen", "", "address to serve on, e.g. 127.0.0.1:8081 (required)")
+	advertise := fs.String("advertise", "", "host:port routers send to, as listed in the config's servers "+
+		"(default: -listen when it names a host, else the address each connection came in on)")
 	adminAddr := fs.String("admin", "", "admin listener (metrics, health, pprof; default: admin.server of the config, \"off\" for none)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -52,6 +54,9 @@ func run(args []string) error {
 	}
 	if _, _, err := net.SplitHostPort(*listen); err != nil {
 		return fmt.Errorf("flag -listen: %q is not host:port", *listen)
+	}
+	if _, _, err := net.SplitHostPort(*advertise); *advertise != "" && err != nil {
+		return fmt.Errorf("flag -advertise: %q is not host:port", *advertise)
 	}
 	cfg, err := configs.Load(*cfgPath, os.Environ())
 	if err != nil {
@@ -108,6 +113,7 @@ func run(args []string) error {
 		Store:       store.New(db, sc.Name, cfg.Location(), time.Now, rand.Int64N).WithArchive(cold).WithMetrics(metrics.NewStore(reg)),
 		Cache:       cache.New(sc.Memcached, cfg.Cache.Timeout.D(), cfg.Cache.Conns, log).WithMetrics(metrics.NewCache(reg)),
 		Auth:        api.NewInternal([]byte(cfg.InternalSecret), time.Now),
+		Self:        selfAddr(*listen, *advertise),
 		Limits:      settings.Limits(cfg),
 		Queue:       q,
 		SoldOutMemo: cfg.Queue.Memo,
@@ -128,6 +134,20 @@ func run(args []string) error {
 	}
 	defer adm.Shutdown(context.Background()) //nolint:errcheck // exiting anyway
 	return serve(log, *listen, srv, cfg.ShutdownGrace.D(), cfg.Admin.DrainGrace.D())
+}
+
+// selfAddr is the address router signatures must name: -advertise, or
+// -listen unless it is a wildcard (0.0.0.0:8081, :8081), which routers
+// cannot dial as such.
+func selfAddr(listen, advertise string) string {
+	if advertise != "" {
+		return advertise
+	}
+	host, _, _ := net.SplitHostPort(listen) // checked by run
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		return ""
+	}
+	return listen
 }
 
 // follow watches the topology in the meta database.

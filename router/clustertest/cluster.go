@@ -52,6 +52,9 @@ type Options struct {
 	// NoSettlers starts no hbsettler: the wallet credits of opens stay in
 	// their SET's outbox, where a test can read them.
 	NoSettlers bool
+	// RouterYAML is YAML of the router section (abuse limits), e.g.
+	// "open: {per_second: 5, burst: 5}"; "" is no limits.
+	RouterYAML string
 	// DevGrant is the configuration's dev_grant: when positive the router
 	// serves the red-packet page's dev sign-in and top-up.
 	DevGrant int64
@@ -173,7 +176,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 	c.Config = filepath.Join(c.dir, "cluster.yaml")
 	c.VerifyTextfile, c.ArchiveTextfile = filepath.Join(c.dir, "hbverify.prom"), filepath.Join(c.dir, "hbarchive.prom")
 	WriteConfig(t, c.Config, Config{Secret: c.secret, InternalSecret: c.InternalSecret, Expiry: opts.Expiry,
-		Router: c.routerAddr, MetaDSN: c.MetaDSN, WalletDSN: c.WalletDSN, Sets: c.Sets,
+		Router: c.routerAddr, RouterExtra: opts.RouterYAML, MetaDSN: c.MetaDSN, WalletDSN: c.WalletDSN, Sets: c.Sets,
 		Extra: fmt.Sprintf("dev_grant: %d\narchive:\n  textfile: %q\ndashboard:\n  verify_textfile: %q\n",
 			opts.DevGrant, c.ArchiveTextfile, c.VerifyTextfile)})
 

@@ -20,7 +20,11 @@ type Config struct {
 	Router                 string        // router.listen; "" for none
 	MetaDSN, WalletDSN     string        // "" for none
 	Extra                  string        // more top-level YAML, written as is
-	Sets                   []Set         // their Name, Addrs, DSN and Memcached
+	// RouterExtra is more YAML of the router section (its abuse limits),
+	// written as is; "" gives the test profile: no limits, so tests that
+	// load the cluster measure it, not the limits.
+	RouterExtra string
+	Sets        []Set // their Name, Addrs, DSN and Memcached
 }
 
 // WriteConfig writes cfg as YAML to path.
@@ -61,6 +65,13 @@ shutdown_grace: 5s
 `, cfg.Expiry, cfg.DBConns)
 	if cfg.Router != "" {
 		fmt.Fprintf(&b, "router:\n  listen: %q\n", cfg.Router)
+		extra := cfg.RouterExtra
+		if extra == "" {
+			extra = "max_per_address: 0\nopen: {per_second: 0}\ngrab: {per_second: 0}\nsend: {per_second: 0}\n"
+		}
+		for _, line := range strings.Split(strings.TrimSuffix(extra, "\n"), "\n") {
+			b.WriteString("  " + line + "\n")
+		}
 	}
 	if cfg.MetaDSN != "" {
 		fmt.Fprintf(&b, "meta_dsn: %q\n", cfg.MetaDSN)

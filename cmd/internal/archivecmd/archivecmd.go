@@ -8,10 +8,12 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/cmd/internal/settings"
 	"github.com/hongbao-dev/hongbao/configs"
 	"github.com/hongbao-dev/hongbao/metrics"
 	"github.com/hongbao-dev/hongbao/router/topology"
@@ -68,13 +70,16 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, environ [
 		return fmt.Errorf("%w: retention %d days refused: must be 1..%d so each day table is empty at least a day before it is reused",
 			ErrUsage, days, archive.MaxRetentionDays)
 	}
-	sets := cfg.Sets
+	sets, err := settings.Sets(ctx, cfg) // the meta database's, when there is one
+	if err != nil {
+		return err
+	}
 	if *only != "" {
-		sc, err := cfg.Set(*only)
-		if err != nil {
-			return fmt.Errorf("%w: flag --set: %v", ErrUsage, err)
+		i := slices.IndexFunc(sets, func(s configs.Set) bool { return s.Name == *only })
+		if i < 0 {
+			return fmt.Errorf("%w: flag --set: no SET %q", ErrUsage, *only)
 		}
-		sets = []configs.Set{sc}
+		sets = sets[i : i+1]
 	}
 	log, err := cfg.Logger("hbarchive")
 	if err != nil {
@@ -90,10 +95,12 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, environ [
 			}
 		}()
 	}
+	var errs []error
 	for _, sc := range sets {
 		a, closeAll, err := newArchiver(sc, cfg, days)
 		if err != nil {
-			return err
+			errs = append(errs, fmt.Errorf("SET %s: %w", sc.Name, err))
+			continue
 		}
 		a.Log = log
 		if f, ok := os.Stderr.Stat(); ok == nil && f.Mode()&os.ModeCharDevice != 0 && stderr == os.Stderr {
@@ -106,14 +113,16 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, environ [
 		}
 		err = archiveSet(ctx, args[0], a, cfg, sc, asOf, *dryRun, stdout, &runs)
 		closeAll()
-		if errors.Is(err, archive.ErrLocked) {
-			return err // it names the SET already
-		}
-		if err != nil {
-			return fmt.Errorf("SET %s: %w", sc.Name, err)
+		switch {
+		case errors.Is(err, archive.ErrLocked):
+			errs = append(errs, err) // it names the SET already
+		case err != nil:
+			// One SET's trouble must not keep the others' days from
+			// being archived before their tables are reused.
+			errs = append(errs, fmt.Errorf("SET %s: %w", sc.Name, err))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 func newArchiver(sc configs.Set, cfg *configs.Config, days int) (*archive.Archiver, func(), error) {

@@ -85,7 +85,7 @@
 
   // Codes answered while the system is busy: the request is retried
   // automatically, after Retry-After seconds (1 when not said).
-  const retryable = new Set(["busy", "rate_limited", "unavailable", "timeout", "network"]);
+  const retryable = new Set(["busy", "rate_limited", "concurrency_limited", "unavailable", "timeout", "body_timeout", "network"]);
 
   // api is call with the automatic retries; onWait(problem, seconds) shows
   // the wait. Every request retried here is idempotent (sends carry an
@@ -121,7 +121,8 @@
       case "already_opened": return "You already opened this red packet.";
       case "busy": return "So many people are opening it right now! Trying again in " + (p.retryAfter == null ? 1 : p.retryAfter) + " s…";
       case "rate_limited": return "Too many requests from you: slowing down, trying again in " + (p.retryAfter == null ? 1 : p.retryAfter) + " s…";
-      case "unavailable": case "timeout": case "network": return "The service did not answer; trying again…";
+      case "concurrency_limited": return "Too many of your requests at once: trying again in " + (p.retryAfter == null ? 1 : p.retryAfter) + " s…";
+      case "unavailable": case "timeout": case "body_timeout": case "network": return "The service did not answer; trying again…";
       case "insufficient_funds": return "Your balance is too low for this red packet. Top up, or send less.";
       case "invalid_total": return "Enter the total in yuan, like 10 or 8.88 (at least ¥0.01)." + detail;
       case "total_below_count": return "Each share needs at least ¥0.01: put in at least as many fen as shares.";
@@ -138,11 +139,13 @@
       case "unauthorized": return "Please sign in first.";
       case "token_expired": return "Your sign-in has expired: please sign in again.";
       case "forbidden": return "You may not do that.";
+      case "replayed": return "That request was already made once and was refused as a replay; please try again.";
       case "not_found": return "There is no such red packet (check the link).";
       case "invalid_id": return "That link's red packet number is not valid.";
       case "invalid_user": return "A user ID is a positive whole number, like 42.";
       case "invalid_cursor": case "invalid_limit": return "That page of history cannot be shown." + detail;
-      case "malformed_json": case "unknown_field": case "unsupported_media_type": case "body_too_large":
+      case "malformed_json": case "unknown_field": case "unsupported_media_type": case "body_too_large": case "malformed_body":
+      case "null_value": case "trailing_data": case "truncated_body": case "unexpected_body": case "duplicate_key":
         return "The page sent something the server did not understand (" + p.code + "): reload the page.";
       case "internal": return "Something went wrong on our side; nothing was charged twice. Please try again." + reqID(p);
       default: return (p.body && (p.body.detail || p.body.title)) || "Something went wrong (" + p.code + ").";

@@ -305,6 +305,7 @@ func testRain(t *testing.T, c *clustertest.Cluster, tab *browsertest.Tab, sender
 // the bucket map, a last verify, and an opens/s that moves.
 func testDashboard(t *testing.T, c *clustertest.Cluster, b *browsertest.Browser, shots []string) {
 	verifyOut, verifyErr := c.Ctl("verify", "--textfile", c.VerifyTextfile)
+	c.MustCtl(t, "archive", "run") // nothing to archive yet: its summary per SET
 	stop := make(chan struct{})
 	var opens atomic.Int64
 	var wg sync.WaitGroup
@@ -334,6 +335,9 @@ func testDashboard(t *testing.T, c *clustertest.Cluster, b *browsertest.Browser,
 	}
 	if v := browsertest.Wait[string](tab, `document.querySelector("#verify .pill")?.textContent`); v != wantVerify {
 		t.Errorf("dashboard's last verify %q, hbctl verify said %q:\n%s", v, wantVerify, verifyOut)
+	}
+	if rows := browsertest.Wait[int](tab, `document.querySelectorAll("#archive tbody tr").length`); rows != 2 {
+		t.Errorf("the archive table has %d rows, want one per SET", rows)
 	}
 	// The opens/s of two polls, both non-zero, and different.
 	first := browsertest.Wait[string](tab, `(() => { const v = document.querySelector("#opens").textContent; return Number(v) > 0 && v; })()`)

@@ -87,7 +87,7 @@ func (b *Board) collect(ctx context.Context) *Status {
 		st.Sets[i].Buckets++
 	}
 	st.Moving = b.moving(t, now)
-	st.Rebalance = "no rebalance workflow runs in hongbao: buckets move one at a time (hbctl topology move); " +
+	st.Rebalance = "No rebalance workflow runs in hongbao: buckets move one at a time (hbctl topology move); " +
 		"the map highlights buckets that changed SET in the last minute"
 
 	samples := b.scrapeAll(ctx, now)

@@ -16,7 +16,7 @@ import (
 const module = "github.com/hongbao-dev/hongbao"
 
 // harnesses are test-only packages; ARCHITECTURE.md names them apart.
-var harnesses = []string{"store/dbtest", "router/clustertest", "set/archive/archivetest"}
+var harnesses = []string{"store/dbtest", "router/clustertest", "set/archive/archivetest", "router/browsertest"}
 
 // goPackage is what `go list -json` says of a package.
 type goPackage struct {
@@ -152,7 +152,7 @@ func TestLayering(t *testing.T) {
 		}
 	}
 	for _, p := range goList(t, "./cmd/...") {
-		forbidden(p.ImportPath, p.Deps, "github.com/redis/go-redis", "golang.org/x/image")
+		forbidden(p.ImportPath, p.Deps, "github.com/redis/go-redis", "golang.org/x/image", "github.com/chromedp")
 	}
 	gomod, err := os.ReadFile("go.mod")
 	if err != nil {

@@ -29,6 +29,7 @@ type Config struct {
 	Router         Router   `yaml:"router"`
 	Archive        Archive  `yaml:"archive"`
 	Admin          Admin    `yaml:"admin"`
+	Dashboard      Console  `yaml:"dashboard"`
 	Sets           []Set    `yaml:"sets"`
 	MetaDSN        string   `yaml:"meta_dsn"`   // topology database
 	WalletDSN      string   `yaml:"wallet_dsn"` // accounts and ledger
@@ -101,6 +102,11 @@ type Set struct {
 	Servers   []string `yaml:"servers"`
 	MySQLDSN  string   `yaml:"mysql_dsn"`
 	Memcached []string `yaml:"memcached"`
+	// Admin lists the admin listeners of the SET's servers (in the order
+	// of Servers) and SettlerAdmin its settlers': the router's operator
+	// dashboard scrapes their /metrics and /readyz. Optional.
+	Admin        []string `yaml:"admin"`
+	SettlerAdmin []string `yaml:"settler_admin"`
 	// ArchiveDSN is the SET's cold store (default: its MySQL, databases
 	// db_xx_archive).
 	ArchiveDSN string `yaml:"archive_dsn"`

@@ -33,6 +33,8 @@ type Router struct {
 	open, grab, send *limiter
 	maxPerAddress    int
 	http             *metrics.HTTP
+	page             http.Handler
+	devTTL           time.Duration
 }
 
 // Deps are the Router's collaborators.
@@ -47,6 +49,12 @@ type Deps struct {
 	Timeout  time.Duration // bound on one attempt at a server
 	Limits   Limits        // abuse limits; the zero value is none
 	HTTP     *metrics.HTTP // measures the API's requests; nil: none
+	// Page is the red-packet page (GET / and /app/...); nil: none.
+	Page http.Handler
+	// DevTokenTTL, when positive, turns on the dev cluster's sign-in
+	// (POST /dev/token mints a token for a typed user ID) and top-up
+	// (POST /v1/dev/topup). Never in production.
+	DevTokenTTL time.Duration
 }
 
 // New returns a Router.
@@ -57,7 +65,8 @@ func New(d Deps) *Router {
 	return &Router{topo: d.Topology, health: d.Health, signer: d.Signer, internal: d.Internal,
 		minter: hongbao.NewMinter(d.Now), client: d.Client, now: d.Now, log: d.Log, timeout: d.Timeout,
 		open: newLimiter(d.Limits.Open, d.Limits.MaxUsers), grab: newLimiter(d.Limits.Grab, d.Limits.MaxUsers),
-		send: newLimiter(d.Limits.Send, d.Limits.MaxUsers), maxPerAddress: d.Limits.MaxPerAddress, http: d.HTTP}
+		send: newLimiter(d.Limits.Send, d.Limits.MaxUsers), maxPerAddress: d.Limits.MaxPerAddress, http: d.HTTP,
+		page: d.Page, devTTL: d.DevTokenTTL}
 }
 
 // NewClient returns the keep-alive client a router uses towards servers.
@@ -92,6 +101,7 @@ func (rt *Router) Handler() http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, api.OpenAPI())
 	})
+	rt.face(mux)
 	return api.Logged(rt.log, rt.http.Wrap(capped(rt.maxPerAddress, mux)))
 }
 

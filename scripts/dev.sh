@@ -3,7 +3,7 @@
 # runs private instances (own ports, data under .run/), the SET servers and
 # the router. Every process has .run/<kind>-<name>.pid and a log beside it.
 #
-#   scripts/dev.sh deps        install MariaDB, memcached and Prometheus (promtool) if missing
+#   scripts/dev.sh deps        install MariaDB, memcached, Prometheus (promtool) and Chromium if missing
 #   scripts/dev.sh up          start the dev cluster in the background (idempotent)
 #   scripts/dev.sh down        stop it (idempotent)
 #   scripts/dev.sh run         up, print how to use it, stop everything on Ctrl-C
@@ -45,6 +45,22 @@ prometheus_deps() {
   $sudo apt-get install -y -qq --no-install-recommends prometheus >>"$RUN/apt.log" 2>&1 ||
     { $sudo apt-get update -qq >>"$RUN/apt.log" 2>&1 && $sudo apt-get install -y -qq --no-install-recommends prometheus >>"$RUN/apt.log" 2>&1; } ||
     { cat "$RUN/apt.log"; echo "could not install prometheus" >&2; exit 1; }
+}
+
+# chromium_deps: Debian's chromium, the headless browser the page's and the
+# dashboard's tests drive (router/browsertest); no browser is downloaded.
+# A small Chinese font (WenQuanYi Micro Hei), so 红包 renders in its screenshots.
+chromium_deps() {
+  local need=()
+  command -v chromium >/dev/null || need+=(chromium)
+  [ -e /usr/share/fonts/truetype/wqy/wqy-microhei.ttc ] || need+=(fonts-wqy-microhei)
+  [ ${#need[@]} -eq 0 ] && return 0
+  echo "installing ${need[*]} (apt-get)..."
+  local sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >>"$RUN/apt.log" 2>&1 ||
+    { $sudo apt-get update -qq >>"$RUN/apt.log" 2>&1 && $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >>"$RUN/apt.log" 2>&1; } ||
+    { cat "$RUN/apt.log"; echo "could not install ${need[*]}" >&2; exit 1; }
 }
 
 alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
@@ -171,6 +187,11 @@ usage_info() {
   cat <<INFO
 
 hongbao is up.  API: http://127.0.0.1:8080   logs: $RUN/*.log
+
+  The red-packet page:      http://127.0.0.1:8080/   (dev sign-in: type any user ID)
+  The operator dashboard:   http://127.0.0.1:9080/dashboard   (the router's admin listener, loopback only;
+                            its last verify: .run/bin/hbctl verify --textfile .run/textfile/hbverify.prom)
+
 A token for user 42 (hbctl token --user 42):
   TOKEN=$token
 Send a packet, then open it:
@@ -193,6 +214,7 @@ INFO
 test_env() {
   deps
   prometheus_deps
+  chromium_deps
   mariadb_start test-a 13306
   mariadb_start test-b 13307
   memcached_start test-a 21211
@@ -298,7 +320,7 @@ bench() {
 }
 
 case "${1:-}" in
-  deps) deps; prometheus_deps ;;
+  deps) deps; prometheus_deps; chromium_deps ;;
   up) up; usage_info ;;
   down) down ;;
   run)

@@ -133,6 +133,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/ping", s.authed(func(*http.Request, hongbao.UserID) (int, any, error) {
 		return http.StatusOK, map[string]bool{"ok": true}, nil // the no-op behind the router: the HTTP ceiling
 	}))
+	if s.grant > 0 { // dev clusters only
+		mux.HandleFunc("POST /v1/dev/topup", s.authed(s.handleDevTopUp))
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", s.handleReady)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

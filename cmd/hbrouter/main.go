@@ -24,6 +24,7 @@ import (
 	"github.com/hongbao-dev/hongbao/metrics"
 	"github.com/hongbao-dev/hongbao/router"
 	"github.com/hongbao-dev/hongbao/router/topology"
+	"github.com/hongbao-dev/hongbao/router/web"
 )
 
 func main() {
@@ -88,13 +89,14 @@ func run(args []string) error {
 	rt := router.New(router.Deps{Topology: topo, Health: health, Signer: hongbao.NewSigner([]byte(cfg.Secret)),
 		Internal: api.NewInternal([]byte(cfg.InternalSecret), time.Now), Client: client, Now: time.Now, Log: log,
 		Limits: limits(cfg.Router.RouterLimits),
-		HTTP:   metrics.NewHTTP(reg)})
+		HTTP:   metrics.NewHTTP(reg), Page: web.Handler(), DevTokenTTL: devTokenTTL(cfg)})
 	ready := func(ctx context.Context) error { return rt.Ready(ctx, 5*time.Second) }
 	metrics.Ready(reg, admin.Now(ctx, ready))
 	metrics.RegisterHealthyServers(reg, rt.HealthyPerSet)
 	metrics.RegisterTopology(reg, metrics.Topology{Version: func() int64 { return topo.Current().Version },
 		Moves: topo.Moved, LastRefresh: topo.LastRefresh})
-	adm, err := admin.Start(admin.Address(*adminAddr, cfg.Admin.Router), admin.Handler(reg, ready), log)
+	board := newBoard(cfg, topo, health, reg)
+	adm, err := admin.Start(admin.Address(*adminAddr, cfg.Admin.Router), board.Handler(admin.Handler(reg, ready)), log)
 	if err != nil {
 		return err
 	}

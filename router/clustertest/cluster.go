@@ -55,6 +55,9 @@ type Options struct {
 	// RouterYAML is YAML of the router section (abuse limits), e.g.
 	// "open: {per_second: 5, burst: 5}"; "" is no limits.
 	RouterYAML string
+	// DevGrant is the configuration's dev_grant: when positive the router
+	// serves the red-packet page's dev sign-in and top-up.
+	DevGrant int64
 }
 
 func (o Options) withDefaults() Options {
@@ -87,6 +90,9 @@ type Set struct {
 	Addrs     []string // their listen addresses, in the same order
 	DSN       string   // its private MariaDB, root, no database selected
 	Memcached string   // its private memcached
+	Admin     []string // its servers' admin listeners, in the order of Addrs
+	// SettlerAdmin is its settler's admin listener ("" without settlers).
+	SettlerAdmin string
 }
 
 // Cluster is a running cluster.
@@ -96,6 +102,10 @@ type Cluster struct {
 	MetaDSN        string // topology database (on the first SET's MariaDB)
 	WalletDSN      string // wallet database (on the first SET's MariaDB)
 	InternalSecret string // what the router signs its requests to the servers with
+	// VerifyTextfile is where `hbctl verify --textfile` should write for
+	// the dashboard (dashboard.verify_textfile); ArchiveTextfile is
+	// archive.textfile.
+	VerifyTextfile, ArchiveTextfile string
 	// Client talks to the router. It does not retry; see Client.Retrying.
 	Client *Client
 
@@ -151,6 +161,10 @@ func Start(t testing.TB, opts Options) *Cluster {
 		for j := range opts.ServersPerSet {
 			s.Servers = append(s.Servers, fmt.Sprintf("%s%d", s.Name, j+1))
 			s.Addrs = append(s.Addrs, FreeAddr(t))
+			s.Admin = append(s.Admin, FreeAddr(t))
+		}
+		if !opts.NoSettlers {
+			s.SettlerAdmin = FreeAddr(t)
 		}
 	}
 	c.MetaDSN = withDB(t, c.Sets[0].DSN, "hb_meta")
@@ -160,8 +174,11 @@ func Start(t testing.TB, opts Options) *Cluster {
 	// the processes die before their MariaDB does.
 	t.Cleanup(c.stop)
 	c.Config = filepath.Join(c.dir, "cluster.yaml")
+	c.VerifyTextfile, c.ArchiveTextfile = filepath.Join(c.dir, "hbverify.prom"), filepath.Join(c.dir, "hbarchive.prom")
 	WriteConfig(t, c.Config, Config{Secret: c.secret, InternalSecret: c.InternalSecret, Expiry: opts.Expiry,
-		Router: c.routerAddr, RouterExtra: opts.RouterYAML, MetaDSN: c.MetaDSN, WalletDSN: c.WalletDSN, Sets: c.Sets})
+		Router: c.routerAddr, RouterExtra: opts.RouterYAML, MetaDSN: c.MetaDSN, WalletDSN: c.WalletDSN, Sets: c.Sets,
+		Extra: fmt.Sprintf("dev_grant: %d\narchive:\n  textfile: %q\ndashboard:\n  verify_textfile: %q\n",
+			opts.DevGrant, c.ArchiveTextfile, c.VerifyTextfile)})
 
 	c.MustCtl(t, "topology", "init")
 	for _, s := range c.Sets {
@@ -179,12 +196,12 @@ func Start(t testing.TB, opts Options) *Cluster {
 	}
 	for _, s := range c.Sets {
 		for i, name := range s.Servers {
-			adm := FreeAddr(t)
+			adm := s.Admin[i]
 			c.add(&Process{Kind: Server, Name: name, Bin: filepath.Join(bin, "hbserver"), Ready: s.Addrs[i], Admin: adm,
 				Args: []string{"-config", c.Config, "-set", s.Name, "-listen", s.Addrs[i], "-admin", adm}})
 		}
 		if !opts.NoSettlers {
-			adm := FreeAddr(t)
+			adm := s.SettlerAdmin
 			c.add(&Process{Kind: Settler, Name: s.Name, Bin: filepath.Join(bin, "hbsettler"), Admin: adm,
 				Args: []string{"-config", c.Config, "-set", s.Name, "-sweep-after", opts.SweepAfter.String(), "-admin", adm}})
 		}

@@ -90,8 +90,24 @@ shutdown_grace: 5s
 		}
 		fmt.Fprintf(&b, "  - name: %q\n    servers: [%s]\n    mysql_dsn: %q\n    memcached: [%q]\n",
 			s.Name, strings.Join(addrs, ", "), s.DSN, s.Memcached)
+		writeAdmin(&b, s)
 	}
 	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// writeAdmin lists a SET's admin listeners, which the router's dashboard
+// scrapes.
+func writeAdmin(b *strings.Builder, s Set) {
+	if len(s.Admin) > 0 {
+		q := make([]string, len(s.Admin))
+		for i, a := range s.Admin {
+			q[i] = strconv.Quote(a)
+		}
+		fmt.Fprintf(b, "    admin: [%s]\n", strings.Join(q, ", "))
+	}
+	if s.SettlerAdmin != "" {
+		fmt.Fprintf(b, "    settler_admin: [%q]\n", s.SettlerAdmin)
 	}
 }

@@ -1,0 +1,45 @@
+package main
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hongbao-dev/hongbao/configs"
+	"github.com/hongbao-dev/hongbao/router"
+	"github.com/hongbao-dev/hongbao/router/dashboard"
+	"github.com/hongbao-dev/hongbao/router/topology"
+)
+
+// devTokenTTL turns the page's dev sign-in and top-up on exactly when the
+// configuration is a dev cluster's (dev_grant > 0), with hbctl token's
+// token lifetime.
+func devTokenTTL(cfg *configs.Config) time.Duration {
+	if cfg.DevGrant <= 0 {
+		return 0
+	}
+	return cfg.TokenTTL.D()
+}
+
+// newBoard wires the operator dashboard: the admin listeners of every
+// SET's servers and settlers that the configuration lists, the archiver's
+// and verify's textfiles.
+func newBoard(cfg *configs.Config, topo *topology.Watcher, health *router.Health, reg *prometheus.Registry) *dashboard.Board {
+	var targets []dashboard.Target
+	for _, s := range cfg.Sets {
+		for i, addr := range s.Servers {
+			tg := dashboard.Target{Set: s.Name, Kind: "server", Name: addr, Addr: addr}
+			if i < len(s.Admin) {
+				tg.Admin = s.Admin[i]
+			}
+			targets = append(targets, tg)
+		}
+		for i, adm := range s.SettlerAdmin {
+			targets = append(targets, dashboard.Target{Set: s.Name, Kind: "settler", Name: "settler " + s.Name + string(rune('1'+i)), Admin: adm})
+		}
+	}
+	return dashboard.New(dashboard.Deps{Topology: topo.Current, Moves: topo.Moved, Healthy: health.Healthy, Router: reg,
+		Targets: targets, Archive: cfg.Archive.Textfile, Verify: cfg.Dashboard.VerifyTextfile,
+		Client: &http.Client{Timeout: 800 * time.Millisecond}})
+}

@@ -1,0 +1,82 @@
+// The operator dashboard: polls /dashboard/status every second.
+"use strict";
+(function () {
+  const colours = ["#e5484d", "#f2c46d", "#3e9bff", "#3fb950", "#b76cf2", "#ff8b3d", "#30c7c7", "#d6d6d6"];
+  const $ = (s) => document.querySelector(s);
+  const esc = (s) => String(s == null ? "" : s).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" }[c]));
+  const num = (v, d) => Number(v || 0).toFixed(d == null ? 0 : d);
+  const pill = (v, yes, no) => v == null ? '<span class="pill unk">unknown</span>' :
+    (v ? '<span class="pill ok">' + yes + "</span>" : '<span class="pill bad">' + no + "</span>");
+  const ago = (t) => { const s = (Date.now() - new Date(t)) / 1000; return s < 90 ? num(s) + " s ago" : s < 5400 ? num(s / 60) + " min ago" : s < 172800 ? num(s / 3600) + " h ago" : num(s / 86400) + " d ago"; };
+  let cells = [];
+
+  function drawMap(st) {
+    const map = $("#map");
+    if (cells.length !== st.buckets.length) {
+      map.replaceChildren();
+      cells = st.buckets.map((_, b) => { const i = document.createElement("i"); i.title = "bucket " + b; map.append(i); return i; });
+    }
+    const moving = new Set(st.moving);
+    st.buckets.forEach((s, b) => {
+      cells[b].style.background = colours[s % colours.length];
+      cells[b].className = moving.has(b) ? "moving" : "";
+      cells[b].title = "bucket " + b + " → SET " + st.sets[s].name + (moving.has(b) ? " (moved)" : "");
+    });
+    $("#legend").innerHTML = st.sets.map((s, i) => '<span><i class="sw" style="background:' + colours[i % colours.length] + '"></i>SET ' +
+      esc(s.name) + " · " + s.buckets + " buckets</span>").join("") + (st.moving.length ? "<span>⬚ moving: " + st.moving.length + "</span>" : "");
+    $("#rebalance").textContent = (st.moving.length ? st.moving.length + " bucket(s) moved in the last minute. " : "No bucket is moving. ") +
+      "Buckets moved since this router started: " + st.moves + ". " + st.rebalance + ".";
+  }
+
+  function procRows(list, kind) {
+    return list.map((p) => "<tr><td>" + esc(p.name) + '<span class="why">' + esc(p.admin || p.addr || "") + "</span></td>" +
+      (kind === "server" ? "<td>" + pill(p.healthy, "healthy", "down") + "</td>" : "<td>" + (p.last_round_age_s ? "round " + num(p.last_round_age_s, 1) + " s ago" : "") + "</td>") +
+      "<td>" + pill(p.ready, "ready", "not ready") + (p.why && p.ready !== true ? '<span class="why" title="' + esc(p.why) + '">' + esc(p.why) + "</span>" : "") + "</td>" +
+      (kind === "server" ? "<td>" + num(p.opens_per_s, 1) + "</td><td>" + num(p.busy_per_s, 1) + "</td><td>" + num(p.queue_depth) + "</td><td>" + num(p.live_queues) + "</td>" : "<td colspan=4></td>") +
+      "</tr>").join("");
+  }
+
+  function drawSets(st) {
+    $("#sets").innerHTML = st.sets.map((s, i) => '<div class="set" data-set="' + esc(s.name) + '"><h2><i class="sw" style="background:' +
+      colours[i % colours.length] + '"></i>SET ' + esc(s.name) + "</h2>" +
+      '<p class="facts"><span>buckets <b>' + s.buckets + '</b></span><span>opens/s <b class="set-opens">' + num(s.opens_per_s, 1) +
+      "</b></span><span>busy/s <b>" + num(s.busy_per_s, 1) + "</b></span><span>queue depth <b>" + num(s.queue_depth) +
+      "</b></span><span>outbox <b>" + num(s.outbox_rows) + "</b> rows, lag <b>" + num(s.outbox_lag_s, 1) + " s</b></span></p>" +
+      "<table><thead><tr><th>process</th><th>router / settler</th><th>readiness</th><th>opens/s</th><th>busy/s</th><th>queue</th><th>live</th></tr></thead><tbody>" +
+      procRows(s.servers || [], "server") + procRows(s.settlers || [], "settler") + "</tbody></table></div>").join("");
+  }
+
+  function draw(st) {
+    $("#opens").textContent = num(st.opens_per_s, 1);
+    $("#opens-src").textContent = "from the " + st.opens_source;
+    $("#busy").textContent = num(st.busy_rate * 100, 1) + " %";
+    $("#version").textContent = "v" + st.topology_version;
+    $("#moves").textContent = st.moves + " bucket moves seen";
+    if (st.verify) {
+      $("#verify").innerHTML = pill(st.verify.ok, "OK", "FAILING");
+      $("#verify-s").textContent = "ran " + ago(st.verify.last_run) + (st.verify.last_success ? ", passed " + ago(st.verify.last_success) : "");
+    } else { $("#verify").textContent = "none"; $("#verify-s").textContent = st.verify_note || ""; }
+    drawSets(st);
+    drawMap(st);
+    $("#archive tbody").innerHTML = (st.archive || []).map((a) => "<tr><td>" + esc(a.set) + "</td><td>" + ago(a.last_run) + "</td><td>" +
+      pill(a.ok, "ok", "failed") + "</td><td>" + num(a.archived_days) + "</td><td>" + num(a.pending_days) + "</td><td>" + num(a.skipped_days) + "</td></tr>").join("");
+    $("#archive-note").textContent = st.archive_note || "";
+    const stamp = $("#stamp");
+    stamp.className = "stamp";
+    stamp.textContent = "updated " + new Date(st.at).toLocaleTimeString() + " · polling every second";
+  }
+
+  async function poll() {
+    try {
+      const r = await fetch("/dashboard/status", { cache: "no-store" });
+      if (!r.ok) throw new Error("HTTP " + r.status);
+      draw(await r.json());
+    } catch (e) {
+      const stamp = $("#stamp");
+      stamp.className = "stamp stale";
+      stamp.textContent = "cannot reach the router's admin listener: " + e.message;
+    }
+    setTimeout(poll, 1000);
+  }
+  document.addEventListener("DOMContentLoaded", poll);
+})();

@@ -1,0 +1,151 @@
+package dashboard
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	hongbao "github.com/hongbao-dev/hongbao"
+)
+
+// Status is what GET /dashboard/status answers.
+type Status struct {
+	At          time.Time   `json:"at"`
+	Version     int64       `json:"topology_version"`
+	Buckets     []int       `json:"buckets"`   // bucket -> index into Sets
+	Moving      []int       `json:"moving"`    // buckets that changed SET in the last minute
+	Moves       int64       `json:"moves"`     // buckets the router saw move since it started
+	Rebalance   string      `json:"rebalance"` // what is known of bucket moves
+	Sets        []SetStatus `json:"sets"`
+	OpensPerS   float64     `json:"opens_per_s"` // every server's opens answered, per second
+	BusyRate    float64     `json:"busy_rate"`   // the share of them answered busy
+	Source      string      `json:"opens_source"`
+	Archive     []Archive   `json:"archive"`
+	ArchiveNote string      `json:"archive_note,omitempty"`
+	Verify      *Verify     `json:"verify"`
+	VerifyNote  string      `json:"verify_note,omitempty"`
+}
+
+// SetStatus is one SET.
+type SetStatus struct {
+	Name       string    `json:"name"`
+	Buckets    int       `json:"buckets"`
+	Servers    []Process `json:"servers"`
+	Settlers   []Process `json:"settlers"`
+	OpensPerS  float64   `json:"opens_per_s"`
+	BusyPerS   float64   `json:"busy_per_s"`
+	QueueDepth float64   `json:"queue_depth"`
+	OutboxRows float64   `json:"outbox_rows"`
+	OutboxLagS float64   `json:"outbox_lag_s"`
+}
+
+// Process is one scraped (or probed) process.
+type Process struct {
+	Name       string  `json:"name"`
+	Addr       string  `json:"addr,omitempty"`
+	Admin      string  `json:"admin,omitempty"`
+	Healthy    *bool   `json:"healthy,omitempty"` // the router's probes (servers)
+	Ready      *bool   `json:"ready"`             // its admin /readyz; nil when not scraped
+	Why        string  `json:"why,omitempty"`     // why not ready, or why not scraped
+	OpensPerS  float64 `json:"opens_per_s"`
+	BusyPerS   float64 `json:"busy_per_s"`
+	QueueDepth float64 `json:"queue_depth"`
+	LiveQueues float64 `json:"live_queues"`
+	LastRoundS float64 `json:"last_round_age_s,omitempty"` // settlers: since their last good round
+}
+
+// Archive is the archiver's last run of one SET (its textfile).
+type Archive struct {
+	Set      string    `json:"set"`
+	LastRun  time.Time `json:"last_run"`
+	OK       bool      `json:"ok"`
+	Archived float64   `json:"archived_days"`
+	Pending  float64   `json:"pending_days"`
+	Skipped  float64   `json:"skipped_days"`
+}
+
+// Verify is the last hbctl verify's result (its textfile).
+type Verify struct {
+	OK          bool      `json:"ok"`
+	LastRun     time.Time `json:"last_run"`
+	LastSuccess time.Time `json:"last_success,omitempty"`
+}
+
+// collect reads everything once.
+func (b *Board) collect(ctx context.Context) *Status {
+	now := b.d.Now()
+	t := b.d.Topology()
+	st := &Status{At: now, Version: t.Version, Buckets: make([]int, hongbao.Buckets), Moves: b.d.Moves()}
+	idx := map[string]int{}
+	for i, s := range t.Sets {
+		idx[s.Name] = i
+		st.Sets = append(st.Sets, SetStatus{Name: s.Name})
+	}
+	for bk := range hongbao.Buckets {
+		i := idx[t.Owner(hongbao.Bucket(bk)).Name]
+		st.Buckets[bk] = i
+		st.Sets[i].Buckets++
+	}
+	st.Moving = b.moving(t, now)
+	st.Rebalance = "No rebalance workflow runs in hongbao: buckets move one at a time (hbctl topology move); " +
+		"the map highlights buckets that changed SET in the last minute"
+
+	samples := b.scrapeAll(ctx, now)
+	var opens, busy float64
+	scraped := false
+	for _, tg := range b.d.Targets {
+		i, ok := idx[tg.Set]
+		if !ok {
+			continue
+		}
+		p, sm := b.process(tg, samples[tg.Name], now)
+		s := &st.Sets[i]
+		if tg.Kind == "settler" {
+			s.Settlers = append(s.Settlers, p)
+			continue
+		}
+		s.Servers = append(s.Servers, p)
+		if sm.ok {
+			scraped = true
+			s.OpensPerS += p.OpensPerS
+			s.BusyPerS += p.BusyPerS
+			s.QueueDepth += p.QueueDepth
+			s.OutboxRows = max(s.OutboxRows, sm.outboxRows)
+			s.OutboxLagS = max(s.OutboxLagS, sm.outboxAge)
+			opens += p.OpensPerS
+			busy += p.BusyPerS
+		}
+	}
+	st.Source = "servers' hongbao_opens_total"
+	if !scraped {
+		opens, busy = b.routerOpens(now)
+		st.Source = "the router's hongbao_http_requests_total (no server admin listener configured or answering)"
+	}
+	st.OpensPerS = opens
+	if opens > 0 {
+		st.BusyRate = busy / opens
+	}
+	st.Archive, st.ArchiveNote = readArchive(b.d.Archive)
+	st.Verify, st.VerifyNote = readVerify(b.d.Verify)
+	return st
+}
+
+// scrapeAll scrapes every target at once.
+func (b *Board) scrapeAll(ctx context.Context, now time.Time) map[string]sample {
+	out := make(map[string]sample, len(b.d.Targets))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, tg := range b.d.Targets {
+		if tg.Admin == "" {
+			continue
+		}
+		wg.Go(func() {
+			s := scrape(ctx, b.d.Client, tg.Admin, now)
+			mu.Lock()
+			out[tg.Name] = s
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return out
+}

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -43,17 +42,11 @@ func run(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *cpuprofile != "" {
-		f, err := os.Create(*cpuprofile)
-		if err != nil {
-			return fmt.Errorf("flag -cpuprofile: %w", err)
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fmt.Errorf("flag -cpuprofile: %w", err)
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := admin.CPUProfile(*cpuprofile)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 	cfg, err := configs.Load(*cfgPath, os.Environ())
 	if err != nil {
 		return err

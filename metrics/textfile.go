@@ -26,9 +26,9 @@ type ArchiveRun struct {
 }
 
 // ArchiveDay is one date of a SET after a run, in one state, with the
-// number of its day tables (one per bucket group) in that state. Dates and
-// states, never tables, label the gauge: the series stay bounded by the
-// days the SET keeps live, not multiplied by its buckets.
+// number of its day tables (a bucket's table of that day) in that state.
+// Dates and states, never tables, label the gauge: the series stay bounded
+// by the days the SET keeps live, not multiplied by its buckets.
 type ArchiveDay struct {
 	Date   string // YYYY-MM-DD
 	State  string // live, pending, due, archived, skipped

@@ -9,7 +9,8 @@
     (v ? '<span class="pill ok">' + yes + "</span>" : '<span class="pill bad">' + no + "</span>");
   const ago = (t) => { const s = (Date.now() - new Date(t)) / 1000; return s < 90 ? num(s) + " s ago" : s < 5400 ? num(s / 60) + " min ago" : s < 172800 ? num(s / 3600) + " h ago" : num(s / 86400) + " d ago"; };
   // days lists a SET's dates after the archiver's last run, each with its
-  // state and how many of its day tables (one per bucket group) are in it.
+  // state and how many of its day tables (a bucket's table of that day)
+  // are in it.
   const days = (ds) => (ds || []).map((d) => '<span class="day ' + esc(d.state) + '">' + esc(d.date) + ": " + esc(d.state) +
     " · " + num(d.tables) + "</span>").join(" ") || "none recorded";
   let cells = [];

@@ -22,6 +22,17 @@ type ArchiveRun struct {
 	At                         time.Time
 	Pending, Archived, Skipped int // days past retention still live after the run, archived, skipped (a check failed)
 	OK                         bool
+	Days                       []ArchiveDay // per day: live or acted on in this run
+}
+
+// ArchiveDay is one date of a SET after a run, in one state, with the
+// number of its day tables (a bucket's table of that day) in that state.
+// Dates and states, never tables, label the gauge: the series stay bounded
+// by the days the SET keeps live, not multiplied by its buckets.
+type ArchiveDay struct {
+	Date   string // YYYY-MM-DD
+	State  string // live, pending, due, archived, skipped
+	Tables int
 }
 
 // WriteArchive writes the runs (one per SET) to path as a textfile.
@@ -34,14 +45,20 @@ func WriteArchive(path string, runs []ArchiveRun) error {
 		Help: "Unix time the archiver last ran, per SET."}, []string{"set"})
 	ok := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "hongbao_archive_last_run_success",
 		Help: "1 when the archiver's last run of the SET finished without error."}, []string{"set"})
+	perDay := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "hongbao_archive_day_tables",
+		Help: "Day tables per date and state after the archiver's last run of the SET: live (within retention), pending (unsettled packets), due, archived, skipped."},
+		[]string{"set", "date", "state"})
 	for _, r := range runs {
+		for _, d := range r.Days {
+			perDay.WithLabelValues(r.Set, d.Date, d.State).Add(float64(d.Tables))
+		}
 		days.WithLabelValues(r.Set, "pending").Set(float64(r.Pending))
 		days.WithLabelValues(r.Set, "archived").Set(float64(r.Archived))
 		days.WithLabelValues(r.Set, "skipped").Set(float64(r.Skipped))
 		last.WithLabelValues(r.Set).Set(float64(r.At.Unix()))
 		ok.WithLabelValues(r.Set).Set(b2f(r.OK))
 	}
-	reg.MustRegister(days, last, ok)
+	reg.MustRegister(days, last, ok, perDay)
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("metrics: archive textfile: %w", err)
 	}

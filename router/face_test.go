@@ -30,6 +30,10 @@ var updateScreenshots = flag.Bool("update-screenshots", false, "also write the b
 // devGrant is what the test cluster credits each sender on first send.
 const devGrant = 1_000_000
 
+// faceExpiry is the packets' life in TestFaces: long enough for each flow
+// to open its packet, short enough that one held open expires by the end.
+const faceExpiry = 20 * time.Second
+
 // screenshotDirs are where screenshots go: the test's temp dir, and
 // docs/screenshots with -update-screenshots.
 func screenshotDirs(t *testing.T) []string {
@@ -43,11 +47,14 @@ func screenshotDirs(t *testing.T) []string {
 
 // TestFaces: user A sends through the page, B, C and D open it in three
 // tabs, the detail adds up to the fen, a late opener sees sold out; then
-// the dashboard shows both SETs and opens moving under a load.
+// the dashboard shows both SETs and opens moving under a load. Beside it, a
+// user signed in by token meets insufficient funds, and sold out and
+// expired answered by open (checkRefusals, face_errors_test.go).
 func TestFaces(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{DevGrant: devGrant})
+	c := clustertest.Start(t, clustertest.Options{DevGrant: devGrant, Expiry: faceExpiry})
 	b := browsertest.Start(t)
 	shots := screenshotDirs(t)
+	held := checkRefusals(t, c, b, faceExpiry)
 
 	a := dbtest.FreshUser()
 	home := b.Tab(t, 390, 844)
@@ -93,6 +100,7 @@ func TestFaces(t *testing.T) {
 	testRain(t, c, late, a, shots)
 
 	t.Run("dashboard", func(t *testing.T) { testDashboard(t, c, b, shots) })
+	checkExpired(t, held)
 }
 
 // checkMoney runs the page's own yuan <-> fen conversions: strings in,
@@ -338,6 +346,11 @@ func testDashboard(t *testing.T, c *clustertest.Cluster, b *browsertest.Browser,
 	}
 	if rows := browsertest.Wait[int](tab, `document.querySelectorAll("#archive tbody tr").length`); rows != 2 {
 		t.Errorf("the archive table has %d rows, want one per SET", rows)
+	}
+	// Per day: today's tables of each SET are live (not yet past retention).
+	if n := browsertest.Eval[int](tab, `[...document.querySelectorAll("#archive tbody tr")].filter((r) =>
+		[...r.querySelectorAll(".day.live")].some((d) => /^\d{4}-\d\d-\d\d: live · [1-9]\d*$/.test(d.textContent))).length`); n != 2 {
+		t.Errorf("%d SETs list a live day in the archive table, want 2", n)
 	}
 	// The opens/s of two polls, both non-zero, and different.
 	first := browsertest.Wait[string](tab, `(() => { const v = document.querySelector("#opens").textContent; return Number(v) > 0 && v; })()`)

@@ -61,7 +61,8 @@ func TestStatus(t *testing.T) {
 	b1.ready.Store(false)
 	dir := t.TempDir()
 	at := time.Unix(1_800_000_000, 0)
-	if err := metrics.WriteArchive(filepath.Join(dir, "a.prom"), []metrics.ArchiveRun{{Set: "a", At: at, Archived: 3, Skipped: 1, OK: false}}); err != nil {
+	if err := metrics.WriteArchive(filepath.Join(dir, "a.prom"), []metrics.ArchiveRun{{Set: "a", At: at, Archived: 3, Skipped: 1, OK: false,
+		Days: []metrics.ArchiveDay{{Date: "2025-04-18", State: "live", Tables: 10}, {Date: "2025-03-03", State: "skipped", Tables: 1}, {Date: "2025-03-03", State: "archived", Tables: 2}}}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := metrics.WriteVerify(filepath.Join(dir, "v.prom"), true, at, at); err != nil {
@@ -100,6 +101,9 @@ func TestStatus(t *testing.T) {
 	}
 	if len(st.Archive) != 1 || st.Archive[0].Archived != 3 || st.Archive[0].Skipped != 1 || st.Archive[0].OK || !st.Archive[0].LastRun.Equal(at) {
 		t.Errorf("archive: %+v", st.Archive)
+	}
+	if js, err := json.Marshal(st.Archive[0].Days); err != nil || string(js) != `[{"date":"2025-03-03","state":"archived","tables":2},{"date":"2025-03-03","state":"skipped","tables":1},{"date":"2025-04-18","state":"live","tables":10}]` {
+		t.Errorf("archive days, by date then state: %s %v", js, err)
 	}
 	if st.Verify == nil || !st.Verify.OK || !st.Verify.LastRun.Equal(at) {
 		t.Errorf("verify: %+v (%s)", st.Verify, st.VerifyNote)

@@ -1,11 +1,13 @@
 package dashboard
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -231,6 +233,10 @@ func readArchive(path string) ([]Archive, string) {
 			a.Skipped = v
 		}
 	}
+	for _, m := range fams["hongbao_archive_day_tables"].GetMetric() {
+		a := get(label(m, "set"))
+		a.Days = append(a.Days, Day{Date: label(m, "date"), State: label(m, "state"), Tables: m.GetGauge().GetValue()})
+	}
 	for _, m := range fams["hongbao_archive_last_run_timestamp_seconds"].GetMetric() {
 		get(label(m, "set")).LastRun = time.Unix(int64(m.GetGauge().GetValue()), 0)
 	}
@@ -239,6 +245,9 @@ func readArchive(path string) ([]Archive, string) {
 	}
 	out := make([]Archive, 0, len(order))
 	for _, s := range order {
+		slices.SortFunc(by[s].Days, func(x, y Day) int {
+			return cmp.Or(strings.Compare(x.Date, y.Date), strings.Compare(x.State, y.State))
+		})
 		out = append(out, *by[s])
 	}
 	return out, ""

@@ -62,6 +62,16 @@ type Archive struct {
 	Archived float64   `json:"archived_days"`
 	Pending  float64   `json:"pending_days"`
 	Skipped  float64   `json:"skipped_days"`
+	Days     []Day     `json:"days"` // by date, then state
+}
+
+// Day is one date of a SET after the archiver's last run, in one state
+// (live, pending, due, archived, skipped), with how many of its day tables
+// are in it.
+type Day struct {
+	Date   string  `json:"date"`
+	State  string  `json:"state"`
+	Tables float64 `json:"tables"`
 }
 
 // Verify is the last hbctl verify's result (its textfile).

@@ -158,9 +158,9 @@ func archiveSet(ctx context.Context, cmd string, a *archive.Archiver, cfg *confi
 			*runs = append(*runs, metrics.ArchiveRun{Set: sc.Name, At: time.Now(), Skipped: sum.Skipped, Archived: sum.Archived})
 			return err
 		}
-		pending, err := pendingDays(ctx, a, asOf)
+		pending, days, err := afterRun(ctx, a, asOf, sum)
 		*runs = append(*runs, metrics.ArchiveRun{Set: sc.Name, At: time.Now(), Pending: pending, Archived: sum.Archived,
-			Skipped: sum.Skipped, OK: err == nil})
+			Skipped: sum.Skipped, OK: err == nil, Days: days})
 		if err != nil {
 			return err
 		}

@@ -1,11 +1,13 @@
 package archivecmd
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"slices"
 	"strings"
 	"time"
 
@@ -13,20 +15,46 @@ import (
 	"github.com/hongbao-dev/hongbao/set/archive"
 )
 
-// pendingDays counts the days past the retention still in the live tables
-// after a run: what the next runs have left to do.
-func pendingDays(ctx context.Context, a *archive.Archiver, asOf time.Time) (int, error) {
-	days, err := a.Status(ctx, asOf)
+// afterRun is what the textfile records of a SET after a run: the days
+// past the retention still live (what the next runs have left to do), and
+// per date and state the number of day tables, from the days the run acted
+// on (archived, skipped) and every day still live.
+func afterRun(ctx context.Context, a *archive.Archiver, asOf time.Time, sum archive.Summary) (int, []metrics.ArchiveDay, error) {
+	live, err := a.Status(ctx, asOf)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
-	n := 0
-	for _, d := range days {
+	pending := 0
+	for _, d := range live {
 		if d.Action == "due" || d.Action == "pending" {
-			n++
+			pending++
 		}
 	}
-	return n, nil
+	var acted []archive.DayReport
+	for _, d := range sum.Days {
+		if d.Action == "archived" || d.Action == "skipped" {
+			acted = append(acted, d)
+		}
+	}
+	return pending, dayTables(append(acted, live...)), nil
+}
+
+// dayTables counts the reports per date and state, ordered by date then
+// state.
+func dayTables(reports []archive.DayReport) []metrics.ArchiveDay {
+	n := map[metrics.ArchiveDay]int{}
+	for _, r := range reports {
+		n[metrics.ArchiveDay{Date: r.Date, State: r.Action}]++
+	}
+	out := make([]metrics.ArchiveDay, 0, len(n))
+	for k, c := range n {
+		k.Tables = c
+		out = append(out, k)
+	}
+	slices.SortFunc(out, func(x, y metrics.ArchiveDay) int {
+		return cmp.Or(strings.Compare(x.Date, y.Date), strings.Compare(x.State, y.State))
+	})
+	return out
 }
 
 // lastRun prints what the last run wrote to the textfile about SET set

@@ -39,6 +39,10 @@ func TestArchiveCommandTextfile(t *testing.T) {
 		`hongbao_archive_days{set="a",state="pending"} 0`,
 		`hongbao_archive_days{set="a",state="skipped"} 0`,
 		`hongbao_archive_last_run_success{set="a"} 1`,
+		// per day: the two day tables of 2025-03-03 (buckets 7 and 123) count as one date
+		`hongbao_archive_day_tables{date="2025-03-03",set="a",state="archived"} 2`,
+		`hongbao_archive_day_tables{date="2025-03-04",set="a",state="archived"} 1`,
+		`hongbao_archive_day_tables{date="2025-03-10",set="a",state="archived"} 1`,
 	}
 	for _, w := range want {
 		if !slices.Contains(lines, w) {

@@ -8,6 +8,11 @@
   const pill = (v, yes, no) => v == null ? '<span class="pill unk">unknown</span>' :
     (v ? '<span class="pill ok">' + yes + "</span>" : '<span class="pill bad">' + no + "</span>");
   const ago = (t) => { const s = (Date.now() - new Date(t)) / 1000; return s < 90 ? num(s) + " s ago" : s < 5400 ? num(s / 60) + " min ago" : s < 172800 ? num(s / 3600) + " h ago" : num(s / 86400) + " d ago"; };
+  // days lists a SET's dates after the archiver's last run, each with its
+  // state and how many of its day tables (a bucket's table of that day)
+  // are in it.
+  const days = (ds) => (ds || []).map((d) => '<span class="day ' + esc(d.state) + '">' + esc(d.date) + ": " + esc(d.state) +
+    " · " + num(d.tables) + "</span>").join(" ") || "none recorded";
   let cells = [];
 
   function drawMap(st) {
@@ -59,7 +64,7 @@
     drawSets(st);
     drawMap(st);
     $("#archive tbody").innerHTML = (st.archive || []).map((a) => "<tr><td>" + esc(a.set) + "</td><td>" + ago(a.last_run) + "</td><td>" +
-      pill(a.ok, "ok", "failed") + "</td><td>" + num(a.archived_days) + "</td><td>" + num(a.pending_days) + "</td><td>" + num(a.skipped_days) + "</td></tr>").join("");
+      pill(a.ok, "ok", "failed") + "</td><td>" + num(a.archived_days) + "</td><td>" + num(a.pending_days) + "</td><td>" + num(a.skipped_days) + '</td><td class="days">' + days(a.days) + "</td></tr>").join("");
     $("#archive-note").textContent = st.archive_note || "";
     const stamp = $("#stamp");
     stamp.className = "stamp";

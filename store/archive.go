@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
@@ -194,7 +193,7 @@ func (s *Store) coldChecksum(ctx context.Context, cold *sql.DB, d Day) (Checksum
 			return sum, err
 		}
 		after = ids[len(ids)-1]
-		in := "?" + strings.Repeat(",?", len(ids)-1)
+		in := schema.Placeholders(len(ids), "?")
 		args := make([]any, len(ids))
 		for i, id := range ids {
 			args[i] = id

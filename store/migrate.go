@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strings"
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/schema"
@@ -88,8 +87,8 @@ func copyRowsAs(ctx context.Context, from, to *sql.DB, query string, args []any,
 		if len(batch) == 0 {
 			return nil
 		}
-		tuple := "(?" + strings.Repeat(",?", cols-1) + ")"
-		q := verb + " INTO " + table + " VALUES " + tuple + strings.Repeat(","+tuple, len(batch)/cols-1)
+		tuple := "(" + schema.Placeholders(cols, "?") + ")"
+		q := verb + " INTO " + table + " VALUES " + schema.Placeholders(len(batch)/cols, tuple)
 		_, err := to.ExecContext(ctx, q, batch...)
 		batch = batch[:0]
 		return err

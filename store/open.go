@@ -193,7 +193,7 @@ func (s *Store) readForOpen(ctx context.Context, tx *sql.Tx, works []Work) (open
 		us := users[id]
 		in := "NULL" // a work without users reads nothing
 		if len(us) > 0 {
-			in = "?" + strings.Repeat(",?", len(us)-1)
+			in = schema.Placeholders(len(us), "?")
 		}
 		q.WriteString(unionPart(i) + "(SELECT packet_id, user_id, amount FROM " + s.Table(id).Details() +
 			" WHERE packet_id = ? AND user_id IN (" + in + "))")
@@ -224,8 +224,8 @@ func (s *Store) owned(what string, buckets []hongbao.Bucket) (string, []any) {
 	for _, b := range buckets {
 		args = append(args, int(b))
 	}
-	return "SELECT " + what + " FROM hb_fence.owned WHERE set_name = ? AND bucket IN (?" +
-		strings.Repeat(",?", len(buckets)-1) + ") LOCK IN SHARE MODE", args
+	return "SELECT " + what + " FROM hb_fence.owned WHERE set_name = ? AND bucket IN (" +
+		schema.Placeholders(len(buckets), "?") + ") LOCK IN SHARE MODE", args
 }
 
 // bucketsOf returns the distinct buckets of ids, in the order first seen.

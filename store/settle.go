@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
@@ -154,7 +153,7 @@ func (s *Store) Delivered(ctx context.Context, ids []int64) error {
 	for i, id := range ids {
 		args[i] = id
 	}
-	_, err := s.db.ExecContext(ctx, "DELETE FROM hb_set.outbox WHERE id IN (?"+strings.Repeat(",?", len(ids)-1)+")", args...)
+	_, err := s.db.ExecContext(ctx, "DELETE FROM hb_set.outbox WHERE id IN ("+schema.Placeholders(len(ids), "?")+")", args...)
 	if err != nil {
 		return fmt.Errorf("store: outbox delivered: %w", err)
 	}

@@ -97,7 +97,7 @@ func insertCredits(ctx context.Context, tx *sql.Tx, es []hongbao.Entry, at time.
 		args = append(args, e.Key, e.User, e.Amount, e.Kind, e.Packet, at)
 	}
 	rows, err := tx.QueryContext(ctx, "INSERT IGNORE INTO ledger (entry_key, user_id, amount, kind, packet_id, created_at) VALUES "+
-		placeholders(len(es), "(?,?,?,?,?,?)")+" RETURNING seq, entry_key", args...)
+		schema.Placeholders(len(es), "(?,?,?,?,?,?)")+" RETURNING seq, entry_key", args...)
 	if err != nil {
 		return nil, err
 	}
@@ -133,7 +133,7 @@ func addBalances(ctx context.Context, tx *sql.Tx, fresh []hongbao.Entry, at time
 	for _, u := range users {
 		args = append(args, u, sums[u], at)
 	}
-	_, err := tx.ExecContext(ctx, "INSERT INTO accounts (user_id, balance, updated_at) VALUES "+placeholders(len(users), "(?,?,?)")+
+	_, err := tx.ExecContext(ctx, "INSERT INTO accounts (user_id, balance, updated_at) VALUES "+schema.Placeholders(len(users), "(?,?,?)")+
 		" ON DUPLICATE KEY UPDATE balance = balance + VALUES(balance), updated_at = VALUES(updated_at)", args...)
 	return err
 }
@@ -147,24 +147,9 @@ func entries(ctx context.Context, tx *sql.Tx, keys []string) ([]hongbao.Entry, e
 	for i, k := range keys {
 		args[i] = k
 	}
-	rows, err := tx.QueryContext(ctx, "SELECT seq, entry_key, user_id, amount, kind, packet_id, created_at FROM ledger WHERE entry_key IN ("+
-		placeholders(len(keys), "?")+") ORDER BY entry_key", args...)
+	rows, err := tx.QueryContext(ctx, selectEntry+"WHERE entry_key IN ("+schema.Placeholders(len(keys), "?")+") ORDER BY entry_key", args...)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	out := make([]hongbao.Entry, 0, len(keys))
-	for rows.Next() {
-		var e hongbao.Entry
-		if err := rows.Scan(&e.Seq, &e.Key, &e.User, &e.Amount, &e.Kind, &e.Packet, &e.At); err != nil {
-			return nil, err
-		}
-		out = append(out, e)
-	}
-	return out, rows.Err()
-}
-
-// placeholders is n copies of one, comma separated.
-func placeholders(n int, one string) string {
-	return strings.TrimSuffix(strings.Repeat(one+",", n), ",")
+	return scanEntries(rows)
 }

@@ -86,9 +86,7 @@ func move(ctx context.Context, tx *sql.Tx, e hongbao.Entry) error {
 }
 
 func (w *Wallet) entry(ctx context.Context, key string) (hongbao.Entry, error) {
-	var e hongbao.Entry
-	err := w.db.QueryRowContext(ctx, "SELECT seq, entry_key, user_id, amount, kind, packet_id, created_at FROM ledger WHERE entry_key = ?", key).
-		Scan(&e.Seq, &e.Key, &e.User, &e.Amount, &e.Kind, &e.Packet, &e.At)
+	e, err := scanEntry(w.db.QueryRowContext(ctx, selectEntry+"WHERE entry_key = ?", key))
 	if err != nil {
 		return hongbao.Entry{}, fmt.Errorf("wallet: entry %s: %w", key, err)
 	}
@@ -124,25 +122,41 @@ func (w *Wallet) History(ctx context.Context, user hongbao.UserID, kind string, 
 	if cursor <= 0 {
 		cursor = 1<<63 - 1
 	}
-	rows, err := w.db.QueryContext(ctx, "SELECT seq, entry_key, user_id, amount, kind, packet_id, created_at FROM ledger "+
-		"WHERE user_id = ? AND kind = ? AND seq < ? ORDER BY seq DESC LIMIT ?", user, kind, cursor, limit+1)
+	rows, err := w.db.QueryContext(ctx, selectEntry+"WHERE user_id = ? AND kind = ? AND seq < ? ORDER BY seq DESC LIMIT ?",
+		user, kind, cursor, limit+1)
 	if err != nil {
 		return nil, 0, fmt.Errorf("wallet: history of %s: %w", user, err)
 	}
-	defer rows.Close()
-	var es []hongbao.Entry
-	for rows.Next() {
-		var e hongbao.Entry
-		if err := rows.Scan(&e.Seq, &e.Key, &e.User, &e.Amount, &e.Kind, &e.Packet, &e.At); err != nil {
-			return nil, 0, fmt.Errorf("wallet: history of %s: %w", user, err)
-		}
-		es = append(es, e)
-	}
-	if err := rows.Err(); err != nil {
+	es, err := scanEntries(rows)
+	if err != nil {
 		return nil, 0, fmt.Errorf("wallet: history of %s: %w", user, err)
 	}
 	if len(es) > limit {
 		return es[:limit], es[limit-1].Seq, nil
 	}
 	return es, 0, nil
+}
+
+// selectEntry reads ledger rows as scanEntry takes them.
+const selectEntry = "SELECT seq, entry_key, user_id, amount, kind, packet_id, created_at FROM ledger "
+
+// scanEntry reads one row of selectEntry.
+func scanEntry(row interface{ Scan(...any) error }) (hongbao.Entry, error) {
+	var e hongbao.Entry
+	err := row.Scan(&e.Seq, &e.Key, &e.User, &e.Amount, &e.Kind, &e.Packet, &e.At)
+	return e, err
+}
+
+// scanEntries reads every row of selectEntry and closes rows.
+func scanEntries(rows *sql.Rows) ([]hongbao.Entry, error) {
+	defer rows.Close()
+	var es []hongbao.Entry
+	for rows.Next() {
+		e, err := scanEntry(rows)
+		if err != nil {
+			return nil, err
+		}
+		es = append(es, e)
+	}
+	return es, rows.Err()
 }

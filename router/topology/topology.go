@@ -21,6 +21,27 @@ type Set struct {
 	Servers   []string
 	MySQLDSN  string
 	Memcached []string
+	// ArchiveDSN is the SET's cold store ("": its own MySQL).
+	ArchiveDSN string
+	// State is Active (it may receive buckets) or Draining (every bucket
+	// is to leave it).
+	State string
+	// Weight scales the SET's share of the load in a rebalance plan.
+	Weight int
+}
+
+// SET states.
+const (
+	Active   = "active"
+	Draining = "draining"
+)
+
+// Cold returns the DSN of the SET's archive: ArchiveDSN, or its MySQL.
+func (s *Set) Cold() string {
+	if s.ArchiveDSN != "" {
+		return s.ArchiveDSN
+	}
+	return s.MySQLDSN
 }
 
 // Map is one version of the bucket -> SET map. It is immutable.
@@ -63,7 +84,7 @@ func Load(ctx context.Context, meta *sql.DB) (*Map, error) {
 		}
 		return nil, fmt.Errorf("topology: version: %w", err)
 	}
-	rows, err := meta.QueryContext(ctx, "SELECT name, servers, mysql_dsn, memcached FROM sets ORDER BY name")
+	rows, err := meta.QueryContext(ctx, "SELECT name, servers, mysql_dsn, memcached, archive_dsn, state, weight FROM sets ORDER BY name")
 	if err != nil {
 		return nil, fmt.Errorf("topology: sets: %w", err)
 	}
@@ -71,7 +92,7 @@ func Load(ctx context.Context, meta *sql.DB) (*Map, error) {
 	for rows.Next() {
 		var in Set
 		var servers, mcs string
-		if err := rows.Scan(&in.Name, &servers, &in.MySQLDSN, &mcs); err != nil {
+		if err := rows.Scan(&in.Name, &servers, &in.MySQLDSN, &mcs, &in.ArchiveDSN, &in.State, &in.Weight); err != nil {
 			return nil, fmt.Errorf("topology: sets: %w", err)
 		}
 		in.Servers, in.Memcached = split(servers), split(mcs)
@@ -141,10 +162,8 @@ func Init(ctx context.Context, meta *sql.DB, sets []Set) (*Map, error) {
 		return nil, fmt.Errorf("topology: init: %w", err)
 	}
 	for _, s := range sets {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO sets (name, servers, mysql_dsn, memcached) VALUES (?,?,?,?)
-			ON DUPLICATE KEY UPDATE servers = VALUES(servers), mysql_dsn = VALUES(mysql_dsn), memcached = VALUES(memcached)`,
-			s.Name, strings.Join(s.Servers, ","), s.MySQLDSN, strings.Join(s.Memcached, ",")); err != nil {
-			return nil, fmt.Errorf("topology: init set %s: %w", s.Name, err)
+		if err := upsertSet(ctx, tx, s); err != nil {
+			return nil, err
 		}
 	}
 	if version == 0 {
@@ -152,14 +171,36 @@ func Init(ctx context.Context, meta *sql.DB, sets []Set) (*Map, error) {
 			return nil, err
 		}
 	}
-	if _, err := tx.ExecContext(ctx, "INSERT INTO version (id, version) VALUES (1, ?) ON DUPLICATE KEY UPDATE version = ?",
-		version+1, version+1); err != nil {
-		return nil, fmt.Errorf("topology: init version: %w", err)
+	if err := bump(ctx, tx, version); err != nil {
+		return nil, err
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("topology: init: %w", err)
 	}
 	return Load(ctx, meta)
+}
+
+// bump sets the version to one more than version, read FOR UPDATE in tx.
+func bump(ctx context.Context, tx *sql.Tx, version int64) error {
+	if _, err := tx.ExecContext(ctx, "INSERT INTO version (id, version) VALUES (1, ?) ON DUPLICATE KEY UPDATE version = ?",
+		version+1, version+1); err != nil {
+		return fmt.Errorf("topology: version: %w", err)
+	}
+	return nil
+}
+
+// upsertSet records s's addresses (Init keeps its state and weight).
+func upsertSet(ctx context.Context, tx *sql.Tx, s Set) error {
+	if s.Weight <= 0 {
+		s.Weight = 1
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO sets (name, servers, mysql_dsn, memcached, archive_dsn, state, weight) VALUES (?,?,?,?,?,?,?)
+		ON DUPLICATE KEY UPDATE servers = VALUES(servers), mysql_dsn = VALUES(mysql_dsn), memcached = VALUES(memcached),
+		archive_dsn = VALUES(archive_dsn)`,
+		s.Name, strings.Join(s.Servers, ","), s.MySQLDSN, strings.Join(s.Memcached, ","), s.ArchiveDSN, Active, s.Weight); err != nil {
+		return fmt.Errorf("topology: set %s: %w", s.Name, err)
+	}
+	return nil
 }
 
 // Spread returns the initial map Init writes: bucket b belongs to
@@ -207,8 +248,8 @@ func MoveBucket(ctx context.Context, meta *sql.DB, b hongbao.Bucket, to string) 
 	if _, err := tx.ExecContext(ctx, "UPDATE buckets SET set_name = ? WHERE bucket = ?", to, int(b)); err != nil {
 		return 0, fmt.Errorf("topology: move bucket %d: %w", b, err)
 	}
-	if _, err := tx.ExecContext(ctx, "UPDATE version SET version = ? WHERE id = 1", version+1); err != nil {
-		return 0, fmt.Errorf("topology: move: %w", err)
+	if err := bump(ctx, tx, version); err != nil {
+		return 0, err
 	}
 	return version + 1, tx.Commit()
 }

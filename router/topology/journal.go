@@ -1,0 +1,287 @@
+package topology
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/schema"
+)
+
+// The steps of one bucket's move, in order. A move is resumable from
+// every step before Disowning (its copy is idempotent and the source's
+// fence is only held inside an open transaction, which MySQL rolls back
+// when the mover dies); from Disowning on it only goes forward.
+const (
+	Planned    = "planned"     // not begun
+	Copying    = "copying"     // first copy, while the source serves
+	CatchingUp = "catching_up" // copying what changed meanwhile
+	Frozen     = "frozen"      // the source's fence held: last delta, verify
+	Disowning  = "disowning"   // verified; the source gives the bucket up
+	Published  = "published"   // the topology names the target
+	Done       = "done"        // the source's copy deleted
+	Failed     = "failed"      // stopped (a verify mismatch); the source serves
+)
+
+// Rebalance states.
+const (
+	Running  = "running"
+	Finished = "done"
+	Stopped  = "failed"
+)
+
+// Move is one bucket's move in the journal.
+type Move struct {
+	Rebalance   int64
+	Bucket      hongbao.Bucket
+	From, To    string
+	Step        string
+	RowsPlanned int64
+	RowsCopied  int64
+	Passes      int
+	FreezeMS    int
+	Error       string
+	StartedAt   time.Time // zero until begun
+	UpdatedAt   time.Time
+}
+
+// Rebalance is one plan being applied, with its moves in bucket order.
+type Rebalance struct {
+	ID        int64
+	Kind      string // apply, drain, reverse, move
+	State     string
+	Reverses  int64 // the rebalance a reverse undoes
+	Note      string
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	Moves     []Move
+}
+
+// Journal is the record of rebalances in the meta database.
+type Journal struct {
+	db  *sql.DB
+	now func() time.Time
+}
+
+// NewJournal returns the journal in meta, creating its tables if needed.
+func NewJournal(ctx context.Context, meta *sql.DB, now func() time.Time) (*Journal, error) {
+	if err := schema.EnsureMeta(ctx, meta); err != nil {
+		return nil, err
+	}
+	return &Journal{db: meta, now: now}, nil
+}
+
+// Create records a new running rebalance of moves.
+func (j *Journal) Create(ctx context.Context, kind string, reverses int64, note string, moves []Move) (*Rebalance, error) {
+	now := j.now().UTC()
+	var r *Rebalance
+	err := schema.InTx(ctx, j.db, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, "INSERT INTO rebalances (kind, state, reverses, created_at, updated_at, note) VALUES (?,?,?,?,?,?)",
+			kind, Running, reverses, now, now, note)
+		if err != nil {
+			return err
+		}
+		id, err := res.LastInsertId()
+		if err != nil {
+			return err
+		}
+		r = &Rebalance{ID: id, Kind: kind, State: Running, Reverses: reverses, Note: note, CreatedAt: now, UpdatedAt: now}
+		for _, m := range moves {
+			m.Rebalance, m.Step, m.UpdatedAt = id, Planned, now
+			if _, err := tx.ExecContext(ctx, `INSERT INTO moves (rebalance_id, bucket, from_set, to_set, step, rows_planned, updated_at, error)
+				VALUES (?,?,?,?,?,?,?,'')`, id, int(m.Bucket), m.From, m.To, Planned, m.RowsPlanned, now); err != nil {
+				return err
+			}
+			r.Moves = append(r.Moves, m)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("topology: journal create: %w", err)
+	}
+	return r, nil
+}
+
+// Unfinished returns the newest running rebalance, or nil.
+func (j *Journal) Unfinished(ctx context.Context) (*Rebalance, error) {
+	return j.find(ctx, "WHERE state = '"+Running+"' ORDER BY id DESC LIMIT 1")
+}
+
+// Latest returns the newest rebalance, or nil.
+func (j *Journal) Latest(ctx context.Context) (*Rebalance, error) {
+	return j.find(ctx, "ORDER BY id DESC LIMIT 1")
+}
+
+// LatestDone returns the newest finished rebalance, or nil.
+func (j *Journal) LatestDone(ctx context.Context) (*Rebalance, error) {
+	return j.find(ctx, "WHERE state = '"+Finished+"' ORDER BY id DESC LIMIT 1")
+}
+
+func (j *Journal) find(ctx context.Context, where string) (*Rebalance, error) {
+	r := &Rebalance{}
+	err := j.db.QueryRowContext(ctx, "SELECT id, kind, state, reverses, note, created_at, updated_at FROM rebalances "+where).
+		Scan(&r.ID, &r.Kind, &r.State, &r.Reverses, &r.Note, &r.CreatedAt, &r.UpdatedAt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("topology: journal: %w", err)
+	}
+	rows, err := j.db.QueryContext(ctx, `SELECT bucket, from_set, to_set, step, rows_planned, rows_copied, passes, freeze_ms, error,
+		COALESCE(started_at, '1970-01-01'), updated_at FROM moves WHERE rebalance_id = ? ORDER BY bucket`, r.ID)
+	if err != nil {
+		return nil, fmt.Errorf("topology: journal moves: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		m := Move{Rebalance: r.ID}
+		var b int
+		if err := rows.Scan(&b, &m.From, &m.To, &m.Step, &m.RowsPlanned, &m.RowsCopied, &m.Passes, &m.FreezeMS, &m.Error,
+			&m.StartedAt, &m.UpdatedAt); err != nil {
+			return nil, fmt.Errorf("topology: journal moves: %w", err)
+		}
+		m.Bucket = hongbao.Bucket(b)
+		r.Moves = append(r.Moves, m)
+	}
+	return r, rows.Err()
+}
+
+// Record writes m's step, progress and error, and a lease: until it ends
+// nobody else acts on the move (0: no lease).
+func (j *Journal) Record(ctx context.Context, m *Move, lease time.Duration) error {
+	now := j.now().UTC()
+	m.UpdatedAt = now
+	if m.StartedAt.IsZero() && m.Step != Planned {
+		m.StartedAt = now
+	}
+	var until any
+	if lease > 0 {
+		until = now.Add(lease)
+	}
+	_, err := j.db.ExecContext(ctx, `UPDATE moves SET step = ?, rows_copied = ?, passes = ?, freeze_ms = ?, error = ?,
+		started_at = ?, updated_at = ?, lease_until = ? WHERE rebalance_id = ? AND bucket = ?`,
+		m.Step, m.RowsCopied, m.Passes, m.FreezeMS, m.Error, nullTime(m.StartedAt), now, until, m.Rebalance, int(m.Bucket))
+	if err != nil {
+		return fmt.Errorf("topology: journal bucket %d: %w", m.Bucket, err)
+	}
+	return nil
+}
+
+func nullTime(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t
+}
+
+// Finish sets a rebalance's final state.
+func (j *Journal) Finish(ctx context.Context, id int64, state, note string) error {
+	_, err := j.db.ExecContext(ctx, "UPDATE rebalances SET state = ?, note = IF(? = '', note, ?), updated_at = ? WHERE id = ?",
+		state, note, note, j.now().UTC(), id)
+	if err != nil {
+		return fmt.Errorf("topology: journal finish %d: %w", id, err)
+	}
+	return nil
+}
+
+// Publish points m's bucket at m.To and records the step Published, in one
+// transaction of the meta database, if the move is still Disowning (the
+// mover and a server finishing for a dead mover may both try). It returns
+// the new topology version (0 when someone else published it).
+func (j *Journal) Publish(ctx context.Context, m *Move) (int64, error) {
+	var version int64
+	err := schema.InTx(ctx, j.db, func(tx *sql.Tx) error {
+		version = 0
+		var v int64
+		if err := tx.QueryRowContext(ctx, "SELECT version FROM version WHERE id = 1 FOR UPDATE").Scan(&v); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, "UPDATE moves SET step = ?, updated_at = ?, lease_until = NULL WHERE rebalance_id = ? AND bucket = ? AND step = ?",
+			Published, j.now().UTC(), m.Rebalance, int(m.Bucket), Disowning)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return nil
+		}
+		if _, err := tx.ExecContext(ctx, "UPDATE buckets SET set_name = ? WHERE bucket = ?", m.To, int(m.Bucket)); err != nil {
+			return err
+		}
+		version = v + 1
+		return bump(ctx, tx, v)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("topology: publish bucket %d: %w", m.Bucket, err)
+	}
+	if version > 0 {
+		m.Step = Published
+	}
+	return version, nil
+}
+
+// Stuck returns the moves out of SET from that are Disowning with their
+// lease run out: their mover died between giving the bucket up and
+// publishing it. The source's servers finish them (Publish) when their
+// fence no longer has the bucket, or send them back (Retry) when it does.
+func (j *Journal) Stuck(ctx context.Context, from string) ([]Move, error) {
+	rows, err := j.db.QueryContext(ctx, `SELECT rebalance_id, bucket, from_set, to_set, step FROM moves
+		WHERE step = ? AND from_set = ? AND lease_until < ?`, Disowning, from, j.now().UTC())
+	if err != nil {
+		if schema.IsMissingTable(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("topology: stuck moves: %w", err)
+	}
+	defer rows.Close()
+	var out []Move
+	for rows.Next() {
+		var m Move
+		var b int
+		if err := rows.Scan(&m.Rebalance, &b, &m.From, &m.To, &m.Step); err != nil {
+			return nil, err
+		}
+		m.Bucket = hongbao.Bucket(b)
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+// Retry sends a Disowning move whose source kept the bucket back to
+// CatchingUp, for the next apply.
+func (j *Journal) Retry(ctx context.Context, m *Move) error {
+	_, err := j.db.ExecContext(ctx, "UPDATE moves SET step = ?, lease_until = NULL, updated_at = ? WHERE rebalance_id = ? AND bucket = ? AND step = ?",
+		CatchingUp, j.now().UTC(), m.Rebalance, int(m.Bucket), Disowning)
+	if err != nil {
+		return fmt.Errorf("topology: retry bucket %d: %w", m.Bucket, err)
+	}
+	return nil
+}
+
+// ErrBusy is returned by Lock when another apply holds the journal.
+var ErrBusy = errors.New("topology: another rebalance apply is running")
+
+// Lock makes the caller the journal's only writer of moves until release:
+// a MySQL user lock on one connection, so a mover that dies (kill -9)
+// drops it with its connection and another can continue its work.
+func (j *Journal) Lock(ctx context.Context) (release func(), err error) {
+	conn, err := j.db.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("topology: journal lock: %w", err)
+	}
+	var got sql.NullInt64
+	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(CONCAT(DATABASE(), '.rebalance'), 0)").Scan(&got); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("topology: journal lock: %w", err)
+	}
+	if got.Int64 != 1 {
+		conn.Close()
+		return nil, ErrBusy
+	}
+	return func() {
+		_, _ = conn.ExecContext(context.Background(), "SELECT RELEASE_LOCK(CONCAT(DATABASE(), '.rebalance'))")
+		conn.Close()
+	}, nil
+}

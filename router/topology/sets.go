@@ -1,0 +1,114 @@
+package topology
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"regexp"
+
+	"github.com/hongbao-dev/hongbao/schema"
+)
+
+// ErrSetExists and ErrSetNotEmpty are refusals of the SET lifecycle.
+var (
+	ErrSetExists   = errors.New("topology: a SET of that name exists")
+	ErrNoSet       = errors.New("topology: no such SET")
+	ErrSetNotEmpty = errors.New("topology: the SET still owns buckets")
+)
+
+// validName is what a SET may be called: it ends up in metric labels,
+// fence rows and log lines.
+var validName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
+
+// ValidName reports whether name may name a SET.
+func ValidName(name string) bool { return validName.MatchString(name) }
+
+// AddSet records a new SET owning no buckets, and bumps the version so
+// routers and servers learn of it.
+func AddSet(ctx context.Context, meta *sql.DB, s Set) (int64, error) {
+	if !ValidName(s.Name) {
+		return 0, fmt.Errorf("topology: SET name %q: want lower-case letters, digits, - or _", s.Name)
+	}
+	return change(ctx, meta, func(tx *sql.Tx) error {
+		var n int
+		if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM sets WHERE name = ?", s.Name).Scan(&n); err != nil {
+			return err
+		}
+		if n > 0 {
+			return fmt.Errorf("%w: %s", ErrSetExists, s.Name)
+		}
+		return upsertSet(ctx, tx, s)
+	})
+}
+
+// SetState changes a SET's state (Active or Draining) and weight (0: keep).
+func SetState(ctx context.Context, meta *sql.DB, name, state string, weight int) (int64, error) {
+	if state != Active && state != Draining {
+		return 0, fmt.Errorf("topology: unknown SET state %q", state)
+	}
+	return change(ctx, meta, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, "UPDATE sets SET state = ?, weight = IF(? > 0, ?, weight) WHERE name = ?", state, weight, weight, name)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			var exists int
+			if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM sets WHERE name = ?", name).Scan(&exists); err != nil {
+				return err
+			}
+			if exists == 0 {
+				return fmt.Errorf("%w: %s", ErrNoSet, name)
+			}
+		}
+		return nil
+	})
+}
+
+// RemoveSet forgets a SET that owns no bucket.
+func RemoveSet(ctx context.Context, meta *sql.DB, name string) (int64, error) {
+	return change(ctx, meta, func(tx *sql.Tx) error {
+		var owned int
+		if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM buckets WHERE set_name = ?", name).Scan(&owned); err != nil {
+			return err
+		}
+		if owned > 0 {
+			return fmt.Errorf("%w: %s owns %d", ErrSetNotEmpty, name, owned)
+		}
+		res, err := tx.ExecContext(ctx, "DELETE FROM sets WHERE name = ?", name)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("%w: %s", ErrNoSet, name)
+		}
+		return nil
+	})
+}
+
+// change runs fn in a transaction holding the version row and bumps the
+// version: every change of the topology is one new version.
+func change(ctx context.Context, meta *sql.DB, fn func(*sql.Tx) error) (int64, error) {
+	if err := schema.EnsureMeta(ctx, meta); err != nil {
+		return 0, err
+	}
+	tx, err := meta.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("topology: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	var version int64
+	if err := tx.QueryRowContext(ctx, "SELECT version FROM version WHERE id = 1 FOR UPDATE").Scan(&version); err != nil {
+		return 0, fmt.Errorf("topology: version: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		return 0, err
+	}
+	if err := bump(ctx, tx, version); err != nil {
+		return 0, err
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("topology: %w", err)
+	}
+	return version + 1, nil
+}

@@ -1,0 +1,155 @@
+package migrate
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+
+	"github.com/hongbao-dev/hongbao/schema"
+)
+
+// span is a chunk: keys in [lo, hi); nil bounds are open.
+type span struct{ lo, hi *int64 }
+
+func (s span) where(key string) (string, []any) {
+	var conds []string
+	var args []any
+	if s.lo != nil {
+		conds = append(conds, key+" >= ?")
+		args = append(args, *s.lo)
+	}
+	if s.hi != nil {
+		conds = append(conds, key+" < ?")
+		args = append(args, *s.hi)
+	}
+	if len(conds) == 0 {
+		return "1=1", nil
+	}
+	return strings.Join(conds, " AND "), args
+}
+
+func (s span) String() string {
+	f := func(p *int64, open string) string {
+		if p == nil {
+			return open
+		}
+		return fmt.Sprint(*p)
+	}
+	return "[" + f(s.lo, "-inf") + ", " + f(s.hi, "+inf") + ")"
+}
+
+// digest is what one chunk holds on one side.
+type digest struct {
+	rows  int64
+	hash  uint64 // XOR of the rows' 64-bit MD5 prefixes: order-free
+	money int64  // the chunk's money column summed, for people to read
+}
+
+// money is the column whose sum a table's digest reports.
+func money(t table) string {
+	switch {
+	case strings.HasSuffix(t.name, "_detail"):
+		return "amount"
+	case t.key == "id":
+		return "remaining_amount"
+	}
+	return "0"
+}
+
+// columns returns the digest expression of t's rows, read once from
+// information_schema of the side that has the table.
+func (m *Bucket) columns(ctx context.Context, t table) (string, error) {
+	m.mu.Lock()
+	expr, ok := m.cols[t.name]
+	m.mu.Unlock()
+	if ok {
+		return expr, nil
+	}
+	db, tbl, _ := strings.Cut(t.name, ".")
+	var cols []string
+	for _, s := range []Side{m.From, m.To} {
+		rows, err := m.db(s, t).QueryContext(ctx, "SELECT column_name FROM information_schema.columns WHERE table_schema = ? AND table_name = ? ORDER BY ordinal_position", db, tbl)
+		if err != nil {
+			return "", fmt.Errorf("migrate: columns of %s: %w", t.name, err)
+		}
+		for rows.Next() {
+			var c string
+			if err := rows.Scan(&c); err != nil {
+				rows.Close()
+				return "", err
+			}
+			cols = append(cols, "`"+c+"`")
+		}
+		rows.Close()
+		if len(cols) > 0 {
+			break
+		}
+	}
+	if len(cols) == 0 {
+		return "", fmt.Errorf("migrate: %s has no columns on either side", t.name)
+	}
+	expr = "CAST(CONV(LEFT(MD5(CONCAT_WS('#'," + strings.Join(cols, ",") + ")),16),16,10) AS UNSIGNED)"
+	m.mu.Lock()
+	if m.cols == nil {
+		m.cols = map[string]string{}
+	}
+	m.cols[t.name] = expr
+	m.mu.Unlock()
+	return expr, nil
+}
+
+// digestOf digests chunk s of t in db; a missing table is empty.
+func (m *Bucket) digestOf(ctx context.Context, db *sql.DB, t table, s span) (digest, error) {
+	expr, err := m.columns(ctx, t)
+	if err != nil {
+		return digest{}, err
+	}
+	where, args := s.where(t.key)
+	var d digest
+	err = db.QueryRowContext(ctx, "SELECT COUNT(*), COALESCE(BIT_XOR("+expr+"),0), COALESCE(SUM("+money(t)+"),0) FROM "+
+		t.name+" WHERE "+where+t.filter(m.B), args...).Scan(&d.rows, &d.hash, &d.money)
+	if schema.IsMissingTable(err) {
+		return digest{}, nil
+	}
+	if err != nil {
+		return digest{}, fmt.Errorf("migrate: digest %s %s: %w", t.name, s, err)
+	}
+	return d, nil
+}
+
+// spans cuts t into chunks of about Chunk rows by the source's keys; the
+// first and last are open, so rows only the target has are covered too.
+func (m *Bucket) spans(ctx context.Context, t table) ([]span, error) {
+	rows, err := m.db(m.From, t).QueryContext(ctx, "SELECT "+t.key+" FROM "+t.name+" WHERE 1=1"+t.filter(m.B)+" ORDER BY "+t.key)
+	if schema.IsMissingTable(err) {
+		return []span{{}}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("migrate: keys of %s: %w", t.name, err)
+	}
+	defer rows.Close()
+	var bounds []int64
+	n := 0
+	for rows.Next() {
+		var k int64
+		if err := rows.Scan(&k); err != nil {
+			return nil, err
+		}
+		if n > 0 && n%m.chunk() == 0 && (len(bounds) == 0 || bounds[len(bounds)-1] != k) {
+			bounds = append(bounds, k)
+		}
+		n++
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("migrate: keys of %s: %w", t.name, err)
+	}
+	out := make([]span, 0, len(bounds)+1)
+	var lo *int64
+	for i := range bounds {
+		hi := &bounds[i]
+		out = append(out, span{lo: lo, hi: hi})
+		lo = hi
+	}
+	return append(out, span{lo: lo}), nil
+}

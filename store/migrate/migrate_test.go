@@ -1,0 +1,275 @@
+package migrate_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/store"
+	"github.com/hongbao-dev/hongbao/store/dbtest"
+	"github.com/hongbao-dev/hongbao/store/migrate"
+)
+
+// pair is two private MariaDBs, the source and the target SET of a move.
+type pair struct {
+	from, to *sql.DB
+	b, other hongbao.Bucket
+	src      *store.Store // SET "s" on the source, owning b and other
+	loc      *time.Location
+	clock    *dbtest.Clock
+	minter   *hongbao.Minter
+}
+
+func startPair(t *testing.T) *pair {
+	t.Helper()
+	var dbs [2]*dbtest.MariaDB
+	var errs [2]error
+	var wg sync.WaitGroup
+	for i := range dbs {
+		wg.Go(func() { dbs[i], errs[i] = dbtest.Launch() })
+	}
+	wg.Wait()
+	for i, m := range dbs {
+		if m != nil {
+			t.Cleanup(m.Remove)
+		}
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+	}
+	p := &pair{loc: dbtest.Shanghai(t), clock: &dbtest.Clock{}}
+	p.clock.Set(time.Now())
+	p.minter = hongbao.NewMinter(p.clock.Now)
+	for i, m := range dbs {
+		db, err := schema.Open(m.DSN, 8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		if i == 0 {
+			p.from = db
+		} else {
+			p.to = db
+		}
+	}
+	p.b = hongbao.Bucket(rand.IntN(hongbao.Buckets))
+	p.other = p.b/10*10 + (p.b+1)%10 // same db_xx: shares t_idem
+	dbtest.Own(t, p.from, "s", []hongbao.Bucket{p.b, p.other})
+	p.src = store.New(p.from, "s", p.loc, p.clock.Now, rand.Int64N)
+	return p
+}
+
+func (p *pair) move(chunk int) *migrate.Bucket {
+	return &migrate.Bucket{B: p.b, From: migrate.Side{Live: p.from, Cold: p.from}, To: migrate.Side{Live: p.to, Cold: p.to}, Chunk: chunk}
+}
+
+// send creates a packet in bucket b with an idempotency key and opens
+// some of its shares.
+func (p *pair) send(t *testing.T, b hongbao.Bucket, opens int) hongbao.PacketID {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	id, err := p.minter.Next(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := p.src.Create(ctx, store.NewPacket{ID: id, Sender: dbtest.FreshUser(), Expiry: time.Hour, Funding: hongbao.Funded,
+		IdempotencyKey: fmt.Sprintf("k-%d", id), Req: hongbao.SendRequest{Total: 1000, Count: 10, Type: hongbao.Random}}); err != nil {
+		t.Fatal(err)
+	}
+	users := make([]hongbao.UserID, opens)
+	for i := range users {
+		users[i] = dbtest.FreshUser()
+	}
+	if opens > 0 {
+		if _, err := p.src.OpenBatch(ctx, id, users); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return id
+}
+
+func mustPass(t *testing.T, m *migrate.Bucket) migrate.Stats {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	st, err := m.Pass(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func verify(t *testing.T, m *migrate.Bucket) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_, bad, err := m.Verify(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bad
+}
+
+// bucketRows counts bucket b's rows in every table of db that holds them.
+func bucketRows(t *testing.T, db *sql.DB, b hongbao.Bucket) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	for _, name := range dbtest.TablesLike(t, db, b.DB()+"%", ".") {
+		q := "SELECT COUNT(*) FROM " + name
+		switch {
+		case strings.HasSuffix(name, ".t_idem"):
+			q += fmt.Sprintf(" WHERE (packet_id >> 12) & 1023 = %d", int(b))
+		case !strings.Contains(name, fmt.Sprintf(".t_%d_", int(b)%10)):
+			continue
+		}
+		out[name] = dbtest.Count(t, db, q)
+	}
+	for _, name := range []string{"hb_set.expiry", "hb_set.pending"} {
+		out[name] = dbtest.Count(t, db, fmt.Sprintf("SELECT COUNT(*) FROM %s WHERE (packet_id >> 12) & 1023 = %d", name, int(b)))
+	}
+	return out
+}
+
+// TestMoveCopiesCatchesUpAndVerifies: a first pass copies every row of the
+// bucket (two day tables, details, idempotency keys, expiry marks, an
+// archive table); rows added and changed on the source afterwards are
+// copied by the next pass, which copies only the chunks that changed; a
+// row deleted on the source is deleted on the target; the other bucket of
+// the same database is left alone; Verify then finds nothing.
+func TestMoveCopiesCatchesUpAndVerifies(t *testing.T) {
+	p := startPair(t)
+	var ids []hongbao.PacketID
+	for i := range 12 {
+		ids = append(ids, p.send(t, p.b, i%4))
+	}
+	p.clock.Set(time.Now().Add(-48 * time.Hour)) // an older day table too
+	old := p.send(t, p.b, 3)
+	p.clock.Set(time.Now())
+	p.send(t, p.other, 2) // not moved: its rows share t_idem and hb_set
+	archived := archive(t, p.from, p.b, old)
+
+	m := p.move(5)
+	st := mustPass(t, m)
+	src := bucketRows(t, p.from, p.b)
+	if got := bucketRows(t, p.to, p.b); fmt.Sprint(got) != fmt.Sprint(src) {
+		t.Fatalf("after the first pass the target holds %v, the source %v", got, src)
+	}
+	if st.Rows == 0 || st.Differ == 0 || st.Deleted != 0 {
+		t.Errorf("first pass: %+v, want rows copied, nothing deleted", st)
+	}
+	if n := dbtest.Count(t, p.to, fmt.Sprintf("SELECT COUNT(*) FROM %s.t_idem WHERE (packet_id >> 12) & 1023 = %d", p.other.DB(), int(p.other))); n != 0 {
+		t.Errorf("the other bucket's %d idempotency keys were copied", n)
+	}
+	if n := dbtest.Count(t, p.to, "SELECT COUNT(*) FROM "+archived+" WHERE id = ?", old); n != 1 {
+		t.Errorf("archive table %s not copied (%d rows of %s)", archived, n, old)
+	}
+	if bad := verify(t, m); len(bad) != 0 {
+		t.Fatalf("verify after the first pass: %v", bad)
+	}
+	again := mustPass(t, m)
+	if again.Differ != 0 || again.Rows != 0 {
+		t.Errorf("a pass with nothing changed copied %+v", again)
+	}
+
+	// The source keeps serving: new packets, new shares, a deleted row.
+	late := p.send(t, p.b, 2)
+	ctx := context.Background()
+	if _, err := p.src.OpenBatch(ctx, ids[0], []hongbao.UserID{dbtest.FreshUser()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.from.Exec("DELETE FROM hb_set.expiry WHERE packet_id = ?", ids[1]); err != nil {
+		t.Fatal(err)
+	}
+	if bad := verify(t, m); len(bad) == 0 {
+		t.Fatal("verify finds no difference after the source changed")
+	}
+	delta := mustPass(t, m)
+	if delta.Differ == 0 || delta.Differ >= st.Differ+st.Chunks/2 || delta.Deleted == 0 {
+		t.Errorf("catch-up pass %+v (first pass %+v): want a few chunks copied and a row deleted", delta, st)
+	}
+	if bad := verify(t, m); len(bad) != 0 {
+		t.Fatalf("verify after catching up: %v", bad)
+	}
+	got := dbtest.ReadPacket(t, p.to, late)
+	if got == nil || len(got.Shares) != 2 {
+		t.Errorf("packet %s sent during the move reads %+v on the target", late, got)
+	}
+	if n := dbtest.Count(t, p.to, "SELECT COUNT(*) FROM hb_set.expiry WHERE packet_id = ?", ids[1]); n != 0 {
+		t.Errorf("expiry mark deleted on the source is still on the target")
+	}
+}
+
+// TestVerifyFindsTampering: a row changed on the target only (a share's
+// amount, one fen) is reported by Verify with its table and the money on
+// both sides, and the next pass repairs it.
+func TestVerifyFindsTampering(t *testing.T) {
+	p := startPair(t)
+	id := p.send(t, p.b, 3)
+	m := p.move(1000)
+	mustPass(t, m)
+	_, details := dbtest.Tables(t, id)
+	if _, err := p.to.Exec("UPDATE "+details+" SET amount = amount + 1 WHERE packet_id = ? LIMIT 1", id); err != nil {
+		t.Fatal(err)
+	}
+	bad := verify(t, m)
+	if len(bad) != 1 || !strings.HasPrefix(bad[0], details+" ") || !strings.Contains(bad[0], "source 3 rows") {
+		t.Fatalf("verify after tampering with %s: %q, want one line naming it", details, bad)
+	}
+	mustPass(t, m)
+	if bad := verify(t, m); len(bad) != 0 {
+		t.Fatalf("verify after the repair: %v", bad)
+	}
+}
+
+// TestDropLeavesOtherBuckets: Drop deletes every row of the bucket from a
+// side and none of the other bucket sharing its database and hb_set.
+func TestDropLeavesOtherBuckets(t *testing.T) {
+	p := startPair(t)
+	id := p.send(t, p.b, 2)
+	archive(t, p.from, p.b, id)
+	p.send(t, p.other, 2)
+	before := bucketRows(t, p.from, p.other)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := migrate.Drop(ctx, migrate.Side{Live: p.from, Cold: p.from}, p.b); err != nil {
+		t.Fatal(err)
+	}
+	for name, n := range bucketRows(t, p.from, p.b) {
+		if n != 0 {
+			t.Errorf("%s keeps %d rows of bucket %d after Drop", name, n, p.b)
+		}
+	}
+	if after := bucketRows(t, p.from, p.other); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("Drop of bucket %d changed bucket %d: %v -> %v", p.b, p.other, before, after)
+	}
+}
+
+// archive copies packet id and its shares into an archive table of b, as
+// an archive run does before it purges, and returns the table's name.
+func archive(t *testing.T, db *sql.DB, b hongbao.Bucket, id hongbao.PacketID) string {
+	t.Helper()
+	a := schema.ArchiveTable{Bucket: b, Date: "20260101"}
+	for _, stmt := range schema.ArchiveStatements(a) {
+		if _, err := db.Exec(stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	packets, details := dbtest.Tables(t, id)
+	for _, q := range []string{
+		"INSERT INTO " + a.Packets() + " SELECT * FROM " + packets + " WHERE id = ?",
+		"INSERT INTO " + a.Details() + " SELECT * FROM " + details + " WHERE packet_id = ?",
+	} {
+		if _, err := db.Exec(q, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return a.Packets()
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/hongbao-dev/hongbao/router/clustertest"
 	"github.com/hongbao-dev/hongbao/store"
 	"github.com/hongbao-dev/hongbao/store/dbtest"
+	"github.com/hongbao-dev/hongbao/store/migrate"
 )
 
 // TestClusterMoveBucket: `hbctl topology move` moves a bucket from SET a to
@@ -332,7 +333,8 @@ func TestClusterMoveBucket(t *testing.T) {
 		}
 		return n
 	}
-	if _, err := store.CopyBucket(context.Background(), c.DB(setB), c.DB(setA), bucket); err != nil {
+	leftover := &migrate.Bucket{B: bucket, From: migrate.Side{Live: c.DB(setB), Cold: c.DB(setB)}, To: migrate.Side{Live: c.DB(setA), Cold: c.DB(setA)}}
+	if _, err := leftover.Pass(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if rowsOn(setA) != 1 {

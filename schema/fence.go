@@ -72,3 +72,29 @@ func AllBuckets() []hongbao.Bucket {
 	}
 	return bs
 }
+
+// Holds reports whether set's fence in db has bucket b, reading the row
+// with a shared lock that waits at most a second: busy means a mover holds
+// the row (a bucket's freeze is under way), so neither answer is known yet.
+func Holds(ctx context.Context, db *sql.DB, set string, b hongbao.Bucket) (held, busy bool, err error) {
+	// One attempt, not InTx: a lock wait is the answer here, not a fault.
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return false, false, fmt.Errorf("schema: fence of %s: %w", set, err)
+	}
+	defer tx.Rollback() //nolint:errcheck // read only
+	var n int
+	err = tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM hb_fence.owned WHERE set_name = ? AND bucket = ? LOCK IN SHARE MODE WAIT 1",
+		set, int(b)).Scan(&n)
+	held = n > 0
+	if IsLockWait(err) {
+		return false, true, nil
+	}
+	if IsMissingTable(err) {
+		return false, false, nil
+	}
+	if err != nil {
+		return false, false, fmt.Errorf("schema: fence of %s, bucket %d: %w", set, b, err)
+	}
+	return held, false, nil
+}

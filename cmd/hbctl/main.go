@@ -35,6 +35,8 @@ func commands() []command {
 		{"verify", "verify: check invariants 1, 2 and 4 across every SET and the wallet", cmdVerify},
 		{"archive", "archive ensure|run|status [--as-of YYYY-MM-DD] [--dry-run]: the day-table archival cron (hbarchive)", cmdArchive},
 		{"topology", "topology init | show [--json] | move --bucket B --to SET: the bucket -> SET map", cmdTopology},
+		{"set", "set add NAME --servers A,B --mysql DSN --memcached A | list [--json] | drain NAME | remove NAME: the SETs", cmdSet},
+		{"rebalance", "rebalance plan [--json] | apply [--parallel N] [--dry-run] | status [--json] | reverse: move buckets live", cmdRebalance},
 	}
 }
 

@@ -4,19 +4,16 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
-
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/configs"
 	"github.com/hongbao-dev/hongbao/router/topology"
 	"github.com/hongbao-dev/hongbao/schema"
-	"github.com/hongbao-dev/hongbao/store"
+	"github.com/hongbao-dev/hongbao/store/migrate"
 )
 
 const topologyUsage = "usage: hbctl topology init|show [--json]|move --bucket B --to SET"
@@ -58,7 +55,8 @@ func cmdTopology(ctx context.Context, e *env, args []string) error {
 		if *to == "" {
 			return usageError{"flag --to: required (a SET name)"}
 		}
-		return topologyMove(ctx, e, meta, hongbao.Bucket(*bucket), *to)
+		meta.Close()
+		return topologyMove(ctx, e, *cfgPath, hongbao.Bucket(*bucket), *to)
 	}
 	return usageError{topologyUsage}
 }
@@ -134,97 +132,79 @@ func ranges(bs []hongbao.Bucket) string {
 	return strings.Join(parts, ",")
 }
 
-// topologyMove migrates bucket b to SET to, live: fence the bucket on the
-// old SET (in-flight transactions finish, no new write commits there), copy
-// its rows, claim it on the new SET, publish the new topology, and only
-// then delete the old copy. Requests for b during the move are answered
-// 421/503 and retried by clients; no write is lost or doubled. Re-running
-// after a failure finishes the job.
-func topologyMove(ctx context.Context, e *env, meta *sql.DB, b hongbao.Bucket, to string) error {
-	t, err := topology.Load(ctx, meta)
+// topologyMove moves bucket b to SET to, live: a rebalance of one move
+// (see rebalance.Mover), journalled like any other. When the bucket is
+// already there, it deletes what a move stopped after its publish left on
+// other SETs.
+func topologyMove(ctx context.Context, e *env, cfgPath string, b hongbao.Bucket, to string) error {
+	o, err := openOps(ctx, cfgPath, e)
 	if err != nil {
 		return err
 	}
-	dst, ok := t.Set(to)
-	if !ok {
+	defer o.Close()
+	t, err := topology.Load(ctx, o.meta)
+	if err != nil {
+		return err
+	}
+	if _, ok := t.Set(to); !ok {
 		return usageError{fmt.Sprintf("flag --to: no SET named %q", to)}
 	}
 	src := t.Owner(b)
-	if src.Name == dst.Name {
+	if src.Name == to {
 		fmt.Fprintf(e.stdout, "bucket %d already on SET %s\n", b, to)
-		return dropLeftovers(ctx, e, t, b)
+		return o.dropLeftovers(ctx, e, t, b)
 	}
-	return withDB(src.MySQLDSN, func(from *sql.DB) error {
-		return withDB(dst.MySQLDSN, func(into *sql.DB) error {
-			return migrate(ctx, e, meta, t, from, into, b, src.Name, dst.Name)
-		})
-	})
-}
-
-func migrate(ctx context.Context, e *env, meta *sql.DB, t *topology.Map, from, into *sql.DB, b hongbao.Bucket, src, dst string) error {
-	tx, err := from.BeginTx(ctx, nil)
+	release, err := o.journal.Lock(ctx)
 	if err != nil {
 		return err
 	}
-	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
-	if err := schema.Disown(ctx, tx, src, []hongbao.Bucket{b}); err != nil {
+	defer release()
+	if r, err := o.journal.Unfinished(ctx); err != nil || r != nil {
+		if err == nil {
+			err = fmt.Errorf("rebalance %d is unfinished: run hbctl rebalance apply to finish it first", r.ID)
+		}
 		return err
 	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("fence bucket %d on %s: %w", b, src, err)
-	}
-	fmt.Fprintf(e.stdout, "bucket %d fenced on SET %s\n", b, src)
-	n, err := store.CopyBucket(ctx, from, into, b)
+	r, err := o.journal.Create(ctx, "move", 0, "", []topology.Move{{Bucket: b, From: src.Name, To: to}})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stdout, "copied %d packets to SET %s\n", n, dst)
-	if err := schema.Own(ctx, into, dst, t.Version+1, []hongbao.Bucket{b}); err != nil {
-		return err
-	}
-	v, err := topology.MoveBucket(ctx, meta, b, dst)
+	mv, err := o.mover(e, 1, moveSettle)
 	if err != nil {
 		return err
 	}
-	// Servers poll the topology every second; until they have all seen
-	// the move, old-SET servers may still read the bucket. Let them.
-	time.Sleep(moveSettle)
-	if err := store.DropBucket(ctx, from, b); err != nil {
+	if err := mv.Apply(ctx, r); err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stdout, "bucket %d now on SET %s (topology version %d)\n", b, dst, v)
+	fmt.Fprintf(e.stdout, "bucket %d now on SET %s\n", b, to)
 	return nil
 }
 
 // dropLeftovers finishes a move that stopped after publishing the new
 // topology: a SET that no longer claims b in its fence holds only a stale
 // copy of b's rows (the owner has them), which is deleted.
-func dropLeftovers(ctx context.Context, e *env, t *topology.Map, b hongbao.Bucket) error {
+func (o *ops) dropLeftovers(ctx context.Context, e *env, t *topology.Map, b hongbao.Bucket) error {
 	owner := t.Owner(b).Name
-	for _, s := range t.Sets {
+	for i := range t.Sets {
+		s := &t.Sets[i]
 		if s.Name == owner {
 			continue
 		}
-		err := withDB(s.MySQLDSN, func(db *sql.DB) error {
-			var claims int
-			err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM hb_fence.owned WHERE set_name = ? AND bucket = ?", s.Name, int(b)).
-				Scan(&claims)
-			var me *mysql.MySQLError
-			if errors.As(err, &me) && me.Number == 1146 {
-				return nil // no fence table: this SET never held data
-			}
-			if err != nil {
-				return err
-			}
-			if claims > 0 {
-				// The topology was changed without a move: this SET's rows
-				// may be the only copy. Keep them.
-				fmt.Fprintf(e.stdout, "SET %s still claims bucket %d: its rows are kept\n", s.Name, b)
-				return nil
-			}
-			return store.DropBucket(ctx, db, b)
-		})
+		side, err := o.fleet.Side(s)
 		if err != nil {
+			return err
+		}
+		held, busy, err := schema.Holds(ctx, side.Live, s.Name, b)
+		if err != nil {
+			return fmt.Errorf("SET %s: %w", s.Name, err)
+		}
+		if held || busy {
+			// The topology was changed without a move: this SET's rows
+			// may be the only copy. Keep them.
+			fmt.Fprintf(e.stdout, "SET %s still claims bucket %d: its rows are kept\n", s.Name, b)
+			continue
+		}
+		if err := migrate.Drop(ctx, side, b); err != nil {
 			return fmt.Errorf("SET %s: %w", s.Name, err)
 		}
 	}

@@ -98,6 +98,9 @@ func run(args []string) error {
 	if err := schema.EnsureSet(bg, db); err != nil {
 		return err
 	}
+	if topo != nil {
+		go finishMoves(bg, cfg.MetaDSN, db, sc.Name, log)
+	}
 	cold, err := schema.Open(sc.Cold(), 4)
 	if err != nil {
 		return err

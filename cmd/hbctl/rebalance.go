@@ -1,0 +1,370 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/cmd/internal/rebalance"
+	"github.com/hongbao-dev/hongbao/configs"
+	"github.com/hongbao-dev/hongbao/router/topology"
+)
+
+const rebalanceUsage = "usage: hbctl rebalance plan [--json] | apply [--parallel N] [--dry-run] [--grace 3s] | status [--json] | reverse [--parallel N]"
+
+// ops is what the rebalance and set commands share: the configuration,
+// the meta database, its journal and the SETs' pools.
+type ops struct {
+	cfg     *configs.Config
+	meta    *sql.DB
+	journal *topology.Journal
+	fleet   *rebalance.Fleet
+}
+
+func openOps(ctx context.Context, cfgPath string, e *env) (*ops, error) {
+	cfg, err := configs.Load(cfgPath, e.environ)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.MetaDSN == "" {
+		return nil, errors.New("the configuration names no meta_dsn: a fleet without a topology cannot be rebalanced")
+	}
+	meta, err := topology.OpenMeta(ctx, cfg.MetaDSN, false)
+	if err != nil {
+		return nil, err
+	}
+	j, err := topology.NewJournal(ctx, meta, time.Now)
+	if err != nil {
+		meta.Close()
+		return nil, err
+	}
+	return &ops{cfg: cfg, meta: meta, journal: j, fleet: &rebalance.Fleet{}}, nil
+}
+
+func (o *ops) Close() {
+	o.fleet.Close()
+	o.meta.Close()
+}
+
+// mover builds the mover of an apply, with its fault injection (tests).
+func (o *ops) mover(e *env, parallel int, grace time.Duration) (*rebalance.Mover, error) {
+	fault, err := rebalance.ParseFault(lookup(e.environ, "HBCTL_FAULT"))
+	if err != nil {
+		return nil, err
+	}
+	return &rebalance.Mover{Meta: o.meta, Journal: o.journal, Fleet: o.fleet, Now: time.Now, Parallel: parallel, Grace: grace,
+		Report: rebalance.NewReporter(e.stdout, time.Now), Fault: fault}, nil
+}
+
+func lookup(environ []string, name string) string {
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == name {
+			return v
+		}
+	}
+	return ""
+}
+
+func cmdRebalance(ctx context.Context, e *env, args []string) error {
+	if len(args) == 0 {
+		return usageError{rebalanceUsage}
+	}
+	fs := flags("rebalance "+args[0], e)
+	cfgPath := fs.String("config", "configs/dev.yaml", "configuration file")
+	asJSON := fs.Bool("json", false, "plan, status: print JSON")
+	parallel := fs.Int("parallel", 1, "apply, reverse: buckets moved at once (1..32)")
+	dryRun := fs.Bool("dry-run", false, "apply: print the plan, move nothing")
+	grace := fs.Duration("grace", 3*time.Second, "apply, reverse: how long the source keeps a moved bucket's rows for servers still on the old topology")
+	if err := parse(fs, args[1:]); err != nil {
+		return err
+	}
+	if *parallel < 1 || *parallel > 32 {
+		return usageError{"flag --parallel: must be between 1 and 32"}
+	}
+	if *grace < 0 {
+		return usageError{"flag --grace: must not be negative"}
+	}
+	o, err := openOps(ctx, *cfgPath, e)
+	if err != nil {
+		return err
+	}
+	defer o.Close()
+	switch args[0] {
+	case "plan":
+		return o.printPlan(ctx, e, *asJSON)
+	case "apply":
+		return o.apply(ctx, e, "apply", *parallel, *grace, *dryRun)
+	case "status":
+		return o.status(ctx, e, *asJSON)
+	case "reverse":
+		return o.reverse(ctx, e, *parallel, *grace)
+	}
+	return usageError{rebalanceUsage}
+}
+
+// plan computes the moves that even out the fleet now.
+func (o *ops) plan(ctx context.Context) (*topology.Map, []topology.PlannedMove, []topology.Share, error) {
+	t, err := topology.Load(ctx, o.meta)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	loads, err := o.fleet.Loads(ctx, t, o.cfg.Location(), time.Now())
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	moves, shares := topology.Plan(t, loads)
+	return t, moves, shares, nil
+}
+
+func (o *ops) printPlan(ctx context.Context, e *env, asJSON bool) error {
+	t, moves, shares, err := o.plan(ctx)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return writeJSON(e, struct {
+			Version int64                  `json:"version"`
+			Moves   []topology.PlannedMove `json:"moves"`
+			Sets    []topology.Share       `json:"sets"`
+		}{t.Version, moves, shares})
+	}
+	showPlan(e, moves, shares)
+	return nil
+}
+
+// showPlan prints the moves (each one when they are few, by pair of SETs
+// otherwise) and the SETs' shares before and after.
+func showPlan(e *env, moves []topology.PlannedMove, shares []topology.Share) {
+	if len(moves) == 0 {
+		fmt.Fprintln(e.stdout, "the fleet is balanced: nothing to move")
+	} else if len(moves) <= 30 {
+		fmt.Fprintf(e.stdout, "%d moves:\n%-7s %-10s %-10s %10s %10s\n", len(moves), "bucket", "from", "to", "packets", "rows")
+		for _, m := range moves {
+			fmt.Fprintf(e.stdout, "%-7d %-10s %-10s %10d %10d\n", m.Bucket, m.From, m.To, m.Load.Packets, m.Load.Rows)
+		}
+	} else {
+		type pair struct{ from, to string }
+		var order []pair
+		groups := map[pair][]topology.PlannedMove{}
+		for _, m := range moves {
+			p := pair{m.From, m.To}
+			if _, ok := groups[p]; !ok {
+				order = append(order, p)
+			}
+			groups[p] = append(groups[p], m)
+		}
+		fmt.Fprintf(e.stdout, "%d moves:\n%-10s %-10s %8s %10s %10s  buckets\n", len(moves), "from", "to", "buckets", "packets", "rows")
+		for _, p := range order {
+			var packets, rows int64
+			var bs []hongbao.Bucket
+			for _, m := range groups[p] {
+				packets += m.Load.Packets
+				rows += m.Load.Rows
+				bs = append(bs, m.Bucket)
+			}
+			fmt.Fprintf(e.stdout, "%-10s %-10s %8d %10d %10d  %s\n", p.from, p.to, len(bs), packets, rows, ranges(bs))
+		}
+	}
+	fmt.Fprintf(e.stdout, "\n%-10s %-9s %6s %17s %28s\n", "SET", "state", "weight", "buckets", "load (target)")
+	for _, s := range shares {
+		fmt.Fprintf(e.stdout, "%-10s %-9s %6d %7d -> %-7d %7.1f%% -> %5.1f%% (%5.1f%%)\n", s.Name, s.State, s.Weight,
+			s.BucketsBefore, s.After, 100*s.LoadBefore, 100*s.LoadAfter, 100*s.Target)
+	}
+}
+
+// apply continues the unfinished rebalance, or plans and applies a new one.
+func (o *ops) apply(ctx context.Context, e *env, kind string, parallel int, grace time.Duration, dryRun bool) error {
+	release, err := o.journal.Lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	r, err := o.journal.Unfinished(ctx)
+	if err != nil {
+		return err
+	}
+	if r != nil {
+		fmt.Fprintf(e.stderr, "continuing rebalance %d (%s, begun %s)\n", r.ID, r.Kind, r.CreatedAt.Format(time.RFC3339))
+		if dryRun {
+			return o.showStatus(e, r)
+		}
+	} else {
+		_, moves, shares, err := o.plan(ctx)
+		if err != nil {
+			return err
+		}
+		if dryRun || len(moves) == 0 {
+			showPlan(e, moves, shares)
+			return nil
+		}
+		if r, err = o.journal.Create(ctx, kind, 0, "", plannedMoves(moves)); err != nil {
+			return err
+		}
+	}
+	mv, err := o.mover(e, parallel, grace)
+	if err != nil {
+		return err
+	}
+	return mv.Apply(ctx, r)
+}
+
+func plannedMoves(ps []topology.PlannedMove) []topology.Move {
+	out := make([]topology.Move, len(ps))
+	for i, p := range ps {
+		out[i] = topology.Move{Bucket: p.Bucket, From: p.From, To: p.To, RowsPlanned: p.Load.Rows}
+	}
+	return out
+}
+
+// reverse moves back the buckets of the last finished rebalance that are
+// still where it put them.
+func (o *ops) reverse(ctx context.Context, e *env, parallel int, grace time.Duration) error {
+	release, err := o.journal.Lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	if r, err := o.journal.Unfinished(ctx); err != nil || r != nil {
+		if err == nil {
+			err = fmt.Errorf("rebalance %d is unfinished: run hbctl rebalance apply to finish it first", r.ID)
+		}
+		return err
+	}
+	last, err := o.journal.LatestDone(ctx)
+	if err != nil {
+		return err
+	}
+	if last == nil {
+		return errors.New("no finished rebalance to reverse")
+	}
+	t, err := topology.Load(ctx, o.meta)
+	if err != nil {
+		return err
+	}
+	var back []topology.Move
+	for _, m := range last.Moves {
+		if m.Step == topology.Done && t.Owner(m.Bucket).Name == m.To {
+			if _, ok := t.Set(m.From); ok {
+				back = append(back, topology.Move{Bucket: m.Bucket, From: m.To, To: m.From, RowsPlanned: m.RowsCopied})
+			}
+		}
+	}
+	if len(back) == 0 {
+		return fmt.Errorf("rebalance %d moved nothing that is still where it put it", last.ID)
+	}
+	r, err := o.journal.Create(ctx, "reverse", last.ID, fmt.Sprintf("reverses rebalance %d", last.ID), back)
+	if err != nil {
+		return err
+	}
+	mv, err := o.mover(e, parallel, grace)
+	if err != nil {
+		return err
+	}
+	return mv.Apply(ctx, r)
+}
+
+func (o *ops) status(ctx context.Context, e *env, asJSON bool) error {
+	r, err := o.journal.Latest(ctx)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return writeJSON(e, statusJSON(r))
+	}
+	if r == nil {
+		fmt.Fprintln(e.stdout, "no rebalance yet")
+		return nil
+	}
+	return o.showStatus(e, r)
+}
+
+func (o *ops) showStatus(e *env, r *topology.Rebalance) error {
+	s := statusJSON(r)
+	fmt.Fprintf(e.stdout, "rebalance %d (%s) %s, begun %s, updated %s\n", r.ID, r.Kind, r.State,
+		r.CreatedAt.Format(time.RFC3339), r.UpdatedAt.Format(time.RFC3339))
+	if r.Note != "" {
+		fmt.Fprintf(e.stdout, "  %s\n", r.Note)
+	}
+	fmt.Fprintf(e.stdout, "  %d of %d buckets done, %d rows copied of ~%d planned\n", s.Done, s.Moves, s.RowsCopied, s.RowsPlanned)
+	var steps []string
+	for _, st := range stepOrder {
+		if n := s.Steps[st]; n > 0 {
+			steps = append(steps, fmt.Sprintf("%s %d", st, n))
+		}
+	}
+	fmt.Fprintf(e.stdout, "  steps: %s\n", strings.Join(steps, ", "))
+	fmt.Fprintf(e.stdout, "  freeze p50 %d ms, p99 %d ms, max %d ms\n", s.FreezeP50, s.FreezeP99, s.FreezeMax)
+	for _, m := range r.Moves {
+		if m.Step != topology.Done && m.Step != topology.Planned {
+			fmt.Fprintf(e.stdout, "  bucket %-4d %s -> %s  %-11s rows %d passes %d %s\n", m.Bucket, m.From, m.To, m.Step, m.RowsCopied, m.Passes, m.Error)
+		}
+	}
+	return nil
+}
+
+var stepOrder = []string{topology.Planned, topology.Copying, topology.CatchingUp, topology.Frozen, topology.Disowning,
+	topology.Published, topology.Done, topology.Failed}
+
+// rebalanceStatus is `rebalance status --json`.
+type rebalanceStatus struct {
+	ID          int64            `json:"id"`
+	Kind        string           `json:"kind"`
+	State       string           `json:"state"`
+	Reverses    int64            `json:"reverses,omitempty"`
+	CreatedAt   time.Time        `json:"created_at"`
+	UpdatedAt   time.Time        `json:"updated_at"`
+	Moves       int              `json:"moves"`
+	Done        int              `json:"done"`
+	RowsPlanned int64            `json:"rows_planned"`
+	RowsCopied  int64            `json:"rows_copied"`
+	Steps       map[string]int   `json:"steps"`
+	FreezeP50   int              `json:"freeze_ms_p50"`
+	FreezeP99   int              `json:"freeze_ms_p99"`
+	FreezeMax   int              `json:"freeze_ms_max"`
+	List        []moveStatusJSON `json:"list"`
+}
+
+type moveStatusJSON struct {
+	Bucket     int    `json:"bucket"`
+	From       string `json:"from"`
+	To         string `json:"to"`
+	Step       string `json:"step"`
+	RowsCopied int64  `json:"rows_copied"`
+	Passes     int    `json:"passes"`
+	FreezeMS   int    `json:"freeze_ms"`
+	Error      string `json:"error,omitempty"`
+}
+
+func statusJSON(r *topology.Rebalance) *rebalanceStatus {
+	if r == nil {
+		return nil
+	}
+	s := &rebalanceStatus{ID: r.ID, Kind: r.Kind, State: r.State, Reverses: r.Reverses, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+		Moves: len(r.Moves), Steps: map[string]int{}}
+	for _, m := range r.Moves {
+		s.Steps[m.Step]++
+		s.RowsPlanned += m.RowsPlanned
+		s.RowsCopied += m.RowsCopied
+		if m.Step == topology.Done {
+			s.Done++
+		}
+		s.List = append(s.List, moveStatusJSON{int(m.Bucket), m.From, m.To, m.Step, m.RowsCopied, m.Passes, m.FreezeMS, m.Error})
+	}
+	fs := rebalance.Freezes(r)
+	s.FreezeP50, s.FreezeP99 = rebalance.Percentile(fs, 50), rebalance.Percentile(fs, 99)
+	if len(fs) > 0 {
+		s.FreezeMax = fs[len(fs)-1]
+	}
+	return s
+}
+
+func writeJSON(e *env, v any) error {
+	enc := json.NewEncoder(e.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

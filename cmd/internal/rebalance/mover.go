@@ -1,0 +1,310 @@
+package rebalance
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/router/topology"
+	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/store/migrate"
+)
+
+// ErrMismatch is a verify that found the target differing from the source
+// under the fence: the move stops and the source keeps the bucket.
+var ErrMismatch = errors.New("rebalance: verify found the target differs from the source")
+
+// Mover applies rebalances from the journal.
+type Mover struct {
+	Meta    *sql.DB
+	Journal *topology.Journal
+	Fleet   *Fleet
+	Now     func() time.Time
+	// Parallel is how many buckets move at once (default 1).
+	Parallel int
+	// Grace is how long the source's copy is kept after the publish, so
+	// servers still on the old topology read it and refuse writes by
+	// their fence (default 3 s: more than two topology polls).
+	Grace time.Duration
+	// Report receives the progress.
+	Report Reporter
+	// Fault is a test's fault injection (zero: none).
+	Fault Fault
+	// SmallDelta ends catching up: a pass that copied no more rows than
+	// this is followed by the freeze (default 500).
+	SmallDelta int64
+	// MaxPasses bounds the catch-up passes before the freeze (default 8).
+	MaxPasses int
+}
+
+// Apply moves every bucket of r not done yet, Parallel at a time, and
+// records r's end in the journal. A verify mismatch stops the rebalance
+// (moves under way finish; none starts); any other error stops it too and
+// leaves it running, for the next apply to continue.
+func (mv *Mover) Apply(ctx context.Context, r *topology.Rebalance) error {
+	var todo []*topology.Move
+	for i := range r.Moves {
+		if s := r.Moves[i].Step; s != topology.Done && s != topology.Failed {
+			todo = append(todo, &r.Moves[i])
+		}
+	}
+	mv.Report.Event(Event{Kind: "start", Rebalance: r, Total: len(r.Moves), Todo: len(todo)})
+	work := make(chan *topology.Move)
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	var once sync.Once
+	for range max(mv.Parallel, 1) {
+		wg.Go(func() {
+			for m := range work {
+				began := mv.now()
+				err := mv.moveOne(ctx, m)
+				mv.Report.Event(Event{Kind: kindOf(m, err), Rebalance: r, Move: *m, Took: mv.now().Sub(began), Err: err})
+				if err != nil {
+					mu.Lock()
+					errs = append(errs, fmt.Errorf("bucket %d: %w", m.Bucket, err))
+					mu.Unlock()
+					once.Do(func() { close(stop) })
+				}
+			}
+		})
+	}
+feed:
+	for _, m := range todo {
+		select {
+		case work <- m:
+		case <-stop:
+			break feed
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(work)
+	wg.Wait()
+	err := errors.Join(errs...)
+	if err == nil {
+		err = ctx.Err()
+	}
+	state, note := topology.Finished, ""
+	switch {
+	case errors.Is(err, ErrMismatch):
+		state, note = topology.Stopped, err.Error()
+	case err != nil:
+		mv.Report.Event(Event{Kind: "interrupted", Rebalance: r, Err: err})
+		return err
+	}
+	// A background context: the journal must say how it ended.
+	if ferr := mv.Journal.Finish(context.WithoutCancel(ctx), r.ID, state, note); ferr != nil {
+		return errors.Join(err, ferr)
+	}
+	r.State = state
+	mv.Report.Event(Event{Kind: "done", Rebalance: r, Err: err})
+	return err
+}
+
+func kindOf(m *topology.Move, err error) string {
+	if err != nil {
+		return "failed"
+	}
+	return "moved"
+}
+
+func (mv *Mover) now() time.Time {
+	if mv.Now != nil {
+		return mv.Now()
+	}
+	return time.Now()
+}
+
+// moveOne takes one bucket's move from the step the journal has it at to
+// Done.
+func (mv *Mover) moveOne(ctx context.Context, m *topology.Move) error {
+	t, err := topology.Load(ctx, mv.Meta)
+	if err != nil {
+		return err
+	}
+	src, ok1 := t.Set(m.From)
+	dst, ok2 := t.Set(m.To)
+	if !ok1 || !ok2 {
+		return mv.fail(ctx, m, fmt.Errorf("%w: SET %s or %s is gone", ErrMismatch, m.From, m.To))
+	}
+	from, err := mv.Fleet.Side(src)
+	if err != nil {
+		return err
+	}
+	to, err := mv.Fleet.Side(dst)
+	if err != nil {
+		return err
+	}
+	owner := t.Owner(m.Bucket).Name
+	switch {
+	case owner == m.To && (m.Step == topology.Disowning || m.Step == topology.Published):
+		m.Step = topology.Published // a server finished the publish for a mover that died
+		return mv.cleanup(ctx, m, from)
+	case owner == m.To:
+		m.Error = "already on " + m.To + " before this move"
+		m.Step = topology.Done
+		return mv.Journal.Record(ctx, m, 0)
+	case owner != m.From:
+		return mv.fail(ctx, m, fmt.Errorf("%w: bucket %d is on SET %s, not %s", ErrMismatch, m.Bucket, owner, m.From))
+	}
+	if m.Step == topology.Disowning {
+		if done, err := mv.resume(ctx, m, from); err != nil || done {
+			return err
+		}
+	}
+	b := &migrate.Bucket{B: m.Bucket, From: from, To: to}
+	if err := mv.copyLive(ctx, m, b); err != nil {
+		return err
+	}
+	if err := mv.freeze(ctx, m, b, t.Version); err != nil {
+		return err
+	}
+	return mv.cleanup(ctx, m, from)
+}
+
+// resume finishes a move its mover left Disowning: published when the
+// source's fence no longer has the bucket, otherwise sent back to
+// catching up. It reports whether the move is published.
+func (mv *Mover) resume(ctx context.Context, m *topology.Move, from migrate.Side) (bool, error) {
+	held, busy, err := schema.Holds(ctx, from.Live, m.From, m.Bucket)
+	switch {
+	case err != nil:
+		return false, err
+	case busy:
+		return false, fmt.Errorf("bucket %d: the source's fence is held by another mover", m.Bucket)
+	case held:
+		m.Step = topology.CatchingUp
+		return false, mv.Journal.Retry(ctx, m)
+	}
+	if _, err := mv.Journal.Publish(ctx, m); err != nil {
+		return false, err
+	}
+	m.Step = topology.Published
+	return true, mv.cleanup(ctx, m, from)
+}
+
+// copyLive copies the bucket while the source serves, then catches up
+// until a pass copies little.
+func (mv *Mover) copyLive(ctx context.Context, m *topology.Move, b *migrate.Bucket) error {
+	m.Step = topology.Copying
+	for {
+		st, err := b.Pass(ctx)
+		if err != nil {
+			return err
+		}
+		m.RowsCopied += st.Rows
+		m.Passes++
+		if err := mv.Journal.Record(ctx, m, 0); err != nil {
+			return err
+		}
+		mv.Report.Event(Event{Kind: "pass", Move: *m, Stats: st})
+		mv.Fault.at(m.Step)
+		if st.Rows+st.Deleted <= mv.smallDelta() || m.Passes >= mv.maxPasses() {
+			return nil
+		}
+		m.Step = topology.CatchingUp
+	}
+}
+
+func (mv *Mover) smallDelta() int64 {
+	if mv.SmallDelta > 0 {
+		return mv.SmallDelta
+	}
+	return 500
+}
+
+func (mv *Mover) maxPasses() int {
+	if mv.MaxPasses > 0 {
+		return mv.MaxPasses
+	}
+	return 8
+}
+
+// freeze takes the source's fence in a transaction left open (writes of
+// the bucket wait on it; if the mover dies MySQL rolls it back and the
+// source serves again), copies the last delta, verifies, gives the target
+// its fence, commits the source's loss of it and publishes the topology.
+func (mv *Mover) freeze(ctx context.Context, m *topology.Move, b *migrate.Bucket, version int64) error {
+	tx, err := b.From.Live.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	began := mv.now()
+	if err := schema.Disown(ctx, tx, m.From, []hongbao.Bucket{m.Bucket}); err != nil {
+		return err
+	}
+	m.Step = topology.Frozen
+	st, err := b.Pass(ctx)
+	if err != nil {
+		return err
+	}
+	m.RowsCopied += st.Rows
+	m.Passes++
+	mv.Fault.at(m.Step)
+	if _, bad, err := b.Verify(ctx); err != nil {
+		return err
+	} else if len(bad) > 0 {
+		tx.Rollback() //nolint:errcheck // the source keeps the bucket
+		return mv.fail(ctx, m, fmt.Errorf("%w: %s", ErrMismatch, strings.Join(bad, "; ")))
+	}
+	if err := schema.Own(ctx, b.To.Live, m.To, version+1, []hongbao.Bucket{m.Bucket}); err != nil {
+		return err
+	}
+	m.Step = topology.Disowning
+	// The lease: until it ends no server finishes this move for us.
+	if err := mv.Journal.Record(ctx, m, time.Second); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit the source's fence: %w", err)
+	}
+	mv.Fault.at(m.Step)
+	if _, err := mv.Journal.Publish(ctx, m); err != nil {
+		return err
+	}
+	m.Step = topology.Published
+	m.FreezeMS = int(mv.now().Sub(began).Milliseconds())
+	if err := mv.Journal.Record(ctx, m, 0); err != nil {
+		return err
+	}
+	mv.Fault.at(m.Step)
+	return nil
+}
+
+// cleanup deletes the source's copy once servers have had the grace to
+// see the new topology.
+func (mv *Mover) cleanup(ctx context.Context, m *topology.Move, from migrate.Side) error {
+	grace := mv.Grace
+	if grace <= 0 {
+		grace = 3 * time.Second
+	}
+	if wait := grace - mv.now().Sub(m.UpdatedAt); wait > 0 {
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if err := migrate.Drop(ctx, from, m.Bucket); err != nil {
+		return err
+	}
+	m.Step = topology.Done
+	return mv.Journal.Record(ctx, m, 0)
+}
+
+// fail records m as failed with err and returns err.
+func (mv *Mover) fail(ctx context.Context, m *topology.Move, err error) error {
+	m.Step, m.Error = topology.Failed, err.Error()
+	if rerr := mv.Journal.Record(context.WithoutCancel(ctx), m, 0); rerr != nil {
+		return errors.Join(err, rerr)
+	}
+	return err
+}

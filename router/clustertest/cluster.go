@@ -58,6 +58,10 @@ type Options struct {
 	// DevGrant is the configuration's dev_grant: when positive the router
 	// serves the red-packet page's dev sign-in and top-up.
 	DevGrant int64
+	// Spare SETs get their MariaDB, memcached and addresses but are in
+	// neither the configuration nor the topology, and run no process:
+	// a test adds one with `hbctl set add` and starts it with StartSet.
+	Spare int
 }
 
 func (o Options) withDefaults() Options {
@@ -97,7 +101,9 @@ type Set struct {
 
 // Cluster is a running cluster.
 type Cluster struct {
-	Sets           []Set
+	Sets []Set
+	// Spares are the SETs of Options.Spare, named after the others.
+	Spares         []Set
 	Config         string // path of the YAML configuration every process reads
 	MetaDSN        string // topology database (on the first SET's MariaDB)
 	WalletDSN      string // wallet database (on the first SET's MariaDB)
@@ -142,11 +148,11 @@ func Start(t testing.TB, opts Options) *Cluster {
 
 	// Every SET's MariaDB and memcached start at once: MariaDB takes
 	// seconds to initialise on a busy machine.
-	c.Sets = make([]Set, opts.Sets)
+	all := make([]Set, opts.Sets+opts.Spare)
 	g := &goTB{TB: t}
 	var wg sync.WaitGroup
-	for i := range c.Sets {
-		s := &c.Sets[i]
+	for i := range all {
+		s := &all[i]
 		s.Name = string(rune('a' + i))
 		wg.Go(func() { s.DSN = dbtest.StartMariaDB(g).DSN })
 		wg.Go(func() { s.Memcached = dbtest.StartMemcached(g).Addr })
@@ -156,8 +162,8 @@ func Start(t testing.TB, opts Options) *Cluster {
 		t.Fatal(strings.Join(g.errs, "\n"))
 	}
 	dbsUp := time.Now()
-	for i := range c.Sets {
-		s := &c.Sets[i]
+	for i := range all {
+		s := &all[i]
 		for j := range opts.ServersPerSet {
 			s.Servers = append(s.Servers, fmt.Sprintf("%s%d", s.Name, j+1))
 			s.Addrs = append(s.Addrs, FreeAddr(t))
@@ -167,6 +173,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 			s.SettlerAdmin = FreeAddr(t)
 		}
 	}
+	c.Sets, c.Spares = all[:opts.Sets], all[opts.Sets:]
 	c.MetaDSN = withDB(t, c.Sets[0].DSN, "hb_meta")
 	c.WalletDSN = withDB(t, c.Sets[0].DSN, "hb_wallet")
 	c.routerAddr = FreeAddr(t)
@@ -181,7 +188,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 			opts.DevGrant, c.ArchiveTextfile, c.VerifyTextfile)})
 
 	c.MustCtl(t, "topology", "init")
-	for _, s := range c.Sets {
+	for _, s := range all {
 		db, err := schema.Open(s.DSN, 8)
 		if err != nil {
 			t.Fatal(err)
@@ -195,16 +202,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 		t.Fatal(err)
 	}
 	for _, s := range c.Sets {
-		for i, name := range s.Servers {
-			adm := s.Admin[i]
-			c.add(&Process{Kind: Server, Name: name, Bin: filepath.Join(bin, "hbserver"), Ready: s.Addrs[i], Admin: adm,
-				Args: []string{"-config", c.Config, "-set", s.Name, "-listen", s.Addrs[i], "-admin", adm}})
-		}
-		if !opts.NoSettlers {
-			adm := s.SettlerAdmin
-			c.add(&Process{Kind: Settler, Name: s.Name, Bin: filepath.Join(bin, "hbsettler"), Admin: adm,
-				Args: []string{"-config", c.Config, "-set", s.Name, "-sweep-after", opts.SweepAfter.String(), "-admin", adm}})
-		}
+		c.addSet(s)
 	}
 	for _, p := range c.list() {
 		if err := p.launch(); err != nil {
@@ -230,6 +228,52 @@ func Start(t testing.TB, opts Options) *Cluster {
 		opts.Sets, opts.ServersPerSet, time.Since(began).Round(time.Millisecond), built.Sub(began).Round(time.Millisecond),
 		dbsUp.Sub(built).Round(time.Millisecond), time.Since(dbsUp).Round(time.Millisecond), c.dir)
 	return c
+}
+
+// addSet registers the processes of SET s: its servers and its settler.
+func (c *Cluster) addSet(s Set) []*Process {
+	var ps []*Process
+	for i, name := range s.Servers {
+		adm := s.Admin[i]
+		ps = append(ps, &Process{Kind: Server, Name: name, Bin: filepath.Join(c.bin, "hbserver"), Ready: s.Addrs[i], Admin: adm,
+			Args: []string{"-config", c.Config, "-set", s.Name, "-listen", s.Addrs[i], "-admin", adm}})
+	}
+	if !c.opts.NoSettlers {
+		adm := s.SettlerAdmin
+		ps = append(ps, &Process{Kind: Settler, Name: s.Name, Bin: filepath.Join(c.bin, "hbsettler"), Admin: adm,
+			Args: []string{"-config", c.Config, "-set", s.Name, "-sweep-after", c.opts.SweepAfter.String(), "-admin", adm}})
+	}
+	for _, p := range ps {
+		c.add(p)
+	}
+	return ps
+}
+
+// AddSetArgs returns the arguments of `hbctl set add` for spare SET name.
+func (c *Cluster) AddSetArgs(name string) []string {
+	s := c.spare(name)
+	return []string{"set", "add", s.Name, "--servers", strings.Join(s.Addrs, ","), "--mysql", s.DSN, "--memcached", s.Memcached}
+}
+
+// StartSet starts the servers and settler of spare SET name (added to the
+// meta database first, with AddSetArgs) and waits until they are ready.
+func (c *Cluster) StartSet(t testing.TB, name string) {
+	t.Helper()
+	for _, p := range c.addSet(c.spare(name)) {
+		if err := p.Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func (c *Cluster) spare(name string) Set {
+	for _, s := range c.Spares {
+		if s.Name == name {
+			return s
+		}
+	}
+	c.t.Fatalf("clustertest: no spare SET %q", name)
+	return Set{}
 }
 
 // URL returns the router's base URL, e.g. http://127.0.0.1:41234.
@@ -264,11 +308,15 @@ func (c *Cluster) Do(req *http.Request) Reply { return Do(c.Client.http, req) }
 
 // Ctl runs hbctl with args and the cluster's -config (appended, so it
 // follows the subcommand's own flags) and returns its combined output.
-func (c *Cluster) Ctl(args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+func (c *Cluster) Ctl(args ...string) (string, error) { return c.CtlWith(nil, args...) }
+
+// CtlWith is Ctl with more environment variables (e.g. HBCTL_FAULT) and
+// room for long commands (10 minutes).
+func (c *Cluster) CtlWith(env []string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(c.bin, "hbctl"), append(slices.Clone(args), "-config", c.Config)...)
-	cmd.Env = Environ()
+	cmd.Env = append(Environ(), env...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }

@@ -131,7 +131,7 @@ func (j *Journal) find(ctx context.Context, where string) (*Rebalance, error) {
 		return nil, fmt.Errorf("topology: journal: %w", err)
 	}
 	rows, err := j.db.QueryContext(ctx, `SELECT bucket, from_set, to_set, step, rows_planned, rows_copied, passes, freeze_ms, error,
-		COALESCE(started_at, '1970-01-01'), updated_at FROM moves WHERE rebalance_id = ? ORDER BY bucket`, r.ID)
+		started_at, updated_at FROM moves WHERE rebalance_id = ? ORDER BY bucket`, r.ID)
 	if err != nil {
 		return nil, fmt.Errorf("topology: journal moves: %w", err)
 	}
@@ -139,11 +139,12 @@ func (j *Journal) find(ctx context.Context, where string) (*Rebalance, error) {
 	for rows.Next() {
 		m := Move{Rebalance: r.ID}
 		var b int
+		var started sql.NullTime
 		if err := rows.Scan(&b, &m.From, &m.To, &m.Step, &m.RowsPlanned, &m.RowsCopied, &m.Passes, &m.FreezeMS, &m.Error,
-			&m.StartedAt, &m.UpdatedAt); err != nil {
+			&started, &m.UpdatedAt); err != nil {
 			return nil, fmt.Errorf("topology: journal moves: %w", err)
 		}
-		m.Bucket = hongbao.Bucket(b)
+		m.Bucket, m.StartedAt = hongbao.Bucket(b), started.Time
 		r.Moves = append(r.Moves, m)
 	}
 	return r, rows.Err()

@@ -1,0 +1,147 @@
+package main_test
+
+import (
+	"errors"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/router/clustertest"
+	"github.com/hongbao-dev/hongbao/store/dbtest"
+)
+
+// TestMoveKilledAtEachStep: hbctl killed (as by kill -9) at each step of
+// a bucket's move leaves the bucket served — by the source before the
+// source gave it up, by the target after (the source's servers publish a
+// move whose mover died in between) — and `hbctl rebalance apply` then
+// finishes the move: every share answered before, during and after is
+// on the target with its amount, the source's copy is deleted, and hbctl
+// verify holds.
+func TestMoveKilledAtEachStep(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Options{DevGrant: 1_000_000})
+	a, b := c.Sets[0].Name, c.Sets[1].Name
+	own := bucketsOf(t, c, a)
+	cl := c.Client.Retrying(10 * time.Second)
+	for i, step := range []string{"copying", "frozen", "disowning", "published"} {
+		t.Run(step, func(t *testing.T) {
+			bucket := own[7*i+3]
+			id, shares := sendInto(t, c, bucket, 10, 3)
+			out, err := c.CtlWith([]string{"HBCTL_FAULT=kill@" + step}, "topology", "move", "--bucket", strconv.Itoa(int(bucket)), "--to", b)
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() != 137 {
+				t.Fatalf("hbctl killed at %s: %v\n%s", step, err, out)
+			}
+			killed := time.Now()
+			u := user()
+			o := cl.Open(u, id.String())
+			if o.Status != http.StatusOK || o.Body.Status != hongbao.Opened {
+				t.Fatalf("open right after the kill at %s: %v", step, o)
+			}
+			shares[u] = o.Body.Amount
+			t.Logf("killed at %s: the next open answered after %v", step, o.Answered.Sub(killed).Round(time.Millisecond))
+			want := a
+			if step == "disowning" || step == "published" {
+				want = b // published: by the mover, or by a's servers for it
+			}
+			if got := ownerOf(t, c, bucket); got != want {
+				t.Errorf("after the kill at %s bucket %d is on %s, want %s", step, bucket, got, want)
+			}
+
+			out = c.MustCtl(t, "rebalance", "apply")
+			if st := rebalanceStatus(t, c); st.State != "done" || st.Done != 1 {
+				t.Errorf("after apply: %v\n%s", st, out)
+			}
+			if got := ownerOf(t, c, bucket); got != b {
+				t.Fatalf("after apply bucket %d is on %s, want %s", bucket, got, b)
+			}
+			sameShares(t, "on the target", sharesOn(t, c, b, id), shares)
+			if n := len(sharesOn(t, c, b, id)); n != len(shares) {
+				t.Errorf("the target holds %d shares of %s, %d were answered", n, id, len(shares))
+			}
+			if left := dbtest.ReadPacket(t, c.DB(a), id); left != nil {
+				t.Errorf("the source still holds packet %s after the move finished", id)
+			}
+			u = user()
+			if o := cl.Open(u, id.String()); o.Status != http.StatusOK || o.Body.Status != hongbao.Opened {
+				t.Errorf("open after the move: %v", o)
+			}
+		})
+	}
+	waitOutbox(t, c)
+	c.CheckInvariants(t)
+}
+
+// TestMoveStopsOnVerifyMismatch: a row changed on the target under the
+// freeze (after the last copy, before the verify) stops the move: hbctl
+// fails naming the table, the journal records the move failed with the
+// difference, the bucket stays on the source, which keeps serving it.
+func TestMoveStopsOnVerifyMismatch(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Options{DevGrant: 1_000_000})
+	a, b := c.Sets[0].Name, c.Sets[1].Name
+	bucket := bucketsOf(t, c, a)[11]
+	id, shares := sendInto(t, c, bucket, 10, 4)
+	pause := filepath.Join(t.TempDir(), "verify")
+	done := make(chan error, 1)
+	var out string
+	go func() {
+		var err error
+		out, err = c.CtlWith([]string{"HBCTL_FAULT=pause@frozen:" + pause}, "topology", "move", "--bucket", strconv.Itoa(int(bucket)), "--to", b)
+		done <- err
+	}()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if _, err := os.Stat(pause + ".ready"); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("hbctl never reached the freeze")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_, details := dbtest.Tables(t, id)
+	if _, err := c.DB(b).Exec("UPDATE "+details+" SET amount = amount + 1 WHERE packet_id = ? LIMIT 1", id); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(pause+".go", nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err == nil || !strings.Contains(out, "differs") || !strings.Contains(out, details) {
+		t.Fatalf("hbctl after a tampered target: %v, want a failure naming %s\n%s", err, details, out)
+	}
+	if got := ownerOf(t, c, bucket); got != a {
+		t.Fatalf("bucket %d is on %s after the failed move, want %s", bucket, got, a)
+	}
+	st := rebalanceStatus(t, c)
+	if st.State != "failed" || len(st.List) != 1 || st.List[0].Step != "failed" || !strings.Contains(st.List[0].Error, details) {
+		t.Errorf("journal after the failed move: %v %+v", st, st.List)
+	}
+	u := user()
+	o := c.Client.Retrying(10*time.Second).Open(u, id.String())
+	if o.Status != http.StatusOK || o.Body.Status != hongbao.Opened {
+		t.Fatalf("open on the source after the failed move: %v", o)
+	}
+	shares[u] = o.Body.Amount
+	sameShares(t, "on the source", sharesOn(t, c, a, id), shares)
+	waitOutbox(t, c)
+	c.CheckInvariants(t)
+}
+
+// waitOutbox waits until every SET's outbox is delivered, for hbctl verify.
+func waitOutbox(t testing.TB, c *clustertest.Cluster) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for _, s := range append(c.Sets, c.Spares...) {
+		for dbtest.Count(t, c.DB(s.Name), "SELECT COUNT(*) FROM hb_set.outbox") > 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("SET %s's outbox not delivered in 30 s", s.Name)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}

@@ -253,7 +253,13 @@ func (mv *Mover) freeze(ctx context.Context, m *topology.Move, b *migrate.Bucket
 		return err
 	} else if len(bad) > 0 {
 		tx.Rollback() //nolint:errcheck // the source keeps the bucket
-		return mv.fail(ctx, m, fmt.Errorf("%w: %s", ErrMismatch, strings.Join(bad, "; ")))
+		err := fmt.Errorf("%w: %s", ErrMismatch, strings.Join(bad, "; "))
+		// The target never owned the bucket: its copy is only in the way
+		// (of verify, and of a later move, which would copy it again).
+		if derr := migrate.Drop(ctx, b.To, m.Bucket); derr != nil {
+			err = errors.Join(err, derr)
+		}
+		return mv.fail(ctx, m, err)
 	}
 	if err := schema.Own(ctx, b.To.Live, m.To, version+1, []hongbao.Bucket{m.Bucket}); err != nil {
 		return err

@@ -310,7 +310,8 @@ func testRain(t *testing.T, c *clustertest.Cluster, tab *browsertest.Tab, sender
 }
 
 // testDashboard runs a load of opens and watches the dashboard: both SETs,
-// the bucket map, a last verify, and an opens/s that moves.
+// the bucket map, a last verify, a running rebalance's progress, and an
+// opens/s that moves.
 func testDashboard(t *testing.T, c *clustertest.Cluster, b *browsertest.Browser, shots []string) {
 	verifyOut, verifyErr := c.Ctl("verify", "--textfile", c.VerifyTextfile)
 	c.MustCtl(t, "archive", "run") // nothing to archive yet: its summary per SET
@@ -320,13 +321,14 @@ func testDashboard(t *testing.T, c *clustertest.Cluster, b *browsertest.Browser,
 	wg.Go(func() { load(t, c, stop, &opens) })
 	t.Cleanup(func() { close(stop); wg.Wait() })
 
+	failure := journalRebalance(t, c)
 	var admin string
 	for _, p := range c.Processes() {
 		if p.Kind == clustertest.Router {
 			admin = p.Admin
 		}
 	}
-	tab := b.Tab(t, 1280, 900)
+	tab := b.Tab(t, 1280, 1200)
 	tab.Do(chromedp.Navigate("http://" + admin + "/dashboard"))
 	sets := browsertest.Wait[[]string](tab, `(() => { const s = [...document.querySelectorAll(".set")].map((e) => e.dataset.set);
 		return s.length === 2 && document.querySelectorAll("#map i").length === 1000 && s; })()`)
@@ -344,6 +346,7 @@ func testDashboard(t *testing.T, c *clustertest.Cluster, b *browsertest.Browser,
 	if v := browsertest.Wait[string](tab, `document.querySelector("#verify .pill")?.textContent`); v != wantVerify {
 		t.Errorf("dashboard's last verify %q, hbctl verify said %q:\n%s", v, wantVerify, verifyOut)
 	}
+	checkRebalance(t, tab, failure)
 	if rows := browsertest.Wait[int](tab, `document.querySelectorAll("#archive tbody tr").length`); rows != 2 {
 		t.Errorf("the archive table has %d rows, want one per SET", rows)
 	}

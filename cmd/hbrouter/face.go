@@ -1,6 +1,7 @@
 package main
 
 import (
+	"database/sql"
 	"net/http"
 	"time"
 
@@ -24,8 +25,9 @@ func devTokenTTL(cfg *configs.Config) time.Duration {
 
 // newBoard wires the operator dashboard: the admin listeners of every
 // SET's servers and settlers that the configuration lists, the archiver's
-// and verify's textfiles.
-func newBoard(cfg *configs.Config, topo *topology.Watcher, health *router.Health, reg *prometheus.Registry) *dashboard.Board {
+// and verify's textfiles, and the rebalance journal in meta, the meta DB
+// the topology is followed in.
+func newBoard(cfg *configs.Config, meta *sql.DB, topo *topology.Watcher, health *router.Health, reg *prometheus.Registry) *dashboard.Board {
 	var targets []dashboard.Target
 	for _, s := range cfg.Sets {
 		for i, addr := range s.Servers {
@@ -41,5 +43,5 @@ func newBoard(cfg *configs.Config, topo *topology.Watcher, health *router.Health
 	}
 	return dashboard.New(dashboard.Deps{Topology: topo.Current, Moves: topo.Moved, Healthy: health.Healthy, Router: reg,
 		Targets: targets, Archive: cfg.Archive.Textfile, Verify: cfg.Dashboard.VerifyTextfile,
-		Client: &http.Client{Timeout: 800 * time.Millisecond}})
+		Client: &http.Client{Timeout: 800 * time.Millisecond}, Meta: meta})
 }

@@ -88,7 +88,7 @@ func run(args []string) error {
 	metrics.RegisterHealthyServers(reg, rt.HealthyPerSet)
 	metrics.RegisterTopology(reg, metrics.Topology{Version: func() int64 { return topo.Current().Version },
 		Moves: topo.Moved, LastRefresh: topo.LastRefresh})
-	board := newBoard(cfg, topo, health, reg)
+	board := newBoard(cfg, meta, topo, health, reg)
 	adm, err := admin.Start(admin.Address(*adminAddr, cfg.Admin.Router), board.Handler(admin.Handler(reg, ready)), log)
 	if err != nil {
 		return err

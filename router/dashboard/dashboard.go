@@ -4,11 +4,13 @@
 // status comes from what the CLI and Prometheus read: the topology the
 // router follows, its health probes, every process's admin /metrics and
 // /readyz (scraped at most once a second), the archiver's textfile and the last
-// hbctl verify's textfile.
+// hbctl verify's textfile, and the newest rebalance of the journal in the
+// meta DB the topology comes from (read once per collect, within 700 ms).
 package dashboard
 
 import (
 	"context"
+	"database/sql"
 	"embed"
 	"encoding/json"
 	"io/fs"
@@ -43,6 +45,7 @@ type Deps struct {
 	Archive  string                 // archive.textfile; "" for none
 	Verify   string                 // the verify textfile; "" for none
 	Client   *http.Client           // for the scrapes
+	Meta     *sql.DB                // the meta DB the topology comes from: the rebalance journal (nil: not shown)
 	Now      func() time.Time
 }
 
@@ -55,6 +58,9 @@ type Board struct {
 	prev  map[string]sample // each target's counters at the previous poll
 	moved map[int]time.Time // buckets seen changing SET, and when
 	seen  *topology.Map
+	// journal is the rebalance journal, made at the first collect that
+	// reaches the meta DB.
+	journal *topology.Journal
 }
 
 // New returns a Board.

@@ -1,21 +1,22 @@
 package dashboard
 
 import (
+	"cmp"
 	"context"
 	"sync"
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/router/topology"
 )
 
 // Status is what GET /dashboard/status answers.
 type Status struct {
 	At          time.Time   `json:"at"`
 	Version     int64       `json:"topology_version"`
-	Buckets     []int       `json:"buckets"`   // bucket -> index into Sets
-	Moving      []int       `json:"moving"`    // buckets that changed SET in the last minute
-	Moves       int64       `json:"moves"`     // buckets the router saw move since it started
-	Rebalance   string      `json:"rebalance"` // what is known of bucket moves
+	Buckets     []int       `json:"buckets"` // bucket -> index into Sets
+	Moving      []int       `json:"moving"`  // buckets that changed SET in the last minute
+	Moves       int64       `json:"moves"`   // buckets the router saw move since it started
 	Sets        []SetStatus `json:"sets"`
 	OpensPerS   float64     `json:"opens_per_s"` // every server's opens answered, per second
 	BusyRate    float64     `json:"busy_rate"`   // the share of them answered busy
@@ -24,11 +25,20 @@ type Status struct {
 	ArchiveNote string      `json:"archive_note,omitempty"`
 	Verify      *Verify     `json:"verify"`
 	VerifyNote  string      `json:"verify_note,omitempty"`
+
+	// Rebalance is the newest rebalance in the journal (nil: none, or the
+	// journal unread); RebalanceNote says why there is none,
+	// RebalanceError why the journal could not be read.
+	Rebalance      *Rebalance `json:"rebalance"`
+	RebalanceNote  string     `json:"rebalance_note,omitempty"`
+	RebalanceError string     `json:"rebalance_error,omitempty"`
 }
 
 // SetStatus is one SET.
 type SetStatus struct {
 	Name       string    `json:"name"`
+	State      string    `json:"state"`  // active, or draining: every bucket is to leave it
+	Weight     int       `json:"weight"` // its share of the load in a rebalance plan
 	Buckets    int       `json:"buckets"`
 	Servers    []Process `json:"servers"`
 	Settlers   []Process `json:"settlers"`
@@ -89,7 +99,7 @@ func (b *Board) collect(ctx context.Context) *Status {
 	idx := map[string]int{}
 	for i, s := range t.Sets {
 		idx[s.Name] = i
-		st.Sets = append(st.Sets, SetStatus{Name: s.Name})
+		st.Sets = append(st.Sets, SetStatus{Name: s.Name, State: cmp.Or(s.State, topology.Active), Weight: s.Weight})
 	}
 	for bk := range hongbao.Buckets {
 		i := idx[t.Owner(hongbao.Bucket(bk)).Name]
@@ -97,10 +107,15 @@ func (b *Board) collect(ctx context.Context) *Status {
 		st.Sets[i].Buckets++
 	}
 	st.Moving = b.moving(t, now)
-	st.Rebalance = "No rebalance workflow runs in hongbao: buckets move one at a time (hbctl topology move); " +
-		"the map highlights buckets that changed SET in the last minute"
-
+	// The journal is read while the processes are scraped: the slower of
+	// the two, not their sum, is what a poll waits for.
+	journalRead := make(chan struct{})
+	go func() {
+		defer close(journalRead)
+		st.Rebalance, st.RebalanceNote, st.RebalanceError = b.rebalance(ctx, now)
+	}()
 	samples := b.scrapeAll(ctx, now)
+	<-journalRead
 	var opens, busy float64
 	scraped := false
 	for _, tg := range b.d.Targets {

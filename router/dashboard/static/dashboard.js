@@ -13,7 +13,49 @@
   // are in it.
   const days = (ds) => (ds || []).map((d) => '<span class="day ' + esc(d.state) + '">' + esc(d.date) + ": " + esc(d.state) +
     " · " + num(d.tables) + "</span>").join(" ") || "none recorded";
+  const int = (v) => Number(v || 0).toLocaleString("en-US");
+  const dur = (s) => s < 90 ? num(s) + " s" : s < 5400 ? num(s / 60) + " min" : num(s / 3600, 1) + " h";
+  const step = (s) => String(s).replace(/_/g, " ");
   let cells = [];
+
+  // drawRebalance fills the rebalance panel and its KPI from the newest
+  // rebalance of the journal, or says there is none or why it is unknown.
+  function drawRebalance(st) {
+    const r = st.rebalance, note = $("#rb-note");
+    $("#rb-body").hidden = !r;
+    note.className = st.rebalance_error ? "note err" : "note";
+    note.textContent = st.rebalance_error ? "The rebalance journal could not be read: " + st.rebalance_error : st.rebalance_note || "";
+    if (!r) {
+      $("#rb-kpi").textContent = st.rebalance_error ? "unknown" : "none";
+      $("#rb-kpi-s").textContent = st.rebalance_error ? "the journal is unreadable" : "no rebalance yet";
+      $("#rb-head").textContent = "the newest in the journal (hbctl rebalance status)";
+      return;
+    }
+    const pill = '<span id="rb-state" class="pill ' + (r.state === "done" ? "ok" : r.state === "failed" ? "bad" : "warn") + '">' + esc(r.state) + "</span>";
+    $("#rb-kpi").textContent = r.buckets_done + " / " + r.buckets;
+    $("#rb-kpi-s").textContent = "#" + r.id + " " + r.state + (r.eta_s != null ? ", ETA " + dur(r.eta_s) : "");
+    $("#rb-head").innerHTML = "#" + r.id + " · " + esc(r.kind) + " " + pill + " · created " + ago(r.created_at) + " · updated " + ago(r.updated_at) +
+      (r.note ? " · " + esc(r.note) : "");
+    const pct = (n) => (r.buckets ? 100 * n / r.buckets : 0) + "%";
+    $("#rb-bar-done").style.width = pct(r.buckets_done);
+    $("#rb-bar-failed").style.width = pct(r.buckets_failed);
+    $("#rb-buckets").textContent = r.buckets_done + " / " + r.buckets;
+    $("#rb-failed-n").textContent = r.buckets_failed;
+    $("#rb-rows").textContent = int(r.rows_copied) + " / " + int(r.rows_planned);
+    $("#rb-rate").textContent = num(r.buckets_per_min, 1) + " buckets/min, " + int(Math.round(r.rows_per_s)) + " rows/s";
+    $("#rb-eta").textContent = r.eta_s != null ? dur(r.eta_s) : r.state === "running" ? "not yet known" : "–";
+    $("#rb-steps").innerHTML = r.steps.map((c) => '<span class="step ' + esc(c.step) + '" data-step="' + esc(c.step) + '">' + esc(step(c.step)) +
+      " <b>" + c.buckets + "</b></span>").join("");
+    $("#rb-freeze").innerHTML = r.freeze.buckets ? "(" + r.freeze.buckets + " buckets moved): p50 <b>" + r.freeze.p50_ms + " ms</b> · p99 <b>" +
+      r.freeze.p99_ms + " ms</b> · max <b>" + r.freeze.max_ms + " ms</b>" : "no bucket moved yet";
+    $("#rb-inflight").hidden = !r.in_flight.length;
+    $("#rb-inflight tbody").innerHTML = r.in_flight.map((m) => '<tr data-bucket="' + m.bucket + '"><td>bucket ' + m.bucket + "</td><td>" +
+      esc(m.from) + " → " + esc(m.to) + "</td><td>" + esc(step(m.step)) + "</td><td>" + int(m.rows_copied) + " / " + int(m.rows_planned) +
+      "</td><td>" + m.passes + "</td><td>" + (m.started_at ? ago(m.started_at) : "") + "</td></tr>").join("");
+    $("#rb-failed").hidden = !r.failed.length;
+    $("#rb-failed tbody").innerHTML = r.failed.map((m) => '<tr data-bucket="' + m.bucket + '"><td>bucket ' + m.bucket + "</td><td>" +
+      esc(m.from) + " → " + esc(m.to) + '</td><td class="err">' + esc(m.error || "(no error recorded)") + "</td></tr>").join("");
+  }
 
   function drawMap(st) {
     const map = $("#map");
@@ -22,15 +64,17 @@
       cells = st.buckets.map((_, b) => { const i = document.createElement("i"); i.title = "bucket " + b; map.append(i); return i; });
     }
     const moving = new Set(st.moving);
+    const inflight = new Map(((st.rebalance || {}).in_flight || []).map((m) => [m.bucket, m]));
     st.buckets.forEach((s, b) => {
+      const m = inflight.get(b);
       cells[b].style.background = colours[s % colours.length];
-      cells[b].className = moving.has(b) ? "moving" : "";
-      cells[b].title = "bucket " + b + " → SET " + st.sets[s].name + (moving.has(b) ? " (moved)" : "");
+      cells[b].className = m ? "inflight" : moving.has(b) ? "moving" : "";
+      cells[b].title = "bucket " + b + " → SET " + st.sets[s].name + (m ? " (moving to " + m.to + ": " + step(m.step) + ")" : moving.has(b) ? " (moved)" : "");
     });
     $("#legend").innerHTML = st.sets.map((s, i) => '<span><i class="sw" style="background:' + colours[i % colours.length] + '"></i>SET ' +
       esc(s.name) + " · " + s.buckets + " buckets</span>").join("") + (st.moving.length ? "<span>⬚ moving: " + st.moving.length + "</span>" : "");
-    $("#rebalance").textContent = (st.moving.length ? st.moving.length + " bucket(s) moved in the last minute. " : "No bucket is moving. ") +
-      "Buckets moved since this router started: " + st.moves + ". " + st.rebalance + ".";
+    $("#rebalance").textContent = (st.moving.length ? st.moving.length + " bucket(s) changed SET in the last minute. " : "No bucket changed SET in the last minute. ") +
+      "Buckets moved since this router started: " + st.moves + ".";
   }
 
   function procRows(list, kind) {
@@ -43,8 +87,9 @@
 
   function drawSets(st) {
     $("#sets").innerHTML = st.sets.map((s, i) => '<div class="set" data-set="' + esc(s.name) + '"><h2><i class="sw" style="background:' +
-      colours[i % colours.length] + '"></i>SET ' + esc(s.name) + "</h2>" +
-      '<p class="facts"><span>buckets <b>' + s.buckets + '</b></span><span>opens/s <b class="set-opens">' + num(s.opens_per_s, 1) +
+      colours[i % colours.length] + '"></i>SET ' + esc(s.name) + ' <span class="set-state pill ' + (s.state === "active" ? "ok" : "warn") + '">' +
+      esc(s.state) + "</span></h2>" +
+      '<p class="facts"><span>buckets <b class="set-buckets">' + s.buckets + "</b></span><span>weight <b>" + s.weight + '</b></span><span>opens/s <b class="set-opens">' + num(s.opens_per_s, 1) +
       "</b></span><span>busy/s <b>" + num(s.busy_per_s, 1) + "</b></span><span>queue depth <b>" + num(s.queue_depth) +
       "</b></span><span>outbox <b>" + num(s.outbox_rows) + "</b> rows, lag <b>" + num(s.outbox_lag_s, 1) + " s</b></span></p>" +
       "<table><thead><tr><th>process</th><th>router / settler</th><th>readiness</th><th>opens/s</th><th>busy/s</th><th>queue</th><th>live</th></tr></thead><tbody>" +
@@ -63,6 +108,7 @@
     } else { $("#verify").textContent = "none"; $("#verify-s").textContent = st.verify_note || ""; }
     drawSets(st);
     drawMap(st);
+    drawRebalance(st);
     $("#archive tbody").innerHTML = (st.archive || []).map((a) => "<tr><td>" + esc(a.set) + "</td><td>" + ago(a.last_run) + "</td><td>" +
       pill(a.ok, "ok", "failed") + "</td><td>" + num(a.archived_days) + "</td><td>" + num(a.pending_days) + "</td><td>" + num(a.skipped_days) + '</td><td class="days">' + days(a.days) + "</td></tr>").join("");
     $("#archive-note").textContent = st.archive_note || "";

@@ -145,8 +145,20 @@ wait_http() { # wait_http URL
 infra() {
   mariadb_start a 3316
   mariadb_start b 3326
+  mariadb_start c 3336
   memcached_start a 11221
   memcached_start b 11231
+  memcached_start c 11241
+}
+
+# spare_set: SET c, in the meta database only (not in the configuration, so
+# topology init never gives it buckets): the SET an operator adds to grow
+# the fleet, owning nothing until `hbctl rebalance apply` moves buckets to it.
+spare_set() {
+  if ! "$RUN/bin/hbctl" set list -config "$CONFIG" --json | grep -q '"name": "c"'; then
+    "$RUN/bin/hbctl" set add c -config "$CONFIG" --servers 127.0.0.1:8085,127.0.0.1:8086 \
+      --mysql "hongbao:hongbao@tcp(127.0.0.1:3336)/" --memcached 127.0.0.1:11241 >>"$RUN/topology.log"
+  fi
 }
 
 # profile NAME: with HB_PROFILE=1, the flag that makes a process write a CPU
@@ -167,8 +179,12 @@ up() {
   proc server b2 "$RUN/bin/hbserver" -config "$CONFIG" -set b -listen 127.0.0.1:8084 -admin 127.0.0.1:9084 $(profile server-b2)
   proc settler a "$RUN/bin/hbsettler" -config "$CONFIG" -set a -admin 127.0.0.1:9085
   proc settler b "$RUN/bin/hbsettler" -config "$CONFIG" -set b -admin 127.0.0.1:9086
+  spare_set
+  proc server c1 "$RUN/bin/hbserver" -config "$CONFIG" -set c -listen 127.0.0.1:8085 -admin 127.0.0.1:9087
+  proc server c2 "$RUN/bin/hbserver" -config "$CONFIG" -set c -listen 127.0.0.1:8086 -admin 127.0.0.1:9088
+  proc settler c "$RUN/bin/hbsettler" -config "$CONFIG" -set c -admin 127.0.0.1:9089
   proc router r1 "$RUN/bin/hbrouter" -config "$CONFIG" -listen 127.0.0.1:8080 -admin 127.0.0.1:9080 $(profile router-r1)
-  local p; for p in 8081 8082 8083 8084 8080; do wait_http "http://127.0.0.1:$p/readyz"; done
+  local p; for p in 8081 8082 8083 8084 8085 8086 8080; do wait_http "http://127.0.0.1:$p/readyz"; done
 }
 
 down() {
@@ -203,8 +219,15 @@ The API's OpenAPI 3.1 description: curl -s http://127.0.0.1:8080/openapi.json
 
 Admin listeners (loopback only): /metrics (Prometheus), /livez, /readyz, /debug/pprof/
   router r1   http://127.0.0.1:9080/metrics
-  server a1   http://127.0.0.1:9081/metrics   a2 :9082   b1 :9083   b2 :9084
-  settler a   http://127.0.0.1:9085/metrics   b :9086
+  server a1   http://127.0.0.1:9081/metrics   a2 :9082   b1 :9083   b2 :9084   c1 :9087   c2 :9088
+  settler a   http://127.0.0.1:9085/metrics   b :9086   c :9089
+
+SETs a and b own the buckets; SET c owns none yet. Grow the fleet onto it, live:
+  .run/bin/hbctl set list                       # buckets, packets, rows, health of each SET
+  .run/bin/hbctl rebalance plan                 # the fewest moves that even out the load
+  .run/bin/hbctl rebalance apply --parallel 4   # move them (progress bar; kill it and re-run: it continues)
+  .run/bin/hbctl rebalance status
+  .run/bin/hbctl set drain c && .run/bin/hbctl set remove c
   profile:    go tool pprof http://127.0.0.1:9081/debug/pprof/profile?seconds=10
 Alerts: deploy/prometheus/hongbao.rules.yml   dashboard: deploy/grafana/hongbao.json
 INFO

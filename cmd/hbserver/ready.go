@@ -12,7 +12,8 @@ import (
 
 // readiness is the server's: it is not draining and its MySQL answers
 // (Server.Ready), the topology was read within the last 5 seconds, and its
-// SET owns buckets at the current version.
+// SET is in it (a SET owning no bucket yet, just added or drained, is
+// ready: buckets are moved to ready SETs).
 func readiness(srv *set.Server, topo *topology.Watcher, name string) admin.Check {
 	return func(ctx context.Context) error {
 		if err := srv.Ready(ctx); err != nil {
@@ -24,9 +25,14 @@ func readiness(srv *set.Server, topo *topology.Watcher, name string) admin.Check
 		if last := topo.LastRefresh(); time.Since(last) > 5*time.Second {
 			return fmt.Errorf("topology: not read since %s", last.Format(time.RFC3339))
 		}
-		if t := topo.Current(); len(t.Buckets(name)) == 0 {
-			return fmt.Errorf("topology version %d: SET %s owns no bucket", t.Version, name)
+		if t := topo.Current(); !inTopology(t, name) {
+			return fmt.Errorf("topology version %d: no SET %s (hbctl set add)", t.Version, name)
 		}
 		return nil
 	}
+}
+
+func inTopology(t *topology.Map, name string) bool {
+	_, ok := t.Set(name)
+	return ok
 }

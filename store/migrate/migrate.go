@@ -42,8 +42,9 @@ type Bucket struct {
 	// (default 4).
 	Parallel int
 
-	mu   sync.Mutex
-	cols map[string]string // table -> its columns, digest expression
+	mu    sync.Mutex
+	cols  map[string]string      // table -> its columns, digest expression
+	state map[string]*tableState // table -> the source as the last Pass saw it
 }
 
 // Stats are what a pass did.

@@ -191,7 +191,12 @@ func TestMoveCopiesCatchesUpAndVerifies(t *testing.T) {
 	if bad := verify(t, m); len(bad) == 0 {
 		t.Fatal("verify finds no difference after the source changed")
 	}
-	delta := mustPass(t, m)
+	ctx2, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	delta, err := m.Delta(ctx2)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if delta.Differ == 0 || delta.Differ >= st.Differ+st.Chunks/2 || delta.Deleted == 0 {
 		t.Errorf("catch-up pass %+v (first pass %+v): want a few chunks copied and a row deleted", delta, st)
 	}
@@ -218,6 +223,11 @@ func TestVerifyFindsTampering(t *testing.T) {
 	_, details := dbtest.Tables(t, id)
 	if _, err := p.to.Exec("UPDATE "+details+" SET amount = amount + 1 WHERE packet_id = ? LIMIT 1", id); err != nil {
 		t.Fatal(err)
+	}
+	// Delta reads only the source, which did not change: the tampered
+	// row stays, for Verify to find.
+	if st, err := m.Delta(context.Background()); err != nil || st.Rows != 0 {
+		t.Fatalf("delta after tampering with the target: %+v, %v; want nothing copied", st, err)
 	}
 	bad := verify(t, m)
 	if len(bad) != 1 || !strings.HasPrefix(bad[0], details+" ") || !strings.Contains(bad[0], "source 3 rows") {

@@ -11,59 +11,211 @@ import (
 )
 
 // Pass copies every chunk of the bucket whose rows differ between the
-// source and the target. Run while the source serves, it brings the target
-// close; run under the source's fence, it makes the target equal.
+// source and the target, digesting both sides, and remembers the source's
+// digest of every chunk for Delta. Run while the source serves, it brings
+// the target close.
 func (m *Bucket) Pass(ctx context.Context) (Stats, error) {
-	st, _, err := m.compare(ctx, true)
-	return st, err
-}
-
-// Verify compares every chunk of every table of the bucket, source against
-// target, copying nothing: row counts, the digest of every column of
-// every row, and money sums. It returns one line per chunk that differs.
-func (m *Bucket) Verify(ctx context.Context) (Stats, []string, error) {
-	return m.compare(ctx, false)
-}
-
-func (m *Bucket) compare(ctx context.Context, repair bool) (Stats, []string, error) {
 	tables, err := m.tables(ctx)
 	if err != nil {
-		return Stats{}, nil, err
+		return Stats{}, err
 	}
-	var (
-		mu    sync.Mutex
-		total Stats
-		bad   []string
-	)
+	var mu sync.Mutex
+	var total Stats
 	g := newGroup(ctx, m.parallel())
 	for _, t := range tables {
 		spans, err := m.spans(ctx, t)
 		if err != nil {
 			g.Wait() //nolint:errcheck // the first error is returned
-			return total, nil, err
+			return total, err
 		}
+		ts := &tableState{spans: spans, src: make([]digest, len(spans))}
+		m.remember(t, ts)
 		mu.Lock()
 		total.Tables++
 		mu.Unlock()
-		for _, s := range spans {
+		for i, s := range spans {
 			g.Go(func(gctx context.Context) error {
-				st, line, err := m.chunkOnce(gctx, t, s, repair)
+				st, _, src, err := m.chunkOnce(gctx, t, s, true)
 				mu.Lock()
 				defer mu.Unlock()
+				ts.src[i] = src
 				total.add(st)
-				if line != "" {
-					bad = append(bad, line)
-				}
 				return err
 			})
 		}
+	}
+	return total, g.Wait()
+}
+
+// Delta copies what changed on the source since the last Pass, reading
+// only the source: a table whose digest is the sum of its chunks' at the
+// last pass is unchanged; in one that changed, the chunks whose digest
+// changed are copied (a chunk equal at the last pass, or copied then,
+// holds on the target what the source held). Run under the source's fence
+// it makes the target equal to the source at a fraction of a Pass's cost:
+// the freeze. Tables the last pass did not see are compared as Pass does.
+func (m *Bucket) Delta(ctx context.Context) (Stats, error) {
+	tables, err := m.tables(ctx)
+	if err != nil {
+		return Stats{}, err
+	}
+	var mu sync.Mutex
+	var total Stats
+	g := newGroup(ctx, m.parallel())
+	for _, t := range tables {
+		ts := m.recalled(t)
+		mu.Lock()
+		total.Tables++
+		mu.Unlock()
+		g.Go(func(gctx context.Context) error {
+			var st Stats
+			var err error
+			if ts == nil {
+				st, err = m.compareTable(gctx, t)
+			} else {
+				st, err = m.deltaTable(gctx, t, ts)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			total.add(st)
+			return err
+		})
+	}
+	return total, g.Wait()
+}
+
+func (m *Bucket) deltaTable(ctx context.Context, t table, ts *tableState) (Stats, error) {
+	st := Stats{Chunks: 1}
+	whole, err := m.digestOf(ctx, m.db(m.From, t), t, span{})
+	if err != nil || whole == sum(ts.src) {
+		return st, err
+	}
+	for i, s := range ts.spans {
+		d, err := m.digestOf(ctx, m.db(m.From, t), t, s)
+		if err != nil {
+			return st, err
+		}
+		st.Chunks++
+		if d == ts.src[i] {
+			continue
+		}
+		rows, deleted, err := m.copySpan(ctx, t, s)
+		if err != nil {
+			return st, err
+		}
+		st.Differ++
+		st.Rows += rows
+		st.Deleted += deleted
+	}
+	return st, nil
+}
+
+// compareTable is Pass for one table.
+func (m *Bucket) compareTable(ctx context.Context, t table) (Stats, error) {
+	spans, err := m.spans(ctx, t)
+	if err != nil {
+		return Stats{}, err
+	}
+	var total Stats
+	for _, s := range spans {
+		st, _, _, err := m.chunkOnce(ctx, t, s, true)
+		total.add(st)
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// Verify compares every table of the bucket, source against target,
+// copying nothing: row counts, the digest of every column of every row,
+// and money sums, first of whole tables, then of the chunks of a table
+// that differs. It returns one line per chunk that differs.
+func (m *Bucket) Verify(ctx context.Context) (Stats, []string, error) {
+	tables, err := m.tables(ctx)
+	if err != nil {
+		return Stats{}, nil, err
+	}
+	var mu sync.Mutex
+	var total Stats
+	var bad []string
+	g := newGroup(ctx, m.parallel())
+	for _, t := range tables {
+		mu.Lock()
+		total.Tables++
+		mu.Unlock()
+		g.Go(func(gctx context.Context) error {
+			st, lines, err := m.verifyTable(gctx, t)
+			mu.Lock()
+			defer mu.Unlock()
+			total.add(st)
+			bad = append(bad, lines...)
+			return err
+		})
 	}
 	err = g.Wait()
 	return total, bad, err
 }
 
-// chunkOnce compares one chunk and, when repair is set, copies it.
-func (m *Bucket) chunkOnce(ctx context.Context, t table, s span, repair bool) (Stats, string, error) {
+func (m *Bucket) verifyTable(ctx context.Context, t table) (Stats, []string, error) {
+	st, _, _, err := m.chunkOnce(ctx, t, span{}, false)
+	if err != nil || st.Differ == 0 {
+		return st, nil, err
+	}
+	spans, err := m.spans(ctx, t)
+	if err != nil {
+		return st, nil, err
+	}
+	var lines []string
+	for _, s := range spans {
+		cs, line, _, err := m.chunkOnce(ctx, t, s, false)
+		if err != nil {
+			return st, lines, err
+		}
+		st.Chunks += cs.Chunks
+		if line != "" {
+			lines = append(lines, line)
+		}
+	}
+	return st, lines, nil
+}
+
+// tableState is what the last Pass saw of a table on the source.
+type tableState struct {
+	spans []span
+	src   []digest
+}
+
+func (m *Bucket) remember(t table, ts *tableState) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.state == nil {
+		m.state = map[string]*tableState{}
+	}
+	m.state[t.name] = ts
+}
+
+func (m *Bucket) recalled(t table) *tableState {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.state[t.name]
+}
+
+// sum is the digest of a table from its chunks': the hash is a XOR, the
+// rest are sums.
+func sum(ds []digest) digest {
+	var out digest
+	for _, d := range ds {
+		out.rows += d.rows
+		out.hash ^= d.hash
+		out.money += d.money
+	}
+	return out
+}
+
+// chunkOnce compares one chunk and, when repair is set, copies it. It
+// returns the source's digest of the chunk.
+func (m *Bucket) chunkOnce(ctx context.Context, t table, s span, repair bool) (Stats, string, digest, error) {
 	st := Stats{Chunks: 1}
 	var src, dst digest
 	var srcErr error
@@ -78,19 +230,19 @@ func (m *Bucket) chunkOnce(ctx context.Context, t table, s span, repair bool) (S
 		err = srcErr
 	}
 	if err != nil {
-		return st, "", err
+		return st, "", src, err
 	}
 	if src == dst {
-		return st, "", nil
+		return st, "", src, nil
 	}
 	st.Differ = 1
 	if !repair {
 		return st, fmt.Sprintf("%s %s: source %d rows (money %d), target %d rows (money %d), digests %016x / %016x",
-			t.name, s, src.rows, src.money, dst.rows, dst.money, src.hash, dst.hash), nil
+			t.name, s, src.rows, src.money, dst.rows, dst.money, src.hash, dst.hash), src, nil
 	}
 	rows, deleted, err := m.copySpan(ctx, t, s)
 	st.Rows, st.Deleted = rows, deleted
-	return st, "", err
+	return st, "", src, err
 }
 
 // copySpan replaces the target's rows of chunk s of t with the source's,
@@ -105,24 +257,14 @@ func (m *Bucket) copySpan(ctx context.Context, t table, s span) (int64, int64, e
 		return 0, 0, err
 	}
 	var deleted int64
-	where, args := s.where(t.key)
-	err = schema.InTx(ctx, dst, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, "DELETE FROM "+t.name+" WHERE "+where+t.filter(m.B), args...)
-		if err != nil {
-			return err
+	for attempt := 1; ; attempt++ {
+		deleted, err = replaceSpan(ctx, dst, t, s, m.B, vals, cols)
+		// Chunks of one table are copied at once: READ COMMITTED takes no
+		// gap locks, but neighbours may still deadlock now and then.
+		if !schema.IsRetryable(err) || attempt == 5 {
+			break
 		}
-		deleted, _ = res.RowsAffected()
-		const batch = 200
-		for i := 0; i < len(vals); i += batch * cols {
-			part := vals[i:min(len(vals), i+batch*cols)]
-			tuple := "(" + schema.Placeholders(cols, "?") + ")"
-			q := "INSERT INTO " + t.name + " VALUES " + schema.Placeholders(len(part)/cols, tuple)
-			if _, err := tx.ExecContext(ctx, q, part...); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	}
 	if err != nil {
 		return 0, 0, fmt.Errorf("migrate: copy %s %s: %w", t.name, s, err)
 	}
@@ -131,6 +273,32 @@ func (m *Bucket) copySpan(ctx context.Context, t table, s span) (int64, int64, e
 		n = int64(len(vals) / cols)
 	}
 	return n, deleted, nil
+}
+
+// replaceSpan deletes the target's rows of chunk s and inserts vals, in
+// one READ COMMITTED transaction.
+func replaceSpan(ctx context.Context, dst *sql.DB, t table, s span, b hongbao.Bucket, vals []any, cols int) (int64, error) {
+	tx, err := dst.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	where, args := s.where(t.key)
+	res, err := tx.ExecContext(ctx, "DELETE FROM "+t.name+" WHERE "+where+t.filter(b), args...)
+	if err != nil {
+		return 0, err
+	}
+	deleted, _ := res.RowsAffected()
+	const batch = 200
+	for i := 0; i < len(vals); i += batch * cols {
+		part := vals[i:min(len(vals), i+batch*cols)]
+		tuple := "(" + schema.Placeholders(cols, "?") + ")"
+		q := "INSERT INTO " + t.name + " VALUES " + schema.Placeholders(len(part)/cols, tuple)
+		if _, err := tx.ExecContext(ctx, q, part...); err != nil {
+			return 0, err
+		}
+	}
+	return deleted, tx.Commit()
 }
 
 // read returns the source's rows of chunk s of t, flattened, and the

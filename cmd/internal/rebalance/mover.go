@@ -242,7 +242,7 @@ func (mv *Mover) freeze(ctx context.Context, m *topology.Move, b *migrate.Bucket
 		return err
 	}
 	m.Step = topology.Frozen
-	st, err := b.Pass(ctx)
+	st, err := b.Delta(ctx)
 	if err != nil {
 		return err
 	}

@@ -111,15 +111,15 @@ func sameShares(t testing.TB, what string, got, want map[hongbao.UserID]int64) {
 
 // status reads `hbctl rebalance status --json`.
 type status struct {
-	ID          int64          `json:"id"`
-	Kind        string         `json:"kind"`
-	State       string         `json:"state"`
-	Done        int            `json:"done"`
-	Moves       int            `json:"moves"`
-	Steps       map[string]int `json:"steps"`
-	FreezeMax   int            `json:"freeze_ms_max"`
-	FreezeP99   int            `json:"freeze_ms_p99"`
-	List        []struct {
+	ID        int64          `json:"id"`
+	Kind      string         `json:"kind"`
+	State     string         `json:"state"`
+	Done      int            `json:"done"`
+	Moves     int            `json:"moves"`
+	Steps     map[string]int `json:"steps"`
+	FreezeMax int            `json:"freeze_ms_max"`
+	FreezeP99 int            `json:"freeze_ms_p99"`
+	List      []struct {
 		Bucket   int    `json:"bucket"`
 		Step     string `json:"step"`
 		Error    string `json:"error"`

@@ -12,7 +12,11 @@ import (
 //     same transaction as the open or the close, delivered by the settler.
 //     Its keys need no unique index here: the detail row (one per user)
 //     and the closed flag already make each entry once, and the ledger's
-//     unique key makes delivery exactly once;
+//     unique key makes delivery exactly once. Each row names the SET that
+//     wrote it (set_name, empty for rows written before the column existed):
+//     SETs sharing a MySQL server deliver only their own rows, and the rows
+//     of a bucket moved away stay with the SET that wrote them, whose
+//     settler delivers them;
 //   - expiry: every packet until it is closed, so the settler finds expired
 //     packets without scanning day tables;
 //   - pending: packets whose debit is not settled yet, for the sweeper.
@@ -28,6 +32,11 @@ var SetStatements = []string{
   created_at DATETIME(3) NOT NULL,
   KEY by_packet (packet_id)
 ) ENGINE=InnoDB`,
+	// Added after the first release: a MySQL that has the table without
+	// the column gets it, its old rows named ''.
+	`ALTER TABLE hb_set.outbox
+  ADD COLUMN IF NOT EXISTS set_name VARCHAR(64) NOT NULL DEFAULT '',
+  ADD INDEX IF NOT EXISTS by_set (set_name, id)`,
 	`CREATE TABLE IF NOT EXISTS hb_set.expiry (
   packet_id  BIGINT      NOT NULL PRIMARY KEY,
   expires_at DATETIME(3) NOT NULL,

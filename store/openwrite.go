@@ -48,7 +48,8 @@ const (
 // where a multi-statement would flush an answer per statement. The block
 // stops at the first statement that fails, and the error aborts the
 // transaction. The credits are the outbox: written in the same
-// transaction, so a committed share always has its credit.
+// transaction, so a committed share always has its credit, under the
+// SET's name (its settler delivers them).
 //
 // The packets the transaction did not read are checked here instead: the
 // SET's claim to their buckets is locked first, and every update is
@@ -58,10 +59,11 @@ func (s *Store) writeShares(ctx context.Context, tx *sql.Tx, ws writeSet, now ti
 	var q strings.Builder
 	args := make([]any, 0, 11*len(ws.fresh)+3)
 	tables, byTable, byPacket := groupShares(s, ws.fresh)
-	// The block's text is parsed on every call: one declared time and one
-	// count of the updated rows keep it short.
-	q.WriteString("BEGIN NOT ATOMIC DECLARE t DATETIME(3) DEFAULT ?; DECLARE n INT DEFAULT 0;")
-	args = append(args, now.UTC().Truncate(time.Millisecond)) // as DATETIME(3) keeps it: MySQL may round finer times up
+	// The block's text is parsed on every call: one declared time, one SET
+	// name (the outbox rows') and one count of the updated rows keep it
+	// short.
+	q.WriteString("BEGIN NOT ATOMIC DECLARE t DATETIME(3) DEFAULT ?; DECLARE s VARCHAR(64) DEFAULT ?; DECLARE n INT DEFAULT 0;")
+	args = append(args, now.UTC().Truncate(time.Millisecond), s.set) // the time as DATETIME(3) keeps it: MySQL may round finer times up
 	args = s.fenceCheck(&q, args, byPacket, ws.known)
 	for _, t := range tables { // a statement per table: MySQL's cost is mostly per statement
 		q.WriteString("INSERT INTO " + t.Details() + "(packet_id,user_id,amount,seq,opened_at)VALUES")
@@ -76,8 +78,8 @@ func (s *Store) writeShares(ctx context.Context, tx *sql.Tx, ws writeSet, now ti
 		}
 		q.WriteString(";")
 	}
-	q.WriteString("INSERT INTO hb_set.outbox(entry_key,user_id,amount,kind,packet_id,created_at)VALUES(?,?,?,?,?,t)" +
-		strings.Repeat(",(?,?,?,?,?,t)", len(ws.fresh)-1) + ";")
+	q.WriteString("INSERT INTO hb_set.outbox(entry_key,user_id,amount,kind,packet_id,created_at,set_name)VALUES(?,?,?,?,?,t,s)" +
+		strings.Repeat(",(?,?,?,?,?,t,s)", len(ws.fresh)-1) + ";")
 	for _, sh := range ws.fresh {
 		args = append(args, hongbao.OpenKey(sh.p.ID, sh.rec.User), sh.rec.User, sh.rec.Amount, hongbao.KindOpen, sh.p.ID)
 	}

@@ -75,8 +75,8 @@ func (s *Store) Close(ctx context.Context, id hongbao.PacketID) (bool, int64, er
 			if _, err := tx.ExecContext(ctx, "UPDATE "+t.Packets()+" SET closed = 1 WHERE id = ?", id); err != nil {
 				return err
 			}
-			if _, err := tx.ExecContext(ctx, "INSERT INTO hb_set.outbox (entry_key, user_id, amount, kind, packet_id, created_at) VALUES (?,?,?,?,?,?)",
-				hongbao.RefundKey(id), p.Sender, refund, hongbao.KindRefund, id, now.UTC()); err != nil {
+			if _, err := tx.ExecContext(ctx, "INSERT INTO hb_set.outbox (entry_key, user_id, amount, kind, packet_id, created_at, set_name) VALUES (?,?,?,?,?,?,?)",
+				hongbao.RefundKey(id), p.Sender, refund, hongbao.KindRefund, id, now.UTC(), s.set); err != nil {
 				return err
 			}
 		}
@@ -91,13 +91,19 @@ func (s *Store) Close(ctx context.Context, id hongbao.PacketID) (bool, int64, er
 }
 
 // Due lists up to limit packets of the table ("expiry" or "pending") whose
-// time column is before t.
+// time column is before t, of buckets the SET's fence holds: a bucket
+// moved away takes its marks along (the move copies them), and its new
+// owner settles them; this SET's transactions would fail wrong_set. The
+// fence is read with a plain semi-join, no lock: Close and Fund check it
+// again under their transaction's lock.
 func (s *Store) Due(ctx context.Context, table string, t time.Time, limit int) ([]hongbao.PacketID, error) {
 	col := map[string]string{"expiry": "expires_at", "pending": "created_at"}[table]
 	if col == "" {
 		return nil, fmt.Errorf("store: no due list %q", table)
 	}
-	rows, err := s.db.QueryContext(ctx, "SELECT packet_id FROM hb_set."+table+" WHERE "+col+" <= ? ORDER BY "+col+" LIMIT ?", t.UTC(), limit)
+	rows, err := s.db.QueryContext(ctx, "SELECT m.packet_id FROM hb_set."+table+" m WHERE m."+col+" <= ?"+
+		" AND EXISTS (SELECT 1 FROM hb_fence.owned f WHERE f.set_name = ? AND f.bucket = (m.packet_id >> 12) & 1023)"+
+		" ORDER BY m."+col+" LIMIT ?", t.UTC(), s.set, limit)
 	if err != nil {
 		if schema.IsMissingTable(err) {
 			return nil, nil
@@ -122,9 +128,14 @@ type OutboxRow struct {
 	Entry hongbao.Entry
 }
 
-// Outbox returns up to limit undelivered entries, oldest first.
+// Outbox returns up to limit undelivered entries of the SET (and rows
+// written before the outbox named its SETs), oldest first. Each part of
+// the union reads the by_set index in order, so however long the backlog
+// no more than 2 x limit entries are read.
 func (s *Store) Outbox(ctx context.Context, limit int) ([]OutboxRow, error) {
-	rows, err := s.db.QueryContext(ctx, "SELECT id, entry_key, user_id, amount, kind, packet_id, created_at FROM hb_set.outbox ORDER BY id LIMIT ?", limit)
+	const cols = "SELECT id, entry_key, user_id, amount, kind, packet_id, created_at FROM hb_set.outbox WHERE set_name = "
+	rows, err := s.db.QueryContext(ctx, "("+cols+"? ORDER BY id LIMIT ?) UNION ALL ("+cols+"'' ORDER BY id LIMIT ?) ORDER BY id LIMIT ?",
+		s.set, limit, limit, limit)
 	if err != nil {
 		if schema.IsMissingTable(err) {
 			return nil, nil
@@ -144,16 +155,18 @@ func (s *Store) Outbox(ctx context.Context, limit int) ([]OutboxRow, error) {
 	return out, rows.Err()
 }
 
-// Delivered removes outbox rows the wallet has recorded.
+// Delivered removes outbox rows the wallet has recorded, of the SET's
+// own (or unnamed) rows only.
 func (s *Store) Delivered(ctx context.Context, ids []int64) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	args := make([]any, len(ids))
-	for i, id := range ids {
-		args[i] = id
+	args := make([]any, 0, len(ids)+1)
+	for _, id := range ids {
+		args = append(args, id)
 	}
-	_, err := s.db.ExecContext(ctx, "DELETE FROM hb_set.outbox WHERE id IN ("+schema.Placeholders(len(ids), "?")+")", args...)
+	args = append(args, s.set)
+	_, err := s.db.ExecContext(ctx, "DELETE FROM hb_set.outbox WHERE id IN ("+schema.Placeholders(len(ids), "?")+") AND set_name IN (?, '')", args...)
 	if err != nil {
 		return fmt.Errorf("store: outbox delivered: %w", err)
 	}

@@ -201,8 +201,8 @@ func write(ctx context.Context, tx *sql.Tx, t hongbao.DayTable, id hongbao.Packe
 		id, u, amount, seq, now); err != nil {
 		return err
 	}
-	_, err := tx.ExecContext(ctx, "INSERT INTO hb_set.outbox (entry_key, user_id, amount, kind, packet_id, created_at) VALUES (?,?,?,?,?,?)",
-		hongbao.OpenKey(id, u), u, amount, hongbao.KindOpen, id, now)
+	_, err := tx.ExecContext(ctx, "INSERT INTO hb_set.outbox (entry_key, user_id, amount, kind, packet_id, created_at, set_name) VALUES (?,?,?,?,?,?,?)",
+		hongbao.OpenKey(id, u), u, amount, hongbao.KindOpen, id, now, benchSet)
 	return err
 }
 
@@ -219,16 +219,16 @@ func batchInsert(ctx context.Context, tx *sql.Tx, t hongbao.DayTable, id hongbao
 	var d, o []string
 	var dargs, oargs []any
 	for i, u := range users {
-		d, o = append(d, "(?,?,?,?,?)"), append(o, "(?,?,?,?,?,?)")
+		d, o = append(d, "(?,?,?,?,?)"), append(o, "(?,?,?,?,?,?,?)")
 		dargs = append(dargs, id, u, amounts[i], count-remCount+1, now)
-		oargs = append(oargs, hongbao.OpenKey(id, u), u, amounts[i], hongbao.KindOpen, id, now)
+		oargs = append(oargs, hongbao.OpenKey(id, u), u, amounts[i], hongbao.KindOpen, id, now, benchSet)
 		remCount--
 		remAmount -= amounts[i]
 	}
 	if _, err := tx.ExecContext(ctx, "INSERT INTO "+t.Details()+" (packet_id, user_id, amount, seq, opened_at) VALUES "+strings.Join(d, ","), dargs...); err != nil {
 		return fmt.Errorf("details: %w", err)
 	}
-	if _, err := tx.ExecContext(ctx, "INSERT INTO hb_set.outbox (entry_key, user_id, amount, kind, packet_id, created_at) VALUES "+strings.Join(o, ","), oargs...); err != nil {
+	if _, err := tx.ExecContext(ctx, "INSERT INTO hb_set.outbox (entry_key, user_id, amount, kind, packet_id, created_at, set_name) VALUES "+strings.Join(o, ","), oargs...); err != nil {
 		return fmt.Errorf("outbox: %w", err)
 	}
 	_, err := tx.ExecContext(ctx, "UPDATE "+t.Packets()+" SET remaining_amount = ?, remaining_count = ? WHERE id = ?", remAmount, remCount, id)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
@@ -22,11 +23,36 @@ type SetTotals struct {
 	OutboxOpenN int   // number of undelivered credits
 }
 
-// VerifySet checks invariants 1 and 2 on every day table of a SET and
-// every table of its archive (cold), and sums its money. paid reports
-// whether a pending packet's debit is recorded. It returns one line per
-// violation.
+// VerifySet checks invariants 1 and 2 on every day table of a SET's MySQL
+// and every table of its archive (cold), and sums its money, outbox
+// included. paid reports whether a pending packet's debit is recorded. It
+// returns one line per violation. It counts everything the MySQL holds:
+// for a MySQL that one SET has to itself and that keeps no copy of a
+// bucket moved away; VerifyOwned counts one SET's share of it.
 func VerifySet(ctx context.Context, db, cold *sql.DB, paid func(packet int64) (bool, error)) (SetTotals, []string, error) {
+	return verify(ctx, db, cold, nil, "TRUE", paid)
+}
+
+// VerifyOwned is VerifySet of SET set's share of its MySQL and archive:
+// the tables of the buckets its fence holds, and the outbox rows it wrote
+// (and those written before the outbox named its SETs, which every SET
+// sharing the MySQL counts: run it with the outbox drained, as VerifySet).
+// Summed over SETs it counts every row once, even when SETs share a MySQL
+// server or a SET still holds the copy of a bucket it gave away; the rows
+// of a bucket nobody's fence holds (in the middle of a move) are in no
+// SET's share.
+func VerifyOwned(ctx context.Context, db, cold *sql.DB, set string, paid func(packet int64) (bool, error)) (SetTotals, []string, error) {
+	owned, err := ownedBuckets(ctx, db, set)
+	if err != nil {
+		return SetTotals{}, nil, err
+	}
+	return verify(ctx, db, cold, owned, "set_name IN (?, '')", paid, set)
+}
+
+// verify checks the tables of the buckets in owned (nil: every table) and
+// sums the outbox rows matching where.
+func verify(ctx context.Context, db, cold *sql.DB, owned map[hongbao.Bucket]bool, where string,
+	paid func(packet int64) (bool, error), args ...any) (SetTotals, []string, error) {
 	var tot SetTotals
 	var bad []string
 	for _, src := range []struct {
@@ -38,6 +64,9 @@ func VerifySet(ctx context.Context, db, cold *sql.DB, paid func(packet int64) (b
 			return tot, nil, err
 		}
 		for _, t := range tables {
+			if b, ok := tableBucket(t); owned != nil && (!ok || !owned[b]) {
+				continue
+			}
 			var skip map[int64]bool
 			if src.pattern == archiveTablePattern {
 				// A day copied but not yet purged (an interrupted run)
@@ -53,13 +82,28 @@ func VerifySet(ctx context.Context, db, cold *sql.DB, paid func(packet int64) (b
 			bad = append(bad, b...)
 		}
 	}
-	byKind, err := schema.SumsByKind(ctx, db, "hb_set.outbox")
+	byKind, err := schema.SumsByKindWhere(ctx, db, "hb_set.outbox", where, args...)
 	if err != nil && !schema.IsMissingTable(err) {
 		return tot, nil, fmt.Errorf("verify outbox: %w", err)
 	}
 	tot.OutboxOpen, tot.OutboxOpenN = byKind[hongbao.KindOpen].Sum, byKind[hongbao.KindOpen].N
 	tot.OutboxRef = byKind[hongbao.KindRefund].Sum
 	return tot, bad, nil
+}
+
+// tableBucket returns the bucket of a day table (db_xx.t_y_dd) or an
+// archive table (db_xx_archive.t_y_yyyymmdd).
+func tableBucket(name string) (hongbao.Bucket, bool) {
+	var xx, y int
+	if n, err := fmt.Sscanf(name, "db_%02d", &xx); n != 1 || err != nil {
+		return 0, false
+	}
+	i := strings.Index(name, ".t_")
+	if i < 0 || i+3 >= len(name) || name[i+3] < '0' || name[i+3] > '9' {
+		return 0, false
+	}
+	y = int(name[i+3] - '0')
+	return hongbao.Bucket(xx*10 + y), true
 }
 
 // Patterns of (database, table) names: live day tables and archive tables.

@@ -43,16 +43,23 @@ func idAt(t time.Time) hongbao.PacketID {
 	return id
 }
 
-// Days lists the Days in the SET's day tables, oldest date first per table.
+// Days lists the Days in the day tables of the buckets the SET's fence
+// holds, oldest date first per table. The tables of a bucket it gave away
+// (a copy left for a grace period) or is being given (a copy in progress)
+// are another SET's to archive.
 func (s *Store) Days(ctx context.Context) ([]Day, error) {
 	tables, err := dayTables(ctx, s.db)
+	if err != nil {
+		return nil, err
+	}
+	owned, err := ownedBuckets(ctx, s.db, s.set)
 	if err != nil {
 		return nil, err
 	}
 	var days []Day
 	for _, name := range tables {
 		t, ok := parseDayTable(name)
-		if !ok {
+		if !ok || !owned[t.Bucket] {
 			continue
 		}
 		next := hongbao.PacketID(0)
@@ -237,10 +244,16 @@ var ErrDayChanged = errors.New("the day changed after it was copied; run again")
 
 // Purge empties a Day from the live tables after Copy verified it as
 // copied, in one transaction, with the Day's leftover bookkeeping
-// (idempotency keys, the expiry marks of sold-out packets). It locks the
-// Day's rows and refuses if they no longer match the copy.
+// (idempotency keys, the expiry marks of sold-out packets). It takes the
+// SET's fence of the Day's bucket first, as every write does, and fails
+// with ErrWrongSet when the SET no longer owns it (the bucket moved away
+// since the copy: its new owner archives it); then it locks the Day's rows
+// and refuses if they no longer match the copy.
 func (s *Store) Purge(ctx context.Context, d Day, copied Checksum, asOf time.Time) error {
 	return schema.InTx(ctx, s.db, func(tx *sql.Tx) error {
+		if err := fence(ctx, tx, s.set, d.Table.Bucket); err != nil {
+			return fmt.Errorf("store: purge %s: %w", d.Table.Packets(), err)
+		}
 		var now Checksum
 		err := tx.QueryRowContext(ctx, "SELECT COUNT(*), COALESCE(SUM(total),0), COALESCE(SUM(remaining_amount),0) FROM "+d.Table.Packets()+
 			" WHERE id >= ? AND id < ? FOR UPDATE", d.lo, d.hi).Scan(&now.Packets, &now.Total, &now.Remaining)

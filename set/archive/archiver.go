@@ -20,6 +20,10 @@ import (
 // the daily cron runs late by a day.
 const MaxRetentionDays = 26
 
+// movedAway is the reason a day of a bucket the SET no longer owns is
+// skipped.
+const movedAway = "the bucket moved to another SET, which archives it"
+
 // ErrLocked means another archiver holds the SET's archive lock.
 var ErrLocked = errors.New("another hbarchive run is in progress for this SET")
 
@@ -133,6 +137,16 @@ func (a *Archiver) day(ctx context.Context, d store.Day, asOf time.Time, dryRun 
 		r.Action = "would-archive"
 		return r, nil
 	}
+	// The bucket may have moved away since the run listed its days: never
+	// copy a bucket the SET no longer owns (the purge checks again, under
+	// the fence's lock).
+	if owns, err := a.Store.Owns(ctx, d.Table.Bucket); err != nil {
+		return r, err
+	} else if !owns {
+		r.Action, r.Reason = "skipped", movedAway
+		a.Log.Warn("archive: day skipped", zap.String("table", r.Table), zap.String("date", r.Date), zap.String("reason", r.Reason))
+		return r, nil
+	}
 	sum, err := a.Store.Copy(ctx, a.Cold, d)
 	if err != nil {
 		return r, err
@@ -147,6 +161,12 @@ func (a *Archiver) day(ctx context.Context, d store.Day, asOf time.Time, dryRun 
 		// whole; the copy is kept (the next run adds nothing twice).
 		r.Action, r.Reason = "skipped", err.Error()
 		a.Log.Warn("archive: day changed during the run", zap.String("table", r.Table), zap.String("date", r.Date), zap.Error(err))
+		return r, nil
+	} else if errors.Is(err, hongbao.ErrWrongSet) {
+		// The bucket moved away during the copy: the new owner has the
+		// live rows and archives them; nothing is purged here.
+		r.Action, r.Reason = "skipped", movedAway
+		a.Log.Warn("archive: bucket moved away during the run", zap.String("table", r.Table), zap.String("date", r.Date), zap.Error(err))
 		return r, nil
 	} else if err != nil {
 		return r, err

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hongbao-dev/hongbao/cmd/internal/admin"
+	"github.com/hongbao-dev/hongbao/cmd/internal/settings"
 	"github.com/hongbao-dev/hongbao/configs"
 	"github.com/hongbao-dev/hongbao/metrics"
 	"github.com/hongbao-dev/hongbao/schema"
@@ -51,7 +52,11 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	sc, err := cfg.Set(*setName)
+	// The meta database's SET when there is one: a SET added at run time
+	// need not be in this host's configuration file.
+	lookup, cancelLookup := context.WithTimeout(context.Background(), 30*time.Second)
+	sc, err := settings.Set(lookup, cfg, *setName)
+	cancelLookup()
 	if err != nil {
 		return fmt.Errorf("flag -set: %w", err)
 	}

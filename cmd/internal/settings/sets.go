@@ -11,10 +11,11 @@ import (
 // Sets returns the SETs an operator's command acts on. The meta database
 // is the truth when the configuration names one: a SET added there (or
 // whose addresses changed) is verified and archived even from a host whose
-// configuration file is older. A SET's archive DSN, which the meta
-// database does not hold, comes from the configuration when it names the
-// SET, and is otherwise the SET's own MySQL. Without a meta database the
-// configuration's SETs are the fleet.
+// configuration file is older. What the meta database does not hold comes
+// from the configuration when it names the SET: its admin listeners, and
+// its archive DSN unless the meta database has one (otherwise the SET's
+// own MySQL). Without a meta database the configuration's SETs are the
+// fleet.
 func Sets(ctx context.Context, c *configs.Config) ([]configs.Set, error) {
 	if c.MetaDSN == "" {
 		return c.Sets, nil
@@ -30,11 +31,33 @@ func Sets(ctx context.Context, c *configs.Config) ([]configs.Set, error) {
 	}
 	out := make([]configs.Set, 0, len(m.Sets))
 	for _, s := range m.Sets {
-		sc := configs.Set{Name: s.Name, Servers: s.Servers, MySQLDSN: s.MySQLDSN, Memcached: s.Memcached}
-		if known, err := c.Set(s.Name); err == nil {
-			sc.ArchiveDSN = known.ArchiveDSN
+		sc, _ := c.Set(s.Name) // the zero Set when the file does not name it
+		sc.Name, sc.Servers, sc.MySQLDSN, sc.Memcached = s.Name, s.Servers, s.MySQLDSN, s.Memcached
+		if s.ArchiveDSN != "" {
+			sc.ArchiveDSN = s.ArchiveDSN
 		}
 		out = append(out, sc)
 	}
 	return out, nil
+}
+
+// Set returns the SET called name as Sets sees it, so a process started
+// for a SET that was added to the meta database (hbctl set add) finds its
+// MySQL and memcached there even when its configuration file does not list
+// it.
+func Set(ctx context.Context, c *configs.Config, name string) (configs.Set, error) {
+	sets, err := Sets(ctx, c)
+	if err != nil {
+		return configs.Set{}, err
+	}
+	for _, s := range sets {
+		if s.Name == name {
+			return s, nil
+		}
+	}
+	where := "in the configuration"
+	if c.MetaDSN != "" {
+		where = "in the meta database"
+	}
+	return configs.Set{}, fmt.Errorf("settings: no SET named %q %s", name, where)
 }

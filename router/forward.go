@@ -15,12 +15,21 @@ import (
 	"github.com/hongbao-dev/hongbao/api"
 )
 
-// Tries per request: servers of the owning SET per round, and rounds (a new
-// round follows a topology change announced by a 421).
-const (
-	serversPerRound = 3
-	rounds          = 3
-)
+// serversPerRound is how many servers of the owning SET one round tries.
+const serversPerRound = 3
+
+// A 421 (wrong_set) means the bucket is switching SETs: the source's fence
+// was taken (its writes wait up to about a second, then get 421) and the
+// new topology is published a few milliseconds later, while the target's
+// servers learn it on a miss at most every 100 ms. The router follows the
+// switch: it refreshes the topology and routes again after a short
+// backoff, for up to switchWindow from the first 421, so clients see
+// latency, not errors.
+const switchWindow = 3 * time.Second
+
+// switchBackoff is the wait before each new round after a 421; the last
+// one repeats.
+var switchBackoff = []time.Duration{25 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond}
 
 // forward sends r for packet id to the SET owning the packet's bucket,
 // trying its servers in rendezvous order. Every operation forwarded is
@@ -35,14 +44,16 @@ func (rt *Router) forward(r *http.Request, user hongbao.UserID, id hongbao.Packe
 	})
 }
 
-// forwardTo tries the servers pick lists, in order, re-picking after a 421.
+// forwardTo tries the servers pick lists, in order: a dial error, an
+// unknown outcome or a replayed nonce moves to the next server of the
+// round; a 421 ends the round, refreshes the topology and, after a
+// backoff, starts a new round with servers picked again, until the switch
+// window is over (then 503 unavailable) or the client goes.
 func (rt *Router) forwardTo(r *http.Request, user hongbao.UserID, body []byte, extra map[string]string, pick func() []string) (*response, error) {
 	var lastErr error
-	for round := range rounds {
-		if round > 0 {
-			// A moved bucket's new owner may learn of it a moment later.
-			time.Sleep(time.Duration(round*round) * 100 * time.Millisecond)
-		}
+	var switching time.Time // the first 421
+	for round := 0; ; round++ {
+		version := rt.topo.Current().Version
 		servers := pick()
 		moved := false
 		for _, srv := range servers[:min(len(servers), serversPerRound)] {
@@ -67,9 +78,8 @@ func (rt *Router) forwardTo(r *http.Request, user hongbao.UserID, body []byte, e
 			}
 			if resp.status == http.StatusMisdirectedRequest {
 				moved = true
-				if err := rt.topo.Refresh(r.Context()); err != nil {
-					rt.log.Warn("topology refresh after 421 failed", zap.Error(err))
-				}
+				lastErr = fmt.Errorf("server %s: %d %s", srv, resp.status, resp.code)
+				rt.refreshTopology(r.Context())
 				break
 			}
 			return resp, nil
@@ -77,8 +87,46 @@ func (rt *Router) forwardTo(r *http.Request, user hongbao.UserID, body []byte, e
 		if !moved {
 			break
 		}
+		if switching.IsZero() {
+			switching = time.Now()
+		}
+		wait := switchBackoff[min(round, len(switchBackoff)-1)]
+		if rt.topo.Current().Version != version {
+			wait = 0 // routed on an older topology than the current one: go again at once
+		}
+		if time.Since(switching)+wait > switchWindow {
+			break
+		}
+		if wait == 0 {
+			continue
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-r.Context().Done():
+			t.Stop()
+			return nil, fmt.Errorf("client gone: %w", r.Context().Err())
+		case <-t.C:
+		}
 	}
 	return nil, fmt.Errorf("no server answered (%v): %w", lastErr, hongbao.ErrUnavailable)
+}
+
+// refreshMinGap spaces the topology refreshes that 421 answers ask for: a
+// switching bucket's crowd gets its 421s at once, and one refresh serves
+// them all (the others route again on what it loaded, a backoff later).
+const refreshMinGap = 10 * time.Millisecond
+
+// refreshTopology reloads the topology after a 421, unless another request
+// did less than refreshMinGap ago.
+func (rt *Router) refreshTopology(ctx context.Context) {
+	now := time.Now().UnixNano()
+	last := rt.refreshed.Load()
+	if now-last < int64(refreshMinGap) || !rt.refreshed.CompareAndSwap(last, now) {
+		return
+	}
+	if err := rt.topo.Refresh(ctx); err != nil {
+		rt.log.Warn("topology refresh after 421 failed", zap.Error(err))
+	}
 }
 
 // try makes one attempt at server srv.

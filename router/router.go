@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -35,6 +36,7 @@ type Router struct {
 	http             *metrics.HTTP
 	page             http.Handler
 	devTTL           time.Duration
+	refreshed        atomic.Int64 // unix nanos of the last topology refresh a 421 asked for
 }
 
 // Deps are the Router's collaborators.

@@ -27,6 +27,9 @@ type known struct {
 	packets map[hongbao.PacketID]knownEntry
 	order   []knownName // oldest first; may name packets forgotten since
 	gen     uint64      // of the last packet learnt anew
+	// away marks the buckets the SET does not own (as follow last heard):
+	// nothing is learnt of their packets.
+	away [hongbao.Buckets]bool
 }
 
 // knownEntry is a known packet; its Known is replaced on learning, never
@@ -99,6 +102,9 @@ func (k *known) learn(id hongbao.PacketID, b store.Batch, now time.Time) {
 	kn.Packet.Greeting = "" // up to a kilobyte nobody asks the known packet for
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if k.away[id.Bucket()] { // a transaction that committed just before its bucket left
+		return
+	}
 	e, ok := k.packets[id]
 	if ok {
 		k.held -= len(e.kn.Openers) + knownCost
@@ -145,6 +151,31 @@ func (k *known) forget(id hongbao.PacketID) {
 	if len(k.order) > 2*len(k.packets)+64 { // drop the names of forgotten packets
 		k.order = slices.DeleteFunc(k.order, func(n knownName) bool { return k.packets[n.id].gen != n.gen })
 	}
+}
+
+// follow records which buckets the SET owns: the packets of a bucket that
+// left are forgotten, and nothing is learnt of them until it is back, so a
+// bucket that returns starts from MySQL (meanwhile its packets may have
+// changed on another SET).
+func (k *known) follow(owns func(hongbao.Bucket) bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	left := false
+	for b := range k.away {
+		away := !owns(hongbao.Bucket(b))
+		left = left || away && !k.away[b]
+		k.away[b] = away
+	}
+	if !left {
+		return
+	}
+	for id, e := range k.packets {
+		if k.away[id.Bucket()] {
+			k.held -= len(e.kn.Openers) + knownCost
+			delete(k.packets, id)
+		}
+	}
+	k.order = slices.DeleteFunc(k.order, func(n knownName) bool { return k.packets[n.id].gen != n.gen })
 }
 
 // size returns the packets known.

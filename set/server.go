@@ -113,6 +113,13 @@ func (s *Server) Close(ctx context.Context) error {
 // open or eviction drops it).
 func (s *Server) KnownLive() int { return s.known.size() }
 
+// Owned tells the server which buckets its SET owns, each time the
+// topology changes: it forgets what it knew of the packets of a bucket
+// that left and learns nothing of them until the bucket is back, so a
+// bucket that moves back starts from MySQL. The sold-out memo stays (a
+// sold-out packet never changes).
+func (s *Server) Owned(owns func(hongbao.Bucket) bool) { s.known.follow(owns) }
+
 // SoldOutRemembered is how many sold-out packets the server answers from
 // memory right now.
 func (s *Server) SoldOutRemembered() int { return s.memo.size() }

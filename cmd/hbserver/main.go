@@ -134,6 +134,9 @@ func run(args []string) error {
 		HTTP: metrics.NewHTTP(reg), Opens: metrics.NewOpens(reg),
 	})
 	srv.Register(reg)
+	if topo != nil {
+		go followBuckets(bg, topo, sc.Name, srv)
+	}
 	metrics.RegisterOutbox(reg, sc.Name, srv.OutboxBacklog, time.Now)
 	ready := readiness(srv, topo, sc.Name)
 	metrics.Ready(reg, admin.Now(bg, ready))
@@ -179,6 +182,26 @@ func follow(ctx context.Context, cfg *configs.Config, log *zap.Logger) (*topolog
 	}
 	go func() { w.Run(ctx); meta.Close() }()
 	return w, nil
+}
+
+// followBuckets tells srv which buckets its SET owns each time the
+// topology's version changes (looked at every 100 ms), so the server
+// forgets what it knew of a bucket that left.
+func followBuckets(ctx context.Context, topo *topology.Watcher, name string, srv *set.Server) {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	seen := int64(-1)
+	for {
+		if m := topo.Current(); m.Version != seen {
+			seen = m.Version
+			srv.Owned(func(b hongbao.Bucket) bool { return m.Owner(b).Name == name })
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 // serve runs the HTTP server until SIGINT or SIGTERM. Then it turns

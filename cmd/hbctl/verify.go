@@ -46,7 +46,15 @@ func cmdVerify(ctx context.Context, e *env, args []string) (err error) {
 		err := withDB(sc.MySQLDSN, func(db *sql.DB) error {
 			return withDB(sc.Cold(), func(cold *sql.DB) error {
 				var err error
-				t, b, err = store.VerifySet(ctx, db, cold, paid)
+				if cfg.MetaDSN == "" {
+					t, b, err = store.VerifySet(ctx, db, cold, paid)
+				} else {
+					// A fleet with a topology: each SET counts the buckets its
+					// fence holds, so a SET sharing a MySQL, a move's copy on
+					// its target or a source's copy in its grace period is
+					// counted once.
+					t, b, err = store.VerifyOwned(ctx, db, cold, sc.Name, paid)
+				}
 				return err
 			})
 		})

@@ -45,7 +45,7 @@ func TestPlan(t *testing.T) {
 		want  map[string]int
 	}{
 		{"balanced", fleet(), nil, 0, map[string]int{"a": 500, "b": 500}},
-		{"new SET c", fleet(Set{Name: "c", State: Active, Weight: 1}), nil, 333, map[string]int{"a": 333, "b": 334, "c": 333}},
+		{"new SET c", fleet(Set{Name: "c", State: Active, Weight: 1}), nil, 333, map[string]int{"a": 334, "b": 333, "c": 333}},
 		{"new SET c of weight 2", fleet(Set{Name: "c", State: Active, Weight: 2}), nil, 500, map[string]int{"a": 250, "b": 250, "c": 500}},
 		{"draining c", func() *Map {
 			m := fleet(Set{Name: "c", State: Draining, Weight: 1})
@@ -54,10 +54,12 @@ func TestPlan(t *testing.T) {
 			}
 			return m
 		}(), nil, 100, map[string]int{"a": 500, "b": 500, "c": 0}},
-		// a's buckets hold all the rows and recent packets: each weighs
-		// (1/1000 + 1000/500000 + 10/5000) / 3 = 1/600 of the fleet, b's
-		// 1/3000; 200 of a's even it out at 300 + 700 buckets.
-		{"data on a", fleet(), hot, 200, map[string]int{"a": 300, "b": 700}},
+		// Even bucket counts are left alone whatever the data: buckets
+		// are the unit of tomorrow's traffic.
+		{"data on a", fleet(), hot, 0, map[string]int{"a": 500, "b": 500}},
+		// a's buckets hold all the data: c's 333 come 166 from a and 167
+		// from b, so c gets a third of the data too.
+		{"new SET c, data on a", fleet(Set{Name: "c", State: Active, Weight: 1}), hot, 333, map[string]int{"a": 334, "b": 333, "c": 333}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			moves, shares := Plan(tc.m, tc.loads)
@@ -71,6 +73,9 @@ func TestPlan(t *testing.T) {
 				}
 			}
 			for _, s := range shares {
+				if s.Name == "c" && tc.loads != nil && (s.LoadAfter < 0.33 || s.LoadAfter > 0.34) {
+					t.Errorf("SET c's share of the data after the plan: %.3f, want a third", s.LoadAfter)
+				}
 				if s.After != got[s.Name] {
 					t.Errorf("share of %s says %d buckets after, the moves give %d", s.Name, s.After, got[s.Name])
 				}

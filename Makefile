@@ -1,5 +1,5 @@
 # hongbao: `make run` starts everything, `make test` tests everything.
-.PHONY: run up down test fuzz build deps bench bench-compare bench-e2e
+.PHONY: run up down test fuzz build deps bench bench-compare bench-e2e bench-rebalance
 
 run: ## start the dev cluster in the foreground; Ctrl-C stops it
 	@scripts/dev.sh run
@@ -28,6 +28,9 @@ bench-compare: ## the design comparison, end to end and memory; writes docs/benc
 
 bench-e2e: ## only the end-to-end part: wrk through the router vs bare HTTP ceilings; writes docs/bench/results-e2e.md
 	@scripts/dev.sh bench-e2e
+
+bench-rebalance: ## a third of a loaded fleet's buckets onto a new SET and back: freezes, copy rate (BENCHMARKS.md)
+	@unshare -n bash -c 'ip link set lo up; eval "$$(scripts/dev.sh test-env)"; go test -run "^$$" -bench BenchmarkRebalance -benchtime 1x -timeout 30m -v ./cmd/hbctl'
 
 bench: ## go test micro-benchmarks of the hot functions
 	go test -run '^$$' -bench . -benchmem . ./api ./queue ./router ./metrics

@@ -107,7 +107,7 @@ func TestMoveBigBucket(t *testing.T) {
 // fill inserts n funded packets of 10 shares into today's day table of
 // bucket on SET set, with their expiry marks, by SQL (MariaDB's sequence
 // engine): the shape of a busy bucket, in seconds. It returns the table.
-func fill(t *testing.T, c *clustertest.Cluster, set string, bucket hongbao.Bucket, n int) string {
+func fill(t testing.TB, c *clustertest.Cluster, set string, bucket hongbao.Bucket, n int) string {
 	t.Helper()
 	db := c.DB(set)
 	id, err := hongbao.NewMinter(time.Now).Next(bucket)

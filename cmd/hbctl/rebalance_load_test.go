@@ -34,7 +34,7 @@ type load struct {
 	n      atomic.Int64
 }
 
-func (l *load) run(t *testing.T, c *clustertest.Cluster, workers int, stop <-chan struct{}) *sync.WaitGroup {
+func (l *load) run(t testing.TB, c *clustertest.Cluster, workers int, stop <-chan struct{}) *sync.WaitGroup {
 	cl := c.Client.Retrying(15 * time.Second)
 	var wg sync.WaitGroup
 	for w := range workers {
@@ -189,21 +189,31 @@ func TestRebalanceUnderLoad(t *testing.T) {
 }
 
 // freezesOf reads the freezes of the moves from apply's JSON lines.
-func freezesOf(t *testing.T, out string) []int {
+func freezesOf(t testing.TB, out string) []int {
+	fs, _ := movesOf(t, out)
+	return fs
+}
+
+// movesOf reads the freezes of the moves and the rows they copied from
+// apply's JSON lines.
+func movesOf(t testing.TB, out string) ([]int, int64) {
 	t.Helper()
 	var fs []int
+	var rows int64
 	sc := bufio.NewScanner(strings.NewReader(out))
 	for sc.Scan() {
 		var e struct {
 			Event    string `json:"event"`
 			FreezeMS int    `json:"freeze_ms"`
+			Rows     int64  `json:"rows_copied"`
 		}
 		if json.Unmarshal(sc.Bytes(), &e) == nil && e.Event == "moved" {
 			fs = append(fs, e.FreezeMS)
+			rows += e.Rows
 		}
 	}
 	if len(fs) == 0 {
 		t.Fatalf("no move reported:\n%s", out)
 	}
-	return fs
+	return fs, rows
 }

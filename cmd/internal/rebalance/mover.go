@@ -57,21 +57,30 @@ func (mv *Mover) Apply(ctx context.Context, r *topology.Rebalance) error {
 	work := make(chan *topology.Move)
 	var mu sync.Mutex
 	var errs []error
-	var wg sync.WaitGroup
+	var wg, cleanups sync.WaitGroup
 	stop := make(chan struct{})
 	var once sync.Once
+	finish := func(m *topology.Move, began time.Time, err error) {
+		mv.Report.Event(Event{Kind: kindOf(m, err), Rebalance: r, Move: *m, Took: mv.now().Sub(began), Err: err})
+		if err != nil {
+			mu.Lock()
+			errs = append(errs, fmt.Errorf("bucket %d: %w", m.Bucket, err))
+			mu.Unlock()
+			once.Do(func() { close(stop) })
+		}
+	}
 	for range max(mv.Parallel, 1) {
 		wg.Go(func() {
 			for m := range work {
 				began := mv.now()
-				err := mv.moveOne(ctx, m)
-				mv.Report.Event(Event{Kind: kindOf(m, err), Rebalance: r, Move: *m, Took: mv.now().Sub(began), Err: err})
-				if err != nil {
-					mu.Lock()
-					errs = append(errs, fmt.Errorf("bucket %d: %w", m.Bucket, err))
-					mu.Unlock()
-					once.Do(func() { close(stop) })
+				cleanup, err := mv.moveOne(ctx, m)
+				if err != nil || cleanup == nil {
+					finish(m, began, err)
+					continue
 				}
+				// The source's copy goes after the grace, while this
+				// worker moves the next bucket.
+				cleanups.Go(func() { finish(m, began, cleanup()) })
 			}
 		})
 	}
@@ -87,6 +96,7 @@ feed:
 	}
 	close(work)
 	wg.Wait()
+	cleanups.Wait()
 	err := errors.Join(errs...)
 	if err == nil {
 		err = ctx.Err()
@@ -123,50 +133,52 @@ func (mv *Mover) now() time.Time {
 }
 
 // moveOne takes one bucket's move from the step the journal has it at to
-// Done.
-func (mv *Mover) moveOne(ctx context.Context, m *topology.Move) error {
+// Published, and returns what is left: the deletion of the source's copy
+// after the grace (nil when there is none).
+func (mv *Mover) moveOne(ctx context.Context, m *topology.Move) (func() error, error) {
 	t, err := topology.Load(ctx, mv.Meta)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	src, ok1 := t.Set(m.From)
 	dst, ok2 := t.Set(m.To)
 	if !ok1 || !ok2 {
-		return mv.fail(ctx, m, fmt.Errorf("%w: SET %s or %s is gone", ErrMismatch, m.From, m.To))
+		return nil, mv.fail(ctx, m, fmt.Errorf("%w: SET %s or %s is gone", ErrMismatch, m.From, m.To))
 	}
 	from, err := mv.Fleet.Side(src)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	to, err := mv.Fleet.Side(dst)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	cleanup := func() error { return mv.cleanup(ctx, m, from) }
 	owner := t.Owner(m.Bucket).Name
 	switch {
 	case owner == m.To && (m.Step == topology.Disowning || m.Step == topology.Published):
 		m.Step = topology.Published // a server finished the publish for a mover that died
-		return mv.cleanup(ctx, m, from)
+		return cleanup, nil
 	case owner == m.To:
 		m.Error = "already on " + m.To + " before this move"
 		m.Step = topology.Done
-		return mv.Journal.Record(ctx, m, 0)
+		return nil, mv.Journal.Record(ctx, m, 0)
 	case owner != m.From:
-		return mv.fail(ctx, m, fmt.Errorf("%w: bucket %d is on SET %s, not %s", ErrMismatch, m.Bucket, owner, m.From))
+		return nil, mv.fail(ctx, m, fmt.Errorf("%w: bucket %d is on SET %s, not %s", ErrMismatch, m.Bucket, owner, m.From))
 	}
 	if m.Step == topology.Disowning {
-		if done, err := mv.resume(ctx, m, from); err != nil || done {
-			return err
+		if published, err := mv.resume(ctx, m, from); err != nil || published {
+			return cleanup, err
 		}
 	}
 	b := &migrate.Bucket{B: m.Bucket, From: from, To: to}
 	if err := mv.copyLive(ctx, m, b); err != nil {
-		return err
+		return nil, err
 	}
 	if err := mv.freeze(ctx, m, b, t.Version); err != nil {
-		return err
+		return nil, err
 	}
-	return mv.cleanup(ctx, m, from)
+	return cleanup, nil
 }
 
 // resume finishes a move its mover left Disowning: published when the
@@ -187,7 +199,7 @@ func (mv *Mover) resume(ctx context.Context, m *topology.Move, from migrate.Side
 		return false, err
 	}
 	m.Step = topology.Published
-	return true, mv.cleanup(ctx, m, from)
+	return true, nil
 }
 
 // copyLive copies the bucket while the source serves, then catches up

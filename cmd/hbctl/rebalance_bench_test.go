@@ -12,7 +12,8 @@ import (
 // BenchmarkRebalance measures the operator's story on a loaded fleet: SETs
 // a and b with -fill packets (and their expiry marks) in every bucket,
 // clients sending and opening packets all along, SET c added, a third of
-// the buckets moved onto it (--parallel 4), then drained back. It reports
+// the buckets moved onto it (--parallel 4), then drained back, with 2,000
+// clients sending and opening packets meanwhile. It reports
 // the freezes, the copy rate, buckets per minute and the time to move a
 // third; BENCHMARKS.md records them. Run it alone:
 //
@@ -27,7 +28,7 @@ func BenchmarkRebalance(b *testing.B) {
 	}
 	l := &load{}
 	stop := make(chan struct{})
-	wg := l.run(b, c, 24, stop)
+	wg := l.run(b, c, *clientsFlag, stop)
 	c.MustCtl(b, c.AddSetArgs(spare)...)
 	c.StartSet(b, spare)
 	b.ResetTimer()
@@ -59,5 +60,10 @@ func BenchmarkRebalance(b *testing.B) {
 		len(freezes), (third + back).Round(time.Second), rows+r2, p(0.5), p(0.99), p(1), l.n.Load(), len(l.errors))
 }
 
-// fillFlag is how many packets BenchmarkRebalance puts in every bucket.
-var fillFlag = flag.Int("fill", 200, "BenchmarkRebalance: packets in every bucket before the rebalance")
+// The fleet of BenchmarkRebalance: packets in every bucket, and clients
+// sending and opening through the router all along (go test -args -fill
+// N -clients N).
+var (
+	fillFlag    = flag.Int("fill", 200, "BenchmarkRebalance: packets in every bucket before the rebalance")
+	clientsFlag = flag.Int("clients", 2000, "BenchmarkRebalance: concurrent clients sending and opening meanwhile")
+)

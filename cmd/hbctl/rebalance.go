@@ -170,10 +170,10 @@ func showPlan(e *env, moves []topology.PlannedMove, shares []topology.Share) {
 			fmt.Fprintf(e.stdout, "%-10s %-10s %8d %10d %10d  %s\n", p.from, p.to, len(bs), packets, rows, ranges(bs))
 		}
 	}
-	fmt.Fprintf(e.stdout, "\n%-10s %-9s %6s %17s %28s\n", "SET", "state", "weight", "buckets", "load (target)")
+	fmt.Fprintf(e.stdout, "\n%-10s %-9s %6s %20s %22s\n", "SET", "state", "weight", "buckets (target)", "data (rows, recent)")
 	for _, s := range shares {
-		fmt.Fprintf(e.stdout, "%-10s %-9s %6d %7d -> %-7d %7.1f%% -> %5.1f%% (%5.1f%%)\n", s.Name, s.State, s.Weight,
-			s.BucketsBefore, s.After, 100*s.LoadBefore, 100*s.LoadAfter, 100*s.Target)
+		fmt.Fprintf(e.stdout, "%-10s %-9s %6d %5d -> %4d (%4.0f) %9.1f%% -> %5.1f%%\n", s.Name, s.State, s.Weight,
+			s.BucketsBefore, s.After, s.Target*hongbao.Buckets, 100*s.LoadBefore, 100*s.LoadAfter)
 	}
 }
 

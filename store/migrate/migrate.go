@@ -45,6 +45,8 @@ type Bucket struct {
 	mu    sync.Mutex
 	cols  map[string]string      // table -> its columns, digest expression
 	state map[string]*tableState // table -> the source as the last Pass saw it
+	// frozen is what the last Delta listed, for the Verify after it.
+	frozen []table
 }
 
 // Stats are what a pass did.

@@ -56,6 +56,9 @@ func (m *Bucket) Pass(ctx context.Context) (Stats, error) {
 // the freeze. Tables the last pass did not see are compared as Pass does.
 func (m *Bucket) Delta(ctx context.Context) (Stats, error) {
 	tables, err := m.tables(ctx)
+	m.mu.Lock()
+	m.frozen = tables // Verify compares these: under the fence they are all there is
+	m.mu.Unlock()
 	if err != nil {
 		return Stats{}, err
 	}
@@ -130,9 +133,10 @@ func (m *Bucket) compareTable(ctx context.Context, t table) (Stats, error) {
 // Verify compares every table of the bucket, source against target,
 // copying nothing: row counts, the digest of every column of every row,
 // and money sums, first of whole tables, then of the chunks of a table
-// that differs. It returns one line per chunk that differs.
+// that differs. It returns one line per chunk that differs. Right after a
+// Delta it compares the tables the Delta listed.
 func (m *Bucket) Verify(ctx context.Context) (Stats, []string, error) {
-	tables, err := m.tables(ctx)
+	tables, err := m.verifyTables(ctx)
 	if err != nil {
 		return Stats{}, nil, err
 	}
@@ -178,6 +182,20 @@ func (m *Bucket) verifyTable(ctx context.Context, t table) (Stats, []string, err
 		}
 	}
 	return st, lines, nil
+}
+
+// verifyTables is the tables Delta listed, once (a Verify under the
+// fence follows a Delta: one listing of information_schema less in the
+// freeze), or a fresh listing.
+func (m *Bucket) verifyTables(ctx context.Context) ([]table, error) {
+	m.mu.Lock()
+	tables := m.frozen
+	m.frozen = nil
+	m.mu.Unlock()
+	if tables != nil {
+		return tables, nil
+	}
+	return m.tables(ctx)
 }
 
 // tableState is what the last Pass saw of a table on the source.

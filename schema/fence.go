@@ -32,11 +32,17 @@ func EnsureFence(ctx context.Context, db *sql.DB) error {
 	return nil
 }
 
-// Own records that set owns buckets (at topology version), in set's MySQL.
+// Own records that set owns buckets (at topology version), in set's MySQL,
+// creating the fence table first if needed.
 func Own(ctx context.Context, db *sql.DB, set string, version int64, buckets []hongbao.Bucket) error {
 	if err := EnsureFence(ctx, db); err != nil {
 		return err
 	}
+	return Claim(ctx, db, set, version, buckets)
+}
+
+// Claim is Own where the fence table exists: no DDL, for a move's freeze.
+func Claim(ctx context.Context, db *sql.DB, set string, version int64, buckets []hongbao.Bucket) error {
 	for len(buckets) > 0 {
 		n := min(len(buckets), 500)
 		args := make([]any, 0, 3*n)

@@ -46,7 +46,9 @@ func BenchmarkRebalance(b *testing.B) {
 	n := len(freezes)
 	freezes = append(freezes, f2...)
 	slices.Sort(freezes)
-	p := func(q float64) float64 { return float64(freezes[min(len(freezes)-1, int(q*float64(len(freezes)-1)+0.5))]) }
+	p := func(q float64) float64 {
+		return float64(freezes[min(len(freezes)-1, int(q*float64(len(freezes)-1)+0.5))])
+	}
 	b.ReportMetric(p(0.5), "freeze-p50-ms")
 	b.ReportMetric(p(0.99), "freeze-p99-ms")
 	b.ReportMetric(p(1), "freeze-max-ms")

@@ -62,9 +62,10 @@ func TestMoveBigBucket(t *testing.T) {
 	wg.Wait()
 
 	var moved struct {
-		FreezeMS int   `json:"freeze_ms"`
-		Rows     int64 `json:"rows_copied"`
-		Passes   int   `json:"passes"`
+		FreezeMS int              `json:"freeze_ms"`
+		Parts    map[string]int64 `json:"freeze_parts_ms"`
+		Rows     int64            `json:"rows_copied"`
+		Passes   int              `json:"passes"`
 	}
 	sc := bufio.NewScanner(strings.NewReader(out))
 	for sc.Scan() {
@@ -74,8 +75,8 @@ func TestMoveBigBucket(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("bucket %d of %d packets moved in %v: freeze %d ms, %d rows copied in %d passes, %d opens acknowledged meanwhile",
-		bucket, n, took.Round(time.Millisecond), moved.FreezeMS, moved.Rows, moved.Passes, len(acks))
+	t.Logf("bucket %d of %d packets moved in %v: freeze %d ms (%v), %d rows copied in %d passes, %d opens acknowledged meanwhile",
+		bucket, n, took.Round(time.Millisecond), moved.FreezeMS, moved.Parts, moved.Rows, moved.Passes, len(acks))
 	if moved.Rows < n || moved.Passes < 2 {
 		t.Fatalf("move reported %+v, want >= %d rows and a pass under the freeze\n%s", moved, n, out)
 	}

@@ -45,8 +45,9 @@ type Bucket struct {
 	mu    sync.Mutex
 	cols  map[string]string      // table -> its columns, digest expression
 	state map[string]*tableState // table -> the source as the last Pass saw it
-	// frozen is what the last Delta listed, for the Verify after it.
-	frozen []table
+	// passed is the tables the last Pass listed, for Delta; frozen is
+	// what the last Delta compared, for the Verify after it.
+	passed, frozen []table
 }
 
 // Stats are what a pass did.

@@ -11,65 +11,60 @@ import (
 )
 
 // Pass copies every chunk of the bucket whose rows differ between the
-// source and the target, digesting both sides, and remembers the source's
-// digest of every chunk for Delta. Run while the source serves, it brings
-// the target close.
+// source and the target (each table digested in one scan per side, by
+// chunk), and remembers the source's digest of every chunk for Delta. Run
+// while the source serves, it brings the target close.
 func (m *Bucket) Pass(ctx context.Context) (Stats, error) {
 	tables, err := m.tables(ctx)
 	if err != nil {
 		return Stats{}, err
 	}
+	m.mu.Lock()
+	m.passed = tables
+	m.mu.Unlock()
 	var mu sync.Mutex
 	var total Stats
 	g := newGroup(ctx, m.parallel())
 	for _, t := range tables {
-		spans, err := m.spans(ctx, t)
-		if err != nil {
-			g.Wait() //nolint:errcheck // the first error is returned
-			return total, err
-		}
-		ts := &tableState{spans: spans, src: make([]digest, len(spans))}
-		m.remember(t, ts)
-		mu.Lock()
-		total.Tables++
-		mu.Unlock()
-		for i, s := range spans {
-			g.Go(func(gctx context.Context) error {
-				st, _, src, err := m.chunkOnce(gctx, t, s, true)
-				mu.Lock()
-				defer mu.Unlock()
-				ts.src[i] = src
-				total.add(st)
-				return err
-			})
-		}
+		g.Go(func(gctx context.Context) error {
+			st, err := m.compareTable(gctx, t)
+			mu.Lock()
+			defer mu.Unlock()
+			total.add(st)
+			total.Tables++
+			return err
+		})
 	}
 	return total, g.Wait()
 }
 
 // Delta copies what changed on the source since the last Pass, reading
-// only the source: a table whose digest is the sum of its chunks' at the
-// last pass is unchanged; in one that changed, the chunks whose digest
-// changed are copied (a chunk equal at the last pass, or copied then,
-// holds on the target what the source held). Run under the source's fence
-// it makes the target equal to the source at a fraction of a Pass's cost:
-// the freeze. Tables the last pass did not see are compared as Pass does.
+// only the source, one scan per table: a chunk whose digest is the one
+// the last pass saw holds on the target what the source holds (it was
+// equal then, or copied then), the others are copied. Run under the
+// source's fence it makes the target equal to the source at a fraction of
+// a Pass's cost: the freeze. It looks at the tables the last Pass listed:
+// under the fence no row of the bucket can appear in another (a day table
+// created meanwhile is empty; an archive table the archiver fills
+// meanwhile copies live rows the target has, and its purge is fenced).
 func (m *Bucket) Delta(ctx context.Context) (Stats, error) {
-	tables, err := m.tables(ctx)
 	m.mu.Lock()
-	m.frozen = tables // Verify compares these: under the fence they are all there is
+	tables := m.passed
 	m.mu.Unlock()
-	if err != nil {
-		return Stats{}, err
+	if tables == nil {
+		var err error
+		if tables, err = m.tables(ctx); err != nil {
+			return Stats{}, err
+		}
 	}
+	m.mu.Lock()
+	m.frozen = tables // Verify compares these
+	m.mu.Unlock()
 	var mu sync.Mutex
 	var total Stats
 	g := newGroup(ctx, m.parallel())
 	for _, t := range tables {
 		ts := m.recalled(t)
-		mu.Lock()
-		total.Tables++
-		mu.Unlock()
 		g.Go(func(gctx context.Context) error {
 			var st Stats
 			var err error
@@ -81,6 +76,7 @@ func (m *Bucket) Delta(ctx context.Context) (Stats, error) {
 			mu.Lock()
 			defer mu.Unlock()
 			total.add(st)
+			total.Tables++
 			return err
 		})
 	}
@@ -88,46 +84,74 @@ func (m *Bucket) Delta(ctx context.Context) (Stats, error) {
 }
 
 func (m *Bucket) deltaTable(ctx context.Context, t table, ts *tableState) (Stats, error) {
-	st := Stats{Chunks: 1}
-	whole, err := m.digestOf(ctx, m.db(m.From, t), t, span{})
-	if err != nil || whole == sum(ts.src) {
-		return st, err
+	now, err := m.digestsOf(ctx, m.db(m.From, t), t, ts.spans)
+	if err != nil {
+		return Stats{}, err
 	}
+	var differ []span
 	for i, s := range ts.spans {
-		d, err := m.digestOf(ctx, m.db(m.From, t), t, s)
-		if err != nil {
-			return st, err
+		if now[i] != ts.src[i] {
+			differ = append(differ, s)
 		}
-		st.Chunks++
-		if d == ts.src[i] {
-			continue
-		}
-		rows, deleted, err := m.copySpan(ctx, t, s)
-		if err != nil {
-			return st, err
-		}
-		st.Differ++
-		st.Rows += rows
-		st.Deleted += deleted
 	}
-	return st, nil
+	// What the source holds now, under the fence: Verify compares the
+	// target with it.
+	m.remember(t, &tableState{spans: ts.spans, src: now})
+	st, err := m.copySpans(ctx, t, differ)
+	st.Chunks = len(ts.spans)
+	return st, err
 }
 
-// compareTable is Pass for one table.
+// compareTable is Pass for one table: its chunks digested on both sides,
+// those that differ copied, the source's digests remembered.
 func (m *Bucket) compareTable(ctx context.Context, t table) (Stats, error) {
 	spans, err := m.spans(ctx, t)
 	if err != nil {
 		return Stats{}, err
 	}
-	var total Stats
-	for _, s := range spans {
-		st, _, _, err := m.chunkOnce(ctx, t, s, true)
-		total.add(st)
-		if err != nil {
-			return total, err
+	var src, dst []digest
+	var srcErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		src, srcErr = m.digestsOf(ctx, m.db(m.From, t), t, spans)
+	}()
+	dst, err = m.digestsOf(ctx, m.db(m.To, t), t, spans)
+	<-done
+	if err == nil {
+		err = srcErr
+	}
+	if err != nil {
+		return Stats{}, err
+	}
+	m.remember(t, &tableState{spans: spans, src: src})
+	var differ []span
+	for i, s := range spans {
+		if src[i] != dst[i] {
+			differ = append(differ, s)
 		}
 	}
-	return total, nil
+	st, err := m.copySpans(ctx, t, differ)
+	st.Chunks = len(spans)
+	return st, err
+}
+
+// copySpans copies chunks of t, Parallel at a time.
+func (m *Bucket) copySpans(ctx context.Context, t table, spans []span) (Stats, error) {
+	var mu sync.Mutex
+	st := Stats{Differ: len(spans)}
+	g := newGroup(ctx, m.parallel())
+	for _, s := range spans {
+		g.Go(func(gctx context.Context) error {
+			rows, deleted, err := m.copySpan(gctx, t, s)
+			mu.Lock()
+			defer mu.Unlock()
+			st.Rows += rows
+			st.Deleted += deleted
+			return err
+		})
+	}
+	return st, g.Wait()
 }
 
 // Verify compares every table of the bucket, source against target,
@@ -136,7 +160,7 @@ func (m *Bucket) compareTable(ctx context.Context, t table) (Stats, error) {
 // that differs. It returns one line per chunk that differs. Right after a
 // Delta it compares the tables the Delta listed.
 func (m *Bucket) Verify(ctx context.Context) (Stats, []string, error) {
-	tables, err := m.verifyTables(ctx)
+	tables, frozen, err := m.verifyTables(ctx)
 	if err != nil {
 		return Stats{}, nil, err
 	}
@@ -149,7 +173,14 @@ func (m *Bucket) Verify(ctx context.Context) (Stats, []string, error) {
 		total.Tables++
 		mu.Unlock()
 		g.Go(func(gctx context.Context) error {
-			st, lines, err := m.verifyTable(gctx, t)
+			var st Stats
+			var lines []string
+			var err error
+			if ts := m.recalled(t); frozen && ts != nil {
+				st, lines, err = m.verifyTarget(gctx, t, ts)
+			} else {
+				st, lines, err = m.verifyTable(gctx, t)
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			total.add(st)
@@ -184,18 +215,38 @@ func (m *Bucket) verifyTable(ctx context.Context, t table) (Stats, []string, err
 	return st, lines, nil
 }
 
-// verifyTables is the tables Delta listed, once (a Verify under the
-// fence follows a Delta: one listing of information_schema less in the
-// freeze), or a fresh listing.
-func (m *Bucket) verifyTables(ctx context.Context) ([]table, error) {
+// verifyTables is the tables Delta listed, once, and true (a Verify under
+// the fence follows a Delta, which read the source's digests of every
+// chunk of them: only the target is left to read), or a fresh listing.
+func (m *Bucket) verifyTables(ctx context.Context) ([]table, bool, error) {
 	m.mu.Lock()
 	tables := m.frozen
 	m.frozen = nil
 	m.mu.Unlock()
 	if tables != nil {
-		return tables, nil
+		return tables, true, nil
 	}
-	return m.tables(ctx)
+	tables, err := m.tables(ctx)
+	return tables, false, err
+}
+
+// verifyTarget compares the target's chunks of t, in one scan, with the
+// source's digests Delta read under the fence.
+func (m *Bucket) verifyTarget(ctx context.Context, t table, ts *tableState) (Stats, []string, error) {
+	dst, err := m.digestsOf(ctx, m.db(m.To, t), t, ts.spans)
+	if err != nil {
+		return Stats{}, nil, err
+	}
+	st := Stats{Chunks: len(ts.spans)}
+	var lines []string
+	for i, s := range ts.spans {
+		if src := ts.src[i]; src != dst[i] {
+			st.Differ++
+			lines = append(lines, fmt.Sprintf("%s %s: source %d rows (money %d), target %d rows (money %d), digests %016x / %016x",
+				t.name, s, src.rows, src.money, dst[i].rows, dst[i].money, src.hash, dst[i].hash))
+		}
+	}
+	return st, lines, nil
 }
 
 // tableState is what the last Pass saw of a table on the source.
@@ -217,18 +268,6 @@ func (m *Bucket) recalled(t table) *tableState {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.state[t.name]
-}
-
-// sum is the digest of a table from its chunks': the hash is a XOR, the
-// rest are sums.
-func sum(ds []digest) digest {
-	var out digest
-	for _, d := range ds {
-		out.rows += d.rows
-		out.hash ^= d.hash
-		out.money += d.money
-	}
-	return out
 }
 
 // chunkOnce compares one chunk and, when repair is set, copies it. It

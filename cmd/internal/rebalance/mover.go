@@ -40,6 +40,16 @@ type Mover struct {
 	SmallDelta int64
 	// MaxPasses bounds the catch-up passes before the freeze (default 8).
 	MaxPasses int
+
+	parts sync.Map // *topology.Move -> FreezeParts of its freeze
+}
+
+// FreezeParts is where a freeze's time went: waiting for the transactions
+// holding the source's fence, copying the last delta, verifying, and
+// handing over (the target's fence, the journal, the source's commit, the
+// publish).
+type FreezeParts struct {
+	Fence, Delta, Verify, Handover time.Duration
 }
 
 // Apply moves every bucket of r not done yet, Parallel at a time, and
@@ -61,7 +71,11 @@ func (mv *Mover) Apply(ctx context.Context, r *topology.Rebalance) error {
 	stop := make(chan struct{})
 	var once sync.Once
 	finish := func(m *topology.Move, began time.Time, err error) {
-		mv.Report.Event(Event{Kind: kindOf(m, err), Rebalance: r, Move: *m, Took: mv.now().Sub(began), Err: err})
+		var parts FreezeParts
+		if p, ok := mv.parts.LoadAndDelete(m); ok {
+			parts = p.(FreezeParts)
+		}
+		mv.Report.Event(Event{Kind: kindOf(m, err), Rebalance: r, Move: *m, Took: mv.now().Sub(began), Err: err, Freeze: parts})
 		if err != nil {
 			mu.Lock()
 			errs = append(errs, fmt.Errorf("bucket %d: %w", m.Bucket, err))
@@ -205,6 +219,10 @@ func (mv *Mover) resume(ctx context.Context, m *topology.Move, from migrate.Side
 // copyLive copies the bucket while the source serves, then catches up
 // until a pass copies little.
 func (mv *Mover) copyLive(ctx context.Context, m *topology.Move, b *migrate.Bucket) error {
+	// The target's fence table now, so the freeze runs no DDL.
+	if err := schema.EnsureFence(ctx, b.To.Live); err != nil {
+		return err
+	}
 	m.Step = topology.Copying
 	for {
 		st, err := b.Pass(ctx)
@@ -250,20 +268,31 @@ func (mv *Mover) freeze(ctx context.Context, m *topology.Move, b *migrate.Bucket
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
 	began := mv.now()
+	var parts FreezeParts
+	lap := func(d *time.Duration) {
+		now := mv.now()
+		*d = now.Sub(began) - parts.Fence - parts.Delta - parts.Verify
+	}
+	defer func() { mv.parts.Store(m, parts) }()
 	if err := schema.Disown(ctx, tx, m.From, []hongbao.Bucket{m.Bucket}); err != nil {
 		return err
 	}
+	lap(&parts.Fence)
 	m.Step = topology.Frozen
 	st, err := b.Delta(ctx)
 	if err != nil {
 		return err
 	}
+	lap(&parts.Delta)
 	m.RowsCopied += st.Rows
 	m.Passes++
 	mv.Fault.at(m.Step)
-	if _, bad, err := b.Verify(ctx); err != nil {
+	_, bad, err := b.Verify(ctx)
+	lap(&parts.Verify)
+	if err != nil {
 		return err
-	} else if len(bad) > 0 {
+	}
+	if len(bad) > 0 {
 		tx.Rollback() //nolint:errcheck // the source keeps the bucket
 		err := fmt.Errorf("%w: %s", ErrMismatch, strings.Join(bad, "; "))
 		// The target never owned the bucket: its copy is only in the way
@@ -273,7 +302,7 @@ func (mv *Mover) freeze(ctx context.Context, m *topology.Move, b *migrate.Bucket
 		}
 		return mv.fail(ctx, m, err)
 	}
-	if err := schema.Own(ctx, b.To.Live, m.To, version+1, []hongbao.Bucket{m.Bucket}); err != nil {
+	if err := schema.Claim(ctx, b.To.Live, m.To, version+1, []hongbao.Bucket{m.Bucket}); err != nil {
 		return err
 	}
 	m.Step = topology.Disowning
@@ -290,6 +319,7 @@ func (mv *Mover) freeze(ctx context.Context, m *topology.Move, b *migrate.Bucket
 	}
 	m.Step = topology.Published
 	m.FreezeMS = int(mv.now().Sub(began).Milliseconds())
+	parts.Handover = mv.now().Sub(began) - parts.Fence - parts.Delta - parts.Verify
 	if err := mv.Journal.Record(ctx, m, 0); err != nil {
 		return err
 	}

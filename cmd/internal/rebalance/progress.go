@@ -23,6 +23,7 @@ type Event struct {
 	Total     int // start: moves in the rebalance
 	Todo      int // start: moves left to do
 	Took      time.Duration
+	Freeze    FreezeParts // moved: where the freeze's time went
 	Err       error
 }
 
@@ -65,6 +66,10 @@ func (l *Lines) Event(e Event) {
 			out["pass_rows"], out["pass_chunks_copied"] = e.Stats.Rows, e.Stats.Differ
 		} else {
 			out["freeze_ms"], out["took_ms"] = m.FreezeMS, e.Took.Milliseconds()
+			if e.Freeze != (FreezeParts{}) {
+				out["freeze_parts_ms"] = map[string]int64{"fence": e.Freeze.Fence.Milliseconds(), "delta": e.Freeze.Delta.Milliseconds(),
+					"verify": e.Freeze.Verify.Milliseconds(), "handover": e.Freeze.Handover.Milliseconds()}
+			}
 		}
 	case "done":
 		out["state"] = e.Rebalance.State

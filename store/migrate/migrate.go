@@ -69,10 +69,11 @@ func (s *Stats) add(o Stats) {
 
 // table is one table of the bucket.
 type table struct {
-	name   string // qualified: db.table
-	key    string // the packet-ID column chunks are ranges of
-	shared bool   // other buckets' rows are in it too: filter by bucket
-	cold   bool   // in the cold store
+	name   string   // qualified: db.table
+	key    string   // the packet-ID column chunks are ranges of
+	shared bool     // other buckets' rows are in it too: filter by bucket
+	pk     []string // a shared table's primary key, to delete the bucket's rows by
+	cold   bool     // in the cold store
 	create []string
 }
 
@@ -149,9 +150,9 @@ func (m *Bucket) tables(ctx context.Context) ([]table, error) {
 	}
 	idem := schema.Statements(hongbao.DayTable{Bucket: b, Day: 1})[:2]
 	out = append(out,
-		table{name: db + ".t_idem", key: "packet_id", shared: true, create: idem},
-		table{name: "hb_set.expiry", key: "packet_id", shared: true, create: schema.SetStatements},
-		table{name: "hb_set.pending", key: "packet_id", shared: true, create: schema.SetStatements})
+		table{name: db + ".t_idem", key: "packet_id", shared: true, pk: []string{"sender", "idem_key"}, create: idem},
+		table{name: "hb_set.expiry", key: "packet_id", shared: true, pk: []string{"packet_id"}, create: schema.SetStatements},
+		table{name: "hb_set.pending", key: "packet_id", shared: true, pk: []string{"packet_id"}, create: schema.SetStatements})
 	return out, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"sync"
 
 	hongbao "github.com/hongbao-dev/hongbao"
@@ -423,9 +424,64 @@ func Drop(ctx context.Context, s Side, bucket hongbao.Bucket) error {
 		return err
 	}
 	for _, t := range tables {
-		_, err := b.db(s, t).ExecContext(ctx, "DELETE FROM "+t.name+" WHERE 1=1"+t.filter(b.B))
+		var err error
+		if t.shared {
+			err = dropShared(ctx, b.db(s, t), t, bucket)
+		} else {
+			_, err = b.db(s, t).ExecContext(ctx, "DELETE FROM "+t.name)
+		}
 		if err != nil && !schema.IsMissingTable(err) {
-			return fmt.Errorf("migrate: drop %s of bucket %d: %w", t.name, b.B, err)
+			return fmt.Errorf("migrate: drop %s of bucket %d: %w", t.name, bucket, err)
+		}
+	}
+	return nil
+}
+
+// dropShared deletes bucket b's rows of a table other buckets share
+// (hb_set.expiry, a database's t_idem) by primary key, in batches: a
+// DELETE filtered by the bucket's bits would scan, and lock, every row of
+// the table, stalling the sends and settlements of every other bucket.
+func dropShared(ctx context.Context, db *sql.DB, t table, b hongbao.Bucket) error {
+	cols := strings.Join(t.pk, ", ")
+	rows, err := db.QueryContext(ctx, "SELECT "+cols+" FROM "+t.name+" WHERE 1=1"+t.filter(b))
+	if err != nil {
+		return err
+	}
+	var keys []any
+	for rows.Next() {
+		k := make([]any, len(t.pk))
+		ptrs := make([]any, len(k))
+		for i := range k {
+			ptrs[i] = &k[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			rows.Close()
+			return err
+		}
+		keys = append(keys, k...)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	n := len(t.pk)
+	tuple := "(" + schema.Placeholders(n, "?") + ")"
+	const batch = 500
+	for i := 0; i < len(keys); i += batch * n {
+		part := keys[i:min(len(keys), i+batch*n)]
+		q := "DELETE FROM " + t.name + " WHERE (" + cols + ") IN (" + schema.Placeholders(len(part)/n, tuple) + ")" + t.filter(b)
+		// READ COMMITTED: no gap locks, and a row read but not deleted
+		// is not kept locked.
+		tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, q, part...); err != nil {
+			tx.Rollback() //nolint:errcheck // the error is returned
+			return err
+		}
+		if err := tx.Commit(); err != nil {
+			return err
 		}
 	}
 	return nil

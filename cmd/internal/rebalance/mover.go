@@ -41,7 +41,8 @@ type Mover struct {
 	// MaxPasses bounds the catch-up passes before the freeze (default 8).
 	MaxPasses int
 
-	parts sync.Map // *topology.Move -> FreezeParts of its freeze
+	parts sync.Map      // *topology.Move -> FreezeParts of its freeze
+	drops chan struct{} // bounds the deletions of sources' copies at once
 }
 
 // FreezeParts is where a freeze's time went: waiting for the transactions
@@ -64,6 +65,7 @@ func (mv *Mover) Apply(ctx context.Context, r *topology.Rebalance) error {
 		}
 	}
 	mv.Report.Event(Event{Kind: "start", Rebalance: r, Total: len(r.Moves), Todo: len(todo)})
+	mv.drops = make(chan struct{}, max(mv.Parallel, 1))
 	work := make(chan *topology.Move)
 	var mu sync.Mutex
 	var errs []error
@@ -340,6 +342,12 @@ func (mv *Mover) cleanup(ctx context.Context, m *topology.Move, from migrate.Sid
 		case <-ctx.Done():
 			return ctx.Err()
 		}
+	}
+	select {
+	case mv.drops <- struct{}{}:
+		defer func() { <-mv.drops }()
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 	if err := migrate.Drop(ctx, from, m.Bucket); err != nil {
 		return err

@@ -195,25 +195,42 @@ func freezesOf(t testing.TB, out string) []int {
 }
 
 // movesOf reads the freezes of the moves and the rows they copied from
-// apply's JSON lines.
+// apply's JSON lines, and logs where the time of the slowest tenth went.
 func movesOf(t testing.TB, out string) ([]int, int64) {
 	t.Helper()
 	var fs []int
 	var rows int64
+	var parts []map[string]int64
 	sc := bufio.NewScanner(strings.NewReader(out))
 	for sc.Scan() {
 		var e struct {
-			Event    string `json:"event"`
-			FreezeMS int    `json:"freeze_ms"`
-			Rows     int64  `json:"rows_copied"`
+			Event    string           `json:"event"`
+			FreezeMS int              `json:"freeze_ms"`
+			Parts    map[string]int64 `json:"freeze_parts_ms"`
+			Rows     int64            `json:"rows_copied"`
 		}
 		if json.Unmarshal(sc.Bytes(), &e) == nil && e.Event == "moved" {
 			fs = append(fs, e.FreezeMS)
 			rows += e.Rows
+			if e.Parts != nil {
+				e.Parts["total"] = int64(e.FreezeMS)
+				parts = append(parts, e.Parts)
+			}
 		}
 	}
 	if len(fs) == 0 {
 		t.Fatalf("no move reported:\n%s", out)
 	}
+	slices.SortFunc(parts, func(a, b map[string]int64) int { return int(b["total"] - a["total"]) })
+	sum := map[string]int64{}
+	slow := parts[:max(1, len(parts)/10)]
+	for _, p := range slow {
+		for k, v := range p {
+			sum[k] += v
+		}
+	}
+	t.Logf("the slowest %d freezes, mean ms: total %d = fence %d + delta %d + verify %d + handover %d", len(slow),
+		sum["total"]/int64(len(slow)), sum["fence"]/int64(len(slow)), sum["delta"]/int64(len(slow)),
+		sum["verify"]/int64(len(slow)), sum["handover"]/int64(len(slow)))
 	return fs, rows
 }

@@ -3,6 +3,7 @@ package migrate
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -87,7 +88,7 @@ func (m *Bucket) columns(ctx context.Context, t table) (string, error) {
 		}
 	}
 	if len(cols) == 0 {
-		return "", fmt.Errorf("migrate: %s has no columns on either side", t.name)
+		return "", errNoTable // on neither side (yet): empty
 	}
 	// 64 bits per row from two checksums the CPU computes in hardware:
 	// MD5's hex string and its conversion cost several times more, and
@@ -103,9 +104,16 @@ func (m *Bucket) columns(ctx context.Context, t table) (string, error) {
 	return expr, nil
 }
 
+// errNoTable is a table on neither side, e.g. a shared table of a
+// database no send has made yet: it holds nothing.
+var errNoTable = errors.New("migrate: no such table on either side")
+
 // digestOf digests chunk s of t in db; a missing table is empty.
 func (m *Bucket) digestOf(ctx context.Context, db *sql.DB, t table, s span) (digest, error) {
 	expr, err := m.columns(ctx, t)
+	if errors.Is(err, errNoTable) {
+		return digest{}, nil
+	}
 	if err != nil {
 		return digest{}, err
 	}
@@ -163,6 +171,9 @@ func (m *Bucket) spans(ctx context.Context, t table) ([]span, error) {
 // A missing table is empty.
 func (m *Bucket) digestsOf(ctx context.Context, db *sql.DB, t table, spans []span) ([]digest, error) {
 	expr, err := m.columns(ctx, t)
+	if errors.Is(err, errNoTable) {
+		return make([]digest, len(spans)), nil
+	}
 	if err != nil {
 		return nil, err
 	}

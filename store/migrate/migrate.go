@@ -45,9 +45,8 @@ type Bucket struct {
 	mu    sync.Mutex
 	cols  map[string]string      // table -> its columns, digest expression
 	state map[string]*tableState // table -> the source as the last Pass saw it
-	// passed is the tables the last Pass listed, for Delta; frozen is
-	// what the last Delta compared, for the Verify after it.
-	passed, frozen []table
+	// frozen is what the last Delta compared, for the Verify after it.
+	frozen []table
 }
 
 // Stats are what a pass did.
@@ -130,9 +129,14 @@ func (m *Bucket) tables(ctx context.Context) ([]table, error) {
 	}
 	for day := 1; day <= 31; day++ {
 		t := hongbao.DayTable{Bucket: b, Day: day}
-		if live[t.Packets()] || live[t.Details()] {
-			ddl := schema.Statements(t)
-			out = append(out, table{name: t.Packets(), key: "id", create: ddl}, table{name: t.Details(), key: "packet_id", create: ddl})
+		// Each table only where it exists: a send creating a day's tables
+		// may have made one and not yet the other.
+		ddl := schema.Statements(t)
+		if live[t.Packets()] {
+			out = append(out, table{name: t.Packets(), key: "id", create: ddl})
+		}
+		if live[t.Details()] {
+			out = append(out, table{name: t.Details(), key: "packet_id", create: ddl})
 		}
 	}
 	for name := range cold {
@@ -145,8 +149,10 @@ func (m *Bucket) tables(ctx context.Context) ([]table, error) {
 			continue // not an archive table of this bucket's naming
 		}
 		ddl := schema.ArchiveStatements(a)
-		out = append(out, table{name: a.Packets(), key: "id", cold: true, create: ddl},
-			table{name: a.Details(), key: "packet_id", cold: true, create: ddl})
+		out = append(out, table{name: a.Packets(), key: "id", cold: true, create: ddl})
+		if cold[a.Details()] {
+			out = append(out, table{name: a.Details(), key: "packet_id", cold: true, create: ddl})
+		}
 	}
 	idem := schema.Statements(hongbao.DayTable{Bucket: b, Day: 1})[:2]
 	out = append(out,

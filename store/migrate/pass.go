@@ -20,9 +20,6 @@ func (m *Bucket) Pass(ctx context.Context) (Stats, error) {
 	if err != nil {
 		return Stats{}, err
 	}
-	m.mu.Lock()
-	m.passed = tables
-	m.mu.Unlock()
 	var mu sync.Mutex
 	var total Stats
 	g := newGroup(ctx, m.parallel())
@@ -44,19 +41,13 @@ func (m *Bucket) Pass(ctx context.Context) (Stats, error) {
 // the last pass saw holds on the target what the source holds (it was
 // equal then, or copied then), the others are copied. Run under the
 // source's fence it makes the target equal to the source at a fraction of
-// a Pass's cost: the freeze. It looks at the tables the last Pass listed:
-// under the fence no row of the bucket can appear in another (a day table
-// created meanwhile is empty; an archive table the archiver fills
-// meanwhile copies live rows the target has, and its purge is fenced).
+// a Pass's cost: the freeze. It lists the tables again (a day's details
+// table may have come since the last pass, with rows): a table the last
+// pass did not see is compared as Pass does.
 func (m *Bucket) Delta(ctx context.Context) (Stats, error) {
-	m.mu.Lock()
-	tables := m.passed
-	m.mu.Unlock()
-	if tables == nil {
-		var err error
-		if tables, err = m.tables(ctx); err != nil {
-			return Stats{}, err
-		}
+	tables, err := m.tables(ctx)
+	if err != nil {
+		return Stats{}, err
 	}
 	m.mu.Lock()
 	m.frozen = tables // Verify compares these

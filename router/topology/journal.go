@@ -193,31 +193,46 @@ func (j *Journal) Finish(ctx context.Context, id int64, state, note string) erro
 // mover and a server finishing for a dead mover may both try). It returns
 // the new topology version (0 when someone else published it).
 func (j *Journal) Publish(ctx context.Context, m *Move) (int64, error) {
+	return j.PublishAll(ctx, []*Move{m})
+}
+
+// PublishAll is Publish of several moves in one transaction and one new
+// version: movers publishing at once wait for one lock of the version row
+// and one commit, and routers and servers reload the map once.
+func (j *Journal) PublishAll(ctx context.Context, ms []*Move) (int64, error) {
 	var version int64
+	var done []*Move
 	err := schema.InTx(ctx, j.db, func(tx *sql.Tx) error {
-		version = 0
+		version, done = 0, done[:0]
 		var v int64
 		if err := tx.QueryRowContext(ctx, "SELECT version FROM version WHERE id = 1 FOR UPDATE").Scan(&v); err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, "UPDATE moves SET step = ?, updated_at = ?, lease_until = NULL WHERE rebalance_id = ? AND bucket = ? AND step = ?",
-			Published, j.now().UTC(), m.Rebalance, int(m.Bucket), Disowning)
-		if err != nil {
-			return err
+		now := j.now().UTC()
+		for _, m := range ms {
+			res, err := tx.ExecContext(ctx, "UPDATE moves SET step = ?, updated_at = ?, lease_until = NULL WHERE rebalance_id = ? AND bucket = ? AND step = ?",
+				Published, now, m.Rebalance, int(m.Bucket), Disowning)
+			if err != nil {
+				return err
+			}
+			if n, _ := res.RowsAffected(); n == 0 {
+				continue
+			}
+			if _, err := tx.ExecContext(ctx, "UPDATE buckets SET set_name = ? WHERE bucket = ?", m.To, int(m.Bucket)); err != nil {
+				return err
+			}
+			done = append(done, m)
 		}
-		if n, _ := res.RowsAffected(); n == 0 {
+		if len(done) == 0 {
 			return nil
-		}
-		if _, err := tx.ExecContext(ctx, "UPDATE buckets SET set_name = ? WHERE bucket = ?", m.To, int(m.Bucket)); err != nil {
-			return err
 		}
 		version = v + 1
 		return bump(ctx, tx, v)
 	})
 	if err != nil {
-		return 0, fmt.Errorf("topology: publish bucket %d: %w", m.Bucket, err)
+		return 0, fmt.Errorf("topology: publish %d moves: %w", len(ms), err)
 	}
-	if version > 0 {
+	for _, m := range done {
 		m.Step = Published
 	}
 	return version, nil

@@ -43,6 +43,13 @@ type Mover struct {
 
 	parts sync.Map      // *topology.Move -> FreezeParts of its freeze
 	drops chan struct{} // bounds the deletions of sources' copies at once
+	pubs  chan publication
+}
+
+// publication is a frozen move waiting for the publisher.
+type publication struct {
+	m    *topology.Move
+	done chan error
 }
 
 // FreezeParts is where a freeze's time went: waiting for the transactions
@@ -66,6 +73,9 @@ func (mv *Mover) Apply(ctx context.Context, r *topology.Rebalance) error {
 	}
 	mv.Report.Event(Event{Kind: "start", Rebalance: r, Total: len(r.Moves), Todo: len(todo)})
 	mv.drops = make(chan struct{}, max(mv.Parallel, 1))
+	mv.pubs = make(chan publication)
+	published := make(chan struct{})
+	go func() { defer close(published); mv.publisher(ctx) }()
 	work := make(chan *topology.Move)
 	var mu sync.Mutex
 	var errs []error
@@ -112,6 +122,8 @@ feed:
 	}
 	close(work)
 	wg.Wait()
+	close(mv.pubs)
+	<-published
 	cleanups.Wait()
 	err := errors.Join(errs...)
 	if err == nil {
@@ -316,7 +328,7 @@ func (mv *Mover) freeze(ctx context.Context, m *topology.Move, b *migrate.Bucket
 		return fmt.Errorf("commit the source's fence: %w", err)
 	}
 	mv.Fault.at(m.Step)
-	if _, err := mv.Journal.Publish(ctx, m); err != nil {
+	if err := mv.publish(ctx, m); err != nil {
 		return err
 	}
 	m.Step = topology.Published
@@ -327,6 +339,49 @@ func (mv *Mover) freeze(ctx context.Context, m *topology.Move, b *migrate.Bucket
 	}
 	mv.Fault.at(m.Step)
 	return nil
+}
+
+// publish hands m to the publisher and waits for its publication.
+func (mv *Mover) publish(ctx context.Context, m *topology.Move) error {
+	p := publication{m: m, done: make(chan error, 1)}
+	select {
+	case mv.pubs <- p:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return <-p.done
+}
+
+// publisher publishes the moves that froze meanwhile together, in one
+// meta transaction and one topology version, while moves keep freezing:
+// the version row's lock and the meta database's commit are the handover's
+// cost, and the freezes waited on them one by one.
+func (mv *Mover) publisher(ctx context.Context) {
+	for p := range mv.pubs {
+		batch := []publication{p}
+	more:
+		for {
+			select {
+			case q, ok := <-mv.pubs:
+				if !ok {
+					break more
+				}
+				batch = append(batch, q)
+			default:
+				break more
+			}
+		}
+		ms := make([]*topology.Move, len(batch))
+		for i, q := range batch {
+			ms[i] = q.m
+		}
+		// A background context: a move given up at the source must be
+		// published even when the apply is interrupted.
+		_, err := mv.Journal.PublishAll(context.WithoutCancel(ctx), ms)
+		for _, q := range batch {
+			q.done <- err
+		}
+	}
 }
 
 // cleanup deletes the source's copy once servers have had the grace to

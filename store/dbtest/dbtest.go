@@ -178,10 +178,11 @@ func startMariaDB() (m *MariaDB, err error) {
 	if err != nil {
 		return nil, err
 	}
-	m = &MariaDB{dir: dir}
+	started := &MariaDB{dir: dir}
+	m = started
 	defer func() {
-		if err != nil {
-			m.Remove()
+		if err != nil { // m is nil by then: remove what was started
+			started.Remove()
 		}
 	}()
 	if m.Port, err = PickPort(); err != nil {

@@ -88,7 +88,7 @@ dying() {
   local k v
   while read -r k v; do
     case $k in ShdPnd: | SigPnd:) (( 0x$v & 0x100 )) && return 0 ;; esac # SIGKILL (9) pending
-  done <"/proc/$1/status" 2>/dev/null || return 0
+  done 2>/dev/null <"/proc/$1/status" || return 0
   return 1
 }
 

@@ -407,6 +407,33 @@ fuzz() {
   done
 }
 
+# The chaos run's cluster: activity packets (up to 2,000 shares), packets
+# living 30 s (refunds flow during the run), no abuse limits (thousands of
+# clients from one address), quiet logs.
+chaos_env() {
+  export HB_LIMITS_MAX_TOTAL=${HB_LIMITS_MAX_TOTAL:-1000000} HB_LIMITS_MAX_COUNT=${HB_LIMITS_MAX_COUNT:-2000} HB_LIMITS_MAX_SHARE=0
+  export HB_LIMITS_EXPIRY=${HB_LIMITS_EXPIRY:-30s} HB_LOG_LEVEL=${HB_LOG_LEVEL:-warn}
+  export HB_ROUTER_MAX_PER_ADDRESS=0 HB_ROUTER_OPEN_PER_SECOND=0 HB_ROUTER_GRAB_PER_SECOND=0 HB_ROUTER_SEND_PER_SECOND=0
+}
+
+# chaos ARGS: hbchaos (make chaos) against a dev cluster of its own, in a
+# network namespace of its own (the cluster's ports are fixed) with its data
+# in .run/chaos (HB_DEV_RUN), started fresh and stopped afterwards. ARGS go
+# to hbchaos (-clients, -duration, -markdown FILE...).
+chaos() {
+  if [ -z "${HB_CHAOS_NS:-}" ]; then
+    exec unshare -n env HB_CHAOS_NS=1 HB_DEV_RUN="${HB_DEV_RUN:-$ROOT/.run/chaos}" \
+      bash -c 'ip link set lo up && exec "$0" chaos "$@"' "$ROOT/scripts/dev.sh" "$@"
+  fi
+  chaos_env
+  down
+  up >"$RUN/up.out" 2>&1 || { tail -20 "$RUN/up.out"; echo "chaos: make up failed" >&2; return 1; }
+  local rc=0
+  (cd "$ROOT" && "$RUN/bin/hbchaos" -config "$CONFIG" -run "$RUN" -dev "$ROOT/scripts/dev.sh" "$@") || rc=$?
+  down
+  return "$rc"
+}
+
 # bench: the comparison of issue 6 on a cluster with activity limits (large
 # packets), Redis for the redis+lua baseline and wrk as an independent client.
 bench() {
@@ -456,6 +483,7 @@ case "${1:-}" in
   vulncheck) vulncheck ;;
   bench) shift; bench "$@" ;;
   bench-e2e) shift; bench_deps; down; bench_env; bench_e2e "$@" ;;
+  chaos) shift; chaos "$@" ;;
   infra) deps; infra ;;
   test-env) test_env; env | grep '^HB_TEST_' | sed "s/^\([^=]*\)=\(.*\)$/export \1='\2'/" ;;
   *) sed -n '2,14p' "$0"; exit 2 ;;

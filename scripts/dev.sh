@@ -162,7 +162,7 @@ build() {
 proc() {
   local kind=$1 name=$2; shift 2
   alive "$RUN/sup-$kind-$name.pid" && return 0
-  setsid "$0" supervise "$kind" "$name" "$@" </dev/null >>"$RUN/$kind-$name.log" 2>&1 &
+  setsid "$ROOT/scripts/dev.sh" supervise "$kind" "$name" "$@" </dev/null >>"$RUN/$kind-$name.log" 2>&1 &
   echo $! >"$RUN/sup-$kind-$name.pid"
 }
 

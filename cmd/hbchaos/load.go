@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"strconv"
 	"sync"
@@ -77,12 +79,12 @@ func (l *load) do(ctx context.Context, user hongbao.UserID, method, path, body, 
 	}
 	resp, err := l.hc.Do(req)
 	if err != nil {
-		return answer{}
+		return answer{code: noAnswer(err)}
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return answer{}
+		return answer{code: noAnswer(err)}
 	}
 	a := answer{status: resp.StatusCode, body: b}
 	if resp.StatusCode >= 300 {
@@ -95,9 +97,19 @@ func (l *load) do(ctx context.Context, user hongbao.UserID, method, path, body, 
 	return a
 }
 
+// noAnswer says why no answer came: the client's timeout (10 s), or the
+// connection refused or broken (nothing listening, a process killed).
+func noAnswer(err error) string {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, context.DeadlineExceeded) {
+		return "timeout"
+	}
+	return "connection refused or broken"
+}
+
 // count counts an answer by status and code.
 func (l *load) count(a answer) {
-	k := "no answer"
+	k := "no answer (" + a.code + ")"
 	if a.status != 0 {
 		k = strconv.Itoa(a.status) + " " + a.code
 	}

@@ -30,9 +30,9 @@ func table(r *result) string {
 	l, f := r.l, r.f
 	row := func(k, v string, args ...any) { fmt.Fprintf(&b, "| %s | %s |\n", k, fmt.Sprintf(v, args...)) }
 	b.WriteString("| | |\n|---|---|\n")
-	row("load", "%d clients for %v through the router: %d packets sent (%d activity packets of 200..%d shares), %d opens acknowledged (the run with its faults' recoveries took %v)",
+	row("load", "%d clients for %v through the router: %d packets sent (%d activity packets of 200..%d shares), %d opens acknowledged, counting the operations asked again after the faults (the run with its faults' recoveries took %v)",
 		r.o.clients, r.o.duration, l.sends.Load(), l.activity.Load(), l.maxCnt, l.opens.Load(), r.loadEnd.Sub(r.began).Round(time.Second))
-	row("acknowledged answers", "%d (of them %d after a retry of the same request; %d operations got no answer within 20 s and were asked again after the faults, %d still unanswered)",
+	row("acknowledged answers", "%d final answers (%d requests asked again after no answer, a 5xx, 429 or 421; %d operations got no final answer within 20 s and were asked again after the faults, %d still unanswered)",
 		l.acked.Load(), l.retries.Load(), l.unanswered.Load(), r.left)
 	row("answers while faults ran", "%s", statuses(l))
 	row("faults", "%s", faultCounts(r.faults))

@@ -28,6 +28,7 @@ type findings struct {
 	verifyOK          bool
 	problems          []string // the first of each kind, as evidence
 	outboxLeft        int
+	voids             int // sends the settler's sweeper voided (a pending packet whose debit never came)
 	detailErrs        int
 	conflictingAnswer int64
 }
@@ -179,12 +180,12 @@ func ledger(ctx context.Context, dsn string, l *load, credit, debit, refund map[
 	}
 	defer db.Close()
 	rows, err := db.QueryContext(ctx, `SELECT user_id, kind, SUM(amount), COUNT(*), COUNT(DISTINCT entry_key) FROM ledger
-		WHERE user_id > ? AND user_id <= ? AND kind IN ('open', 'send', 'refund') GROUP BY user_id, kind`, int64(l.users), int64(l.users)+1<<20)
+		WHERE user_id > ? AND user_id <= ? AND kind IN ('open', 'send', 'refund', 'void') GROUP BY user_id, kind`, int64(l.users), int64(l.users)+1<<20)
 	if err != nil {
 		return fmt.Errorf("wallet: %w", err)
 	}
 	defer rows.Close()
-	got := map[string]map[hongbao.UserID]int64{"open": {}, "send": {}, "refund": {}}
+	got := map[string]map[hongbao.UserID]int64{"open": {}, "send": {}, "refund": {}, "void": {}}
 	for rows.Next() {
 		var u hongbao.UserID
 		var kind string
@@ -198,6 +199,9 @@ func ledger(ctx context.Context, dsn string, l *load, credit, debit, refund map[
 			f.note("user %s: %d %s entries under %d keys", u, n, kind, distinct)
 		}
 		got[kind][u] = sum
+		if kind == "void" {
+			f.voids += n
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return err

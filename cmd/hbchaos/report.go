@@ -44,6 +44,7 @@ func table(r *result) string {
 	row("shares no client heard of", "%d (opens committed whose every answer was lost: the client gave up)", f.unacked)
 	row("open answers that disagree", "%d (one user told two amounts for one packet)", f.conflictingAnswer)
 	row("outbox left after the drain", "%d", f.outboxLeft)
+	row("sends voided by the sweeper", "%d (a packet left pending, its debit never made: a retry of its send answers 402 insufficient_funds)", f.voids)
 	verifies := map[string]int{}
 	for _, v := range r.verifies {
 		verifies[v]++

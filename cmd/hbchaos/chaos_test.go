@@ -10,7 +10,7 @@ import (
 )
 
 // The chaos run, shortened (make chaos runs it in full): 200 clients for
-// 50 s while every kind of fault hits a whole dev cluster (its own network
+// 60 s while every kind of fault hits a whole dev cluster (its own network
 // namespace, its data in a temporary directory), then the checks. It fails
 // when an acknowledged answer was lost or doubled, money is wrong, verify
 // fails or a fault was not recovered from.
@@ -28,7 +28,7 @@ func TestChaosShort(t *testing.T) {
 	run := t.TempDir()
 	began := time.Now()
 	cmd := exec.Command(filepath.Join(root, "scripts", "dev.sh"), "chaos",
-		"-clients", "200", "-duration", "50s", "-gap", "3s", "-verify-every", "15s", "-drain", "90s")
+		"-clients", "200", "-duration", "60s", "-gap", "2s", "-verify-every", "15s", "-drain", "90s")
 	cmd.Env = append(os.Environ(), "HB_DEV_RUN="+run, "HB_MARIADB_BUFFER_POOL=128M", "HB_LIMITS_EXPIRY=15s")
 	out, err := cmd.CombinedOutput()
 	t.Logf("scripts/dev.sh chaos (%v):\n%s", time.Since(began).Round(time.Second), out)

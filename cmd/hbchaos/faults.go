@@ -168,7 +168,8 @@ func (d *dev) pause(ctx context.Context, name string, pause time.Duration, answe
 
 // killArchiver starts `hbarchive ensure` (today's and the next days' tables
 // of every SET, as the cron does), kills it with SIGKILL part-way and runs
-// ensure and run again: recovered when they succeed.
+// ensure and run again (each again 2 s after a failure, for up to 5
+// minutes): recovered when both succeed.
 func (d *dev) killArchiver(ctx context.Context) (time.Duration, error) {
 	cmd := exec.CommandContext(ctx, filepath.Join(d.bin, "hbarchive"), "ensure", "-config", d.config)
 	if err := cmd.Start(); err != nil {
@@ -178,9 +179,18 @@ func (d *dev) killArchiver(ctx context.Context) (time.Duration, error) {
 	t0 := time.Now()
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
+	// As its systemd unit does (Restart=on-failure), run it again until it
+	// succeeds: another fault (its MariaDB killed) may fail a run.
 	for _, sub := range []string{"ensure", "run"} {
-		if out, err := exec.CommandContext(ctx, filepath.Join(d.bin, "hbarchive"), sub, "-config", d.config).CombinedOutput(); err != nil {
-			return time.Since(t0), fmt.Errorf("hbarchive %s after a kill: %w\n%s", sub, err, out)
+		for attempt := 1; ; attempt++ {
+			out, err := exec.CommandContext(ctx, filepath.Join(d.bin, "hbarchive"), sub, "-config", d.config).CombinedOutput()
+			if err == nil {
+				break
+			}
+			if time.Since(t0) > 5*time.Minute {
+				return time.Since(t0), fmt.Errorf("hbarchive %s after a kill, attempt %d: %w\n%s", sub, attempt, err, out)
+			}
+			time.Sleep(2 * time.Second)
 		}
 	}
 	return time.Since(t0), nil

@@ -53,9 +53,10 @@ func cmdVerify(ctx context.Context, e *env, args []string) (err error) {
 		return err
 	}
 	var snaps []*store.Snapshot
+	var closers []func() // each snapshot before its pools: in reverse
 	defer func() {
-		for _, s := range snaps {
-			s.Close()
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
 		}
 	}()
 	var bad []string
@@ -65,7 +66,7 @@ func cmdVerify(ctx context.Context, e *env, args []string) (err error) {
 		if err != nil {
 			return fmt.Errorf("SET %s: %w", sc.Name, err)
 		}
-		defer closeDBs()
+		closers = append(closers, closeDBs)
 		// A fleet with a topology: each SET counts the buckets its fence
 		// holds, so a SET sharing a MySQL, a move's copy on its target or
 		// a source's copy in its grace period is counted once.
@@ -78,6 +79,7 @@ func cmdVerify(ctx context.Context, e *env, args []string) (err error) {
 			return fmt.Errorf("SET %s: %w", sc.Name, err)
 		}
 		snaps = append(snaps, s)
+		closers = append(closers, func() { s.Close() })
 		t := s.Totals
 		fmt.Fprintf(e.stdout, "SET %s: %d funded packets, %d shares, %d fen held, %d fen in outbox: invariants 1 and 2 checked\n",
 			sc.Name, t.Packets, t.Details, t.Held, t.OutboxOpen+t.OutboxRef)

@@ -409,10 +409,12 @@ fuzz() {
 
 # The chaos run's cluster: activity packets (up to 2,000 shares), packets
 # living 30 s (refunds flow during the run), no abuse limits (thousands of
-# clients from one address), quiet logs.
+# clients from one address), quiet logs, no days ahead for hbarchive ensure.
 chaos_env() {
   export HB_LIMITS_MAX_TOTAL=${HB_LIMITS_MAX_TOTAL:-1000000} HB_LIMITS_MAX_COUNT=${HB_LIMITS_MAX_COUNT:-2000} HB_LIMITS_MAX_SHARE=0
   export HB_LIMITS_EXPIRY=${HB_LIMITS_EXPIRY:-30s} HB_LOG_LEVEL=${HB_LOG_LEVEL:-warn}
+  # the archiver's ensure: today's tables only (the run kills and repeats it)
+  export HB_ARCHIVE_AHEAD_DAYS=${HB_ARCHIVE_AHEAD_DAYS:-0}
   export HB_ROUTER_MAX_PER_ADDRESS=0 HB_ROUTER_OPEN_PER_SECOND=0 HB_ROUTER_GRAB_PER_SECOND=0 HB_ROUTER_SEND_PER_SECOND=0
 }
 

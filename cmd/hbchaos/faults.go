@@ -78,8 +78,8 @@ func (d *dev) inject(ctx context.Context, kind string) fault {
 		}
 		f.recovery, f.err = d.killProc(ctx, "settler-"+set.Name, "http://"+set.SettlerAdmin[0]+"/readyz")
 	case killArchiver:
-		f.target = "hbarchive ensure"
-		f.recovery, f.err = d.killArchiver(ctx)
+		f.target = "hbarchive ensure -set " + set.Name
+		f.recovery, f.err = d.killArchiver(ctx, set.Name)
 	case killMariaDB:
 		f.target = "MariaDB " + set.Name
 		f.recovery, f.err = d.killInfra(ctx, "mariadb-"+set.Name, func() error { return pingSQL(ctx, set.MySQLDSN) })
@@ -166,12 +166,12 @@ func (d *dev) pause(ctx context.Context, name string, pause time.Duration, answe
 	return until(ctx, t0, answers)
 }
 
-// killArchiver starts `hbarchive ensure` (today's and the next days' tables
-// of every SET, as the cron does), kills it with SIGKILL part-way and runs
+// killArchiver starts `hbarchive ensure` of one SET (its day tables of
+// today and archive.ahead_days, as the cron does), kills it with SIGKILL part-way and runs
 // ensure and run again (each again 2 s after a failure, for up to 5
 // minutes): recovered when both succeed.
-func (d *dev) killArchiver(ctx context.Context) (time.Duration, error) {
-	cmd := exec.CommandContext(ctx, filepath.Join(d.bin, "hbarchive"), "ensure", "-config", d.config)
+func (d *dev) killArchiver(ctx context.Context, set string) (time.Duration, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(d.bin, "hbarchive"), "ensure", "-config", d.config, "-set", set)
 	if err := cmd.Start(); err != nil {
 		return 0, err
 	}
@@ -183,7 +183,7 @@ func (d *dev) killArchiver(ctx context.Context) (time.Duration, error) {
 	// succeeds: another fault (its MariaDB killed) may fail a run.
 	for _, sub := range []string{"ensure", "run"} {
 		for attempt := 1; ; attempt++ {
-			out, err := exec.CommandContext(ctx, filepath.Join(d.bin, "hbarchive"), sub, "-config", d.config).CombinedOutput()
+			out, err := exec.CommandContext(ctx, filepath.Join(d.bin, "hbarchive"), sub, "-config", d.config, "-set", set).CombinedOutput()
 			if err == nil {
 				break
 			}

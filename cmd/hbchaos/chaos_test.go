@@ -15,11 +15,8 @@ import (
 // when an acknowledged answer was lost or doubled, money is wrong, verify
 // fails or a fault was not recovered from.
 func TestChaosShort(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a whole dev cluster under faults: not with -short")
-	}
 	if err := exec.Command("unshare", "-n", "true").Run(); err != nil {
-		t.Skipf("unshare -n: %v: the dev cluster's fixed ports need a network namespace of their own", err)
+		t.Fatalf("unshare -n: %v: the dev cluster's fixed ports need a network namespace of their own (run make test as root)", err)
 	}
 	root, err := filepath.Abs("../..")
 	if err != nil {

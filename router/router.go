@@ -114,7 +114,7 @@ func (rt *Router) authed(h handler) http.HandlerFunc {
 		user, err := rt.user(r)
 		if err == nil {
 			api.AddField(r.Context(), zap.Stringer("user", user))
-			err = h(w, r, user)
+			err = api.ClientGone(r, h(w, r, user))
 		}
 		if err != nil {
 			if api.Status(err) >= 500 {

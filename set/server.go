@@ -167,6 +167,7 @@ func (s *Server) authed(h handler) http.HandlerFunc {
 		}
 		addField(r.Context(), zap.Stringer("user", user))
 		status, body, err := h(r, user)
+		err = api.ClientGone(r, err)
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, sql.ErrTxDone) {
 			// Out of time, or the outcome of a commit is unknown: either
 			// way a retry gets the truth (opens are idempotent).

@@ -19,7 +19,8 @@ import (
 const serversPerRound = 3
 
 // A 421 (wrong_set) means the bucket is switching SETs: the source's fence
-// was taken (its writes wait up to about a second, then get 421) and the
+// was taken (its opens wait in the server's queue for the freeze, well
+// under a second, its sends on the fence, and then get 421) and the
 // new topology is published a few milliseconds later, while the target's
 // servers learn it on a miss at most every 100 ms. The router follows the
 // switch: it refreshes the topology and routes again after a short

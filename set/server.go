@@ -179,9 +179,7 @@ func (s *Server) authed(h handler) http.HandlerFunc {
 			err = fmt.Errorf("%v: %w", err, hongbao.ErrUnavailable)
 		}
 		if err != nil {
-			if api.Status(err) >= 500 {
-				s.log.Error("request failed", zap.String("request_id", rid), zap.Error(err))
-			}
+			api.LogFailure(s.log, rid, err)
 			api.WriteProblem(w, err, rid)
 			return
 		}

@@ -77,6 +77,17 @@ func (rt *Router) forwardTo(r *http.Request, user hongbao.UserID, body []byte, e
 				lastErr = fmt.Errorf("server %s: %s", srv, resp.code)
 				continue
 			}
+			if resp.code == "forbidden" {
+				// The server refused this router's signature, so it did
+				// nothing: the attempt reached it after the signature's
+				// window (an overloaded server's queue), or the secrets
+				// differ. Never the client's fault: sign again elsewhere,
+				// and say so loudly (a misconfiguration fails every try).
+				lastErr = fmt.Errorf("server %s refused the router's signature", srv)
+				rt.log.Error("a server refused this router's signature (late attempt, clock skew or another secret); trying the next",
+					zap.String("server", srv), zap.String("request_id", api.RequestID(r.Context())))
+				continue
+			}
 			if resp.status == http.StatusMisdirectedRequest {
 				moved = true
 				lastErr = fmt.Errorf("server %s: %d %s", srv, resp.status, resp.code)

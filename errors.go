@@ -15,15 +15,15 @@ func (e *Error) Error() string { return e.Code + ": " + e.Message }
 // Domain outcomes. Adapters wrap them with context using %w; callers test
 // with errors.Is.
 var (
-	ErrNotFound          = &Error{"not_found", "no such packet"}
-	ErrSoldOut           = &Error{"sold_out", "all shares of the packet are taken"}
-	ErrAlreadyOpened     = &Error{"already_opened", "the user has already opened the packet"}
-	ErrExpired           = &Error{"expired", "the packet has expired"}
-	ErrBusy              = &Error{"busy", "the packet is busy, retry shortly"}
+	ErrNotFound      = &Error{"not_found", "no such packet"}
+	ErrSoldOut       = &Error{"sold_out", "all shares of the packet are taken"}
+	ErrAlreadyOpened = &Error{"already_opened", "the user has already opened the packet"}
+	ErrExpired       = &Error{"expired", "the packet has expired"}
+	ErrBusy          = &Error{"busy", "the packet is busy, retry shortly"}
 	// ErrMoving is a busy answer whose cause is known: the packet's bucket
 	// is frozen while it moves to another SET, for well under a second.
 	// The queue waits it out instead of failing other buckets' opens.
-	ErrMoving = &Error{"busy", "the packet's bucket is moving to another SET, retry shortly"}
+	ErrMoving            = &Error{"busy", "the packet's bucket is moving to another SET, retry shortly"}
 	ErrUnavailable       = &Error{"unavailable", "the service is shutting down or not ready"}
 	ErrInvalidID         = &Error{"invalid_id", "the packet id is malformed"}
 	ErrInvalidUser       = &Error{"invalid_user", "the user id is malformed"}

@@ -220,3 +220,10 @@ func (l *load) kindsTable() string {
 	}
 	return b.String()
 }
+
+// acked is how many opens were acknowledged so far.
+func (l *load) acked() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.acks)
+}

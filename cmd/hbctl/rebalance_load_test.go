@@ -53,6 +53,15 @@ func TestRebalanceUnderLoad(t *testing.T) {
 		wg.Wait()
 	}()
 
+	// The crowd is under way (each client's first send, then its opens)
+	// before anything moves.
+	warm := time.Now().Add(3 * time.Minute)
+	for l.acked() < 300 && time.Now().Before(warm) {
+		time.Sleep(200 * time.Millisecond)
+	}
+	if n := l.acked(); n < 300 {
+		t.Fatalf("only %d opens acknowledged in 3 minutes of load before the rebalance", n)
+	}
 	c.MustCtl(t, c.AddSetArgs(spare)...)
 	c.StartSet(t, spare)
 	var listed struct {
@@ -124,7 +133,7 @@ func TestRebalanceUnderLoad(t *testing.T) {
 	} else if l.busy > 0 {
 		t.Logf("%d of %d requests answered busy or timed out after their retries:\n%s", l.busy, seen.requests, l.kindsTable())
 	}
-	if len(l.acks) < 1000 {
+	if len(l.acks) < 600 {
 		t.Errorf("only %d opens acknowledged during the rebalance", len(l.acks))
 	}
 	lost := 0

@@ -199,30 +199,32 @@ func (s *Server) withPacket(h packetHandler) handler {
 		}
 		status, body, err := h(r, user, id)
 		if errors.Is(err, hongbao.ErrNotFound) {
-			if moved, merr := s.movedAway(r.Context(), id.Bucket()); merr != nil {
-				return 0, nil, merr
-			} else if moved {
-				// Not here because the bucket moved away: let the router
-				// refresh and ask the new owner.
-				return 0, nil, fmt.Errorf("bucket %d: %w", id.Bucket(), hongbao.ErrWrongSet)
-			}
+			err = s.confirmNotFound(r.Context(), id, err)
 		}
 		return status, body, err
 	}
 }
 
-// movedAway reports whether bucket b is no longer this SET's, for a packet
-// not found here: by the SET's fence in MySQL, the truth of who may write
-// the bucket (a read of a day table the SET never had answers not found
-// before any fence is checked), or by a refreshed topology. A server whose
-// topology is stale, or whose refresh failed under load, must not answer
-// 404 for a packet that lives in the new owner.
-func (s *Server) movedAway(ctx context.Context, b hongbao.Bucket) (bool, error) {
-	owns, err := s.store.Owns(ctx, b)
-	if err != nil {
-		return false, err
+// confirmNotFound settles a not-found answer (notFound) for packet id
+// before a client is told: a read that found nothing may have raced with
+// the bucket's move (away, so the packet lives in the new owner; or here,
+// arriving with it), and a server whose topology is stale, or whose
+// refresh failed under load, must not answer 404 for a packet that
+// exists. The SET's fence is the truth of who may write the bucket: one
+// snapshot holding the fence and not the packet confirms the 404
+// (Store.Absent). Not owned: 421, the router refreshes and asks the new
+// owner. There after all: busy, and the retry finds it.
+func (s *Server) confirmNotFound(ctx context.Context, id hongbao.PacketID, notFound error) error {
+	absent, err := s.store.Absent(ctx, id)
+	switch {
+	case err != nil:
+		return err
+	case !absent:
+		return fmt.Errorf("packet %s found on a second look (its bucket arrived meanwhile): %w", id, hongbao.ErrBusy)
+	case s.recheck != nil && !s.recheck(ctx, id.Bucket()):
+		return fmt.Errorf("bucket %d: %w", id.Bucket(), hongbao.ErrWrongSet)
 	}
-	return !owns || s.recheck != nil && !s.recheck(ctx, b), nil
+	return notFound
 }
 
 // own refuses a bucket the SET does not own at the current topology

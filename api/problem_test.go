@@ -38,6 +38,8 @@ func TestStatusTable(t *testing.T) {
 		"replayed":               403,
 		"rate_limited":           429,
 		"concurrency_limited":    429,
+		"malformed_batch":        400,
+		"batch_too_large":        413,
 	}
 	for code, status := range want {
 		err := &hongbao.Error{Code: code, Message: "m"}

@@ -148,7 +148,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		api.WriteProblem(w, &hongbao.Error{Code: "not_found", Message: "no such endpoint"}, requestID(r.Context()))
 	})
-	return s.logged(s.http.Wrap(mux))
+	h := s.logged(s.http.Wrap(mux))
+	mux.HandleFunc("POST "+api.BatchPath, s.handleBatch(h))
+	return h
 }
 
 // handler is an API handler: it returns the status and body, or an error

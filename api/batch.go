@@ -1,0 +1,332 @@
+package api
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/http"
+
+	hongbao "github.com/hongbao-dev/hongbao"
+)
+
+// BatchPath is the SET servers' internal endpoint that takes a router's
+// coalesced requests: one signed exchange carries many sub-requests, each
+// run as it would run alone, each answered on its own.
+const BatchPath = "/internal/v1/batch"
+
+// Bounds of a batch a server accepts. A router cuts its batches well below
+// them; anything larger is refused whole (413 batch_too_large).
+const (
+	MaxBatchItems = 512
+	// MaxBatchBytes bounds a batch's body: room for many sub-requests, and
+	// always for one of the largest body a client may send.
+	MaxBatchBytes = 4 << 20
+	// maxItemHeaders bounds the headers of one sub-request or sub-response.
+	maxItemHeaders = 8
+	// maxItemField bounds a method, target, request ID or header field.
+	maxItemField = 2048
+)
+
+// Refusals of a batch as a whole.
+var (
+	ErrBatchMalformed = &hongbao.Error{Code: "malformed_batch", Message: "the batch body is not a valid batch"}
+	ErrBatchTooLarge  = &hongbao.Error{Code: "batch_too_large", Message: "the batch holds too many sub-requests or bytes"}
+)
+
+// batchRequestHeaders are the only headers a sub-request may carry: the
+// ones a router forwards today (X-Hb-User is the item's User field).
+var batchRequestHeaders = map[string]bool{"Content-Type": true, "Idempotency-Key": true, HeaderPacketID: true}
+
+// BatchResponseHeaders are the headers of a sub-response that a router
+// relays to its client; a server sends no others.
+var BatchResponseHeaders = []string{"Content-Type", "Retry-After", "Idempotent-Replayed"}
+
+// Header is one header field of a sub-request or sub-response.
+type Header struct{ Name, Value string }
+
+// BatchItem is one sub-request: what a router would have sent alone, with
+// the user it authenticated (vouched for by the batch's signature, which
+// covers the whole body).
+type BatchItem struct {
+	Method    string
+	Target    string // the request URI: path and query
+	User      hongbao.UserID
+	RequestID string
+	Header    []Header
+	Body      []byte
+}
+
+// BatchAnswer is one sub-response.
+type BatchAnswer struct {
+	Status int
+	Header []Header
+	Body   []byte
+}
+
+// Get returns the value of header name (canonical form), or "".
+func Get(hs []Header, name string) string {
+	for _, h := range hs {
+		if h.Name == name {
+			return h.Value
+		}
+	}
+	return ""
+}
+
+// Wire magic of the two bodies: a request batch can never be read as an
+// answer, nor the other way round, and a new layout gets a new magic.
+const (
+	batchMagic  = "HBQ1"
+	answerMagic = "HBR1"
+)
+
+// AppendBatch appends the wire form of items to b. Layout: magic, item
+// count, then per item method, target, user, request ID, headers (count,
+// then name and value each), body; every string and the body are
+// length-prefixed with uvarints.
+func AppendBatch(b []byte, items []BatchItem) []byte {
+	b = append(b, batchMagic...)
+	b = binary.AppendUvarint(b, uint64(len(items)))
+	for _, it := range items {
+		b = appendString(b, it.Method)
+		b = appendString(b, it.Target)
+		b = binary.AppendUvarint(b, uint64(it.User))
+		b = appendString(b, it.RequestID)
+		b = appendHeaders(b, it.Header)
+		b = binary.AppendUvarint(b, uint64(len(it.Body)))
+		b = append(b, it.Body...)
+	}
+	return b
+}
+
+// AppendAnswers appends the wire form of answers to b: magic, count, then
+// per answer status, headers and body.
+func AppendAnswers(b []byte, answers []BatchAnswer) []byte {
+	b = append(b, answerMagic...)
+	b = binary.AppendUvarint(b, uint64(len(answers)))
+	for _, a := range answers {
+		b = binary.AppendUvarint(b, uint64(a.Status))
+		b = appendHeaders(b, a.Header)
+		b = binary.AppendUvarint(b, uint64(len(a.Body)))
+		b = append(b, a.Body...)
+	}
+	return b
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func appendHeaders(b []byte, hs []Header) []byte {
+	b = binary.AppendUvarint(b, uint64(len(hs)))
+	for _, h := range hs {
+		b = appendString(b, h.Name)
+		b = appendString(b, h.Value)
+	}
+	return b
+}
+
+// DecodeBatch reads a request batch. It refuses (ErrBatchMalformed) a body
+// that is not exactly one well-formed batch, and (ErrBatchTooLarge) one of
+// more than MaxBatchItems sub-requests. Item bodies alias raw.
+func DecodeBatch(raw []byte) ([]BatchItem, error) {
+	d := decoder{b: raw}
+	n, err := d.header(batchMagic)
+	if err != nil {
+		return nil, err
+	}
+	items := make([]BatchItem, n)
+	for i := range items {
+		it := &items[i]
+		it.Method = d.str()
+		it.Target = d.str()
+		user := d.uvarint()
+		it.RequestID = d.str()
+		it.Header = d.headers()
+		it.Body = d.bytes(MaxBody)
+		if d.err != nil {
+			return nil, fmt.Errorf("item %d: %w", i, d.err)
+		}
+		if err := checkItem(it, user); err != nil {
+			return nil, fmt.Errorf("item %d: %w", i, err)
+		}
+	}
+	if err := d.end(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+// checkItem refuses a sub-request a router never sends: no method or
+// target, a target that is not an API path, a bad user, a header outside
+// the forwarded ones or repeated.
+func checkItem(it *BatchItem, user uint64) error {
+	if it.Method == "" || len(it.Target) < 2 || it.Target[0] != '/' || it.Target[1] == '/' {
+		return ErrBatchMalformed
+	}
+	if user == 0 || user > 1<<63-1 {
+		return ErrBatchMalformed
+	}
+	it.User = hongbao.UserID(user)
+	for i, h := range it.Header {
+		if !batchRequestHeaders[h.Name] {
+			return fmt.Errorf("header %q: %w", h.Name, ErrBatchMalformed)
+		}
+		for _, o := range it.Header[:i] {
+			if o.Name == h.Name {
+				return fmt.Errorf("header %q repeated: %w", h.Name, ErrBatchMalformed)
+			}
+		}
+	}
+	return nil
+}
+
+// DecodeAnswers reads a server's answers to a batch of want sub-requests:
+// exactly want answers, each with a valid status, and nothing after them.
+// Anything else (a truncated or damaged body) is an error: the router then
+// treats the batch as failed, never as partly answered.
+func DecodeAnswers(raw []byte, want int) ([]BatchAnswer, error) {
+	d := decoder{b: raw}
+	n, err := d.header(answerMagic)
+	if err != nil {
+		return nil, err
+	}
+	if n != want {
+		return nil, fmt.Errorf("%d answers to %d sub-requests: %w", n, want, ErrBatchMalformed)
+	}
+	answers := make([]BatchAnswer, n)
+	for i := range answers {
+		a := &answers[i]
+		status := d.uvarint()
+		a.Header = d.headers()
+		a.Body = d.bytes(MaxBatchBytes)
+		if d.err != nil {
+			return nil, fmt.Errorf("answer %d: %w", i, d.err)
+		}
+		if status < 100 || status > 599 {
+			return nil, fmt.Errorf("answer %d: status %d: %w", i, status, ErrBatchMalformed)
+		}
+		a.Status = int(status)
+	}
+	if err := d.end(); err != nil {
+		return nil, err
+	}
+	return answers, nil
+}
+
+// decoder reads the wire form; the first error sticks and every later read
+// returns zero values.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+// header reads the magic and the item count (1..MaxBatchItems).
+func (d *decoder) header(magic string) (int, error) {
+	if len(d.b) < len(magic) || string(d.b[:len(magic)]) != magic {
+		return 0, fmt.Errorf("no %s magic: %w", magic, ErrBatchMalformed)
+	}
+	d.b = d.b[len(magic):]
+	n := d.uvarint()
+	switch {
+	case d.err != nil:
+		return 0, d.err
+	case n == 0:
+		return 0, fmt.Errorf("empty batch: %w", ErrBatchMalformed)
+	case n > MaxBatchItems:
+		return 0, fmt.Errorf("%d sub-requests, at most %d: %w", n, MaxBatchItems, ErrBatchTooLarge)
+	}
+	return int(n), nil
+}
+
+func (d *decoder) end() error {
+	if len(d.b) != 0 {
+		return fmt.Errorf("%d bytes after the last item: %w", len(d.b), ErrBatchMalformed)
+	}
+	return nil
+}
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 || n != uvarintLen(v) {
+		// Overlong forms refused too: one batch has one wire form.
+		d.err = fmt.Errorf("bad varint: %w", ErrBatchMalformed)
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+// bytes reads a length-prefixed field of at most limit bytes; it aliases
+// the input.
+func (d *decoder) bytes(limit int) []byte {
+	n := d.uvarint()
+	if d.err != nil {
+		return nil
+	}
+	if n > uint64(limit) || n > uint64(len(d.b)) {
+		d.err = fmt.Errorf("field of %d bytes (%d left, at most %d): %w", n, len(d.b), limit, ErrBatchMalformed)
+		return nil
+	}
+	v := d.b[:n:n]
+	d.b = d.b[n:]
+	return v
+}
+
+func uvarintLen(v uint64) int {
+	n := 1
+	for ; v >= 0x80; v >>= 7 {
+		n++
+	}
+	return n
+}
+
+func (d *decoder) str() string { return string(d.bytes(maxItemField)) }
+
+func (d *decoder) headers() []Header {
+	n := d.uvarint()
+	if d.err != nil || n == 0 {
+		return nil
+	}
+	if n > maxItemHeaders {
+		d.err = fmt.Errorf("%d headers: %w", n, ErrBatchMalformed)
+		return nil
+	}
+	hs := make([]Header, n)
+	for i := range hs {
+		hs[i] = Header{Name: d.str(), Value: d.str()}
+	}
+	if d.err != nil {
+		return nil
+	}
+	return hs
+}
+
+// IsBatchRefusal reports whether err refuses a batch as a whole for its
+// form or size.
+func IsBatchRefusal(err error) bool {
+	return errors.Is(err, ErrBatchMalformed) || errors.Is(err, ErrBatchTooLarge)
+}
+
+// SignBatch signs a batch request with body body to the server
+// r.URL.Host: like Sign, it
+// covers the method, target server, path, time, a fresh nonce and a
+// SHA-256 of the whole body, which holds every sub-request with its user;
+// it names no user of its own.
+func (a *Internal) SignBatch(r *http.Request, body []byte) {
+	a.sign(r, 0, body)
+}
+
+// VerifyBatch checks the signature of a batch request as Verify does, and
+// that it names no user of its own: a batch's users are inside its body,
+// under the signature's body hash.
+func (a *Internal) VerifyBatch(r *http.Request, self string, body []byte) (Signed, error) {
+	if len(r.Header.Values(HeaderUser)) != 0 {
+		return Signed{}, fmt.Errorf("a batch names its users inside: %w", ErrForbidden)
+	}
+	return a.verify(r, self, body)
+}

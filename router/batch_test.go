@@ -29,10 +29,10 @@ var batchSecret = []byte("router-batch-test-secret-0123456789")
 type batchMode int
 
 const (
-	answerAll   batchMode = iota // every item answered by answer
-	killMidway                   // read the batch, then drop the connection: a server killed mid-batch
-	truncate                     // answer 200 with half the answers' bytes
-	noEndpoint                   // 404: a server without the batch endpoint
+	answerAll  batchMode = iota // every item answered by answer
+	killMidway                  // read the batch, then drop the connection: a server killed mid-batch
+	truncate                    // answer 200 with half the answers' bytes
+	noEndpoint                  // 404: a server without the batch endpoint
 )
 
 // batchFake is a SET server speaking the batch protocol: it checks the

@@ -139,7 +139,7 @@ func DecodeBatch(raw []byte) ([]BatchItem, error) {
 	items := make([]BatchItem, n)
 	for i := range items {
 		it := &items[i]
-		it.Method = d.str()
+		it.Method = d.known(methods)
 		it.Target = d.str()
 		user := d.uvarint()
 		it.RequestID = d.str()
@@ -287,6 +287,23 @@ func uvarintLen(v uint64) int {
 
 func (d *decoder) str() string { return string(d.bytes(maxItemField)) }
 
+// Methods and header names a batch carries, decoded without an allocation.
+var (
+	methods     = []string{http.MethodPost, http.MethodGet}
+	headerNames = []string{"Content-Type", "Idempotency-Key", HeaderPacketID, "Retry-After", "Idempotent-Replayed"}
+)
+
+// known reads a string, returning the copy in common when it is one.
+func (d *decoder) known(common []string) string {
+	b := d.bytes(maxItemField)
+	for _, s := range common {
+		if string(b) == s {
+			return s
+		}
+	}
+	return string(b)
+}
+
 func (d *decoder) headers() []Header {
 	n := d.uvarint()
 	if d.err != nil || n == 0 {
@@ -298,7 +315,7 @@ func (d *decoder) headers() []Header {
 	}
 	hs := make([]Header, n)
 	for i := range hs {
-		hs[i] = Header{Name: d.str(), Value: d.str()}
+		hs[i] = Header{Name: d.known(headerNames), Value: d.str()}
 	}
 	if d.err != nil {
 		return nil

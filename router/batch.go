@@ -17,12 +17,10 @@ import (
 var errNoBatch = errors.New("server takes no batches")
 
 // tryBatched makes one attempt at server srv as a sub-request of a batch,
-// bounded like a single attempt by the router's timeout. Its answer is
+// bounded like a single attempt by the router's timeout (the coalescer's). Its answer is
 // what the server's handler answered it alone; a failed batch is a failed
 // attempt (forwardTo then acts as for a failed exchange).
 func (rt *Router) tryBatched(r *http.Request, srv string, user hongbao.UserID, body []byte, extra map[string]string) (*response, error) {
-	ctx, cancel := context.WithTimeout(r.Context(), rt.timeout)
-	defer cancel()
 	item := api.BatchItem{Method: r.Method, Target: r.URL.RequestURI(), User: user,
 		RequestID: api.RequestID(r.Context()), Body: body}
 	for _, h := range []string{"Content-Type", "Idempotency-Key"} {
@@ -33,7 +31,7 @@ func (rt *Router) tryBatched(r *http.Request, srv string, user hongbao.UserID, b
 	for k, v := range extra {
 		item.Header = append(item.Header, api.Header{Name: http.CanonicalHeaderKey(k), Value: v})
 	}
-	a, err := rt.coalesce.do(ctx, srv, item)
+	a, err := rt.coalesce.do(r.Context(), srv, item)
 	var refused *batchRefusal
 	if errors.As(err, &refused) {
 		if refused.resp.status == http.StatusNotFound {

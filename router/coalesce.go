@@ -43,7 +43,7 @@ type sendBatch func(ctx context.Context, srv string, items []api.BatchItem) ([]a
 type coalescer struct {
 	cfg     Coalescing
 	send    sendBatch
-	timeout time.Duration // bound on one batch's exchange
+	timeout time.Duration // bound on one attempt: its wait for a batch and the batch's exchange
 
 	base   context.Context // of every batch; cancelled when close gives up waiting
 	cancel context.CancelFunc
@@ -62,9 +62,10 @@ type lane struct {
 
 // call is one sub-request waiting for its answer.
 type call struct {
-	ctx  context.Context // the client's: gone, its item is dropped before sending
-	item api.BatchItem
-	done chan outcome // buffered: the batch never waits for a caller
+	ctx      context.Context // the client's: gone, its item is dropped before sending
+	deadline time.Time       // of the attempt: past it, the call fails as a timed-out exchange
+	item     api.BatchItem
+	done     chan outcome // buffered: the batch never waits for a caller
 }
 
 type outcome struct {
@@ -85,9 +86,13 @@ func newCoalescer(cfg Coalescing, timeout time.Duration, send sendBatch) *coales
 
 // do sends item to srv in a batch and waits for its answer, or for ctx.
 // A caller that leaves does not disturb the others of its batch: its
-// answer, if one comes, is dropped.
+// answer, if one comes, is dropped. The attempt is bounded by the
+// coalescer's timeout without a timer of its own: a call still waiting at
+// its deadline is failed when the lane next takes a batch (the batch in
+// flight ends by its own first call's deadline, earlier than this one's),
+// and a batch in flight ends at its earliest call's deadline.
 func (co *coalescer) do(ctx context.Context, srv string, item api.BatchItem) (api.BatchAnswer, error) {
-	c := &call{ctx: ctx, item: item, done: make(chan outcome, 1)}
+	c := &call{ctx: ctx, deadline: time.Now().Add(co.timeout), item: item, done: make(chan outcome, 1)}
 	co.mu.Lock()
 	if co.closed {
 		co.mu.Unlock()
@@ -135,13 +140,18 @@ func (co *coalescer) run(srv string, l *lane, batch []*call) {
 
 // take removes the next batch from l's queue (co.mu held): up to Batch
 // calls and Bytes of bodies, at least one call if any waits; calls whose
-// client left are dropped.
+// client left are dropped, those past their deadline failed.
 func (co *coalescer) take(l *lane) []*call {
 	var batch []*call
 	bytes, i := 0, 0
+	now := time.Now()
 	for ; i < len(l.queue) && len(batch) < co.cfg.Batch; i++ {
 		c := l.queue[i]
 		if c.ctx.Err() != nil {
+			continue
+		}
+		if !now.Before(c.deadline) {
+			c.done <- outcome{err: fmt.Errorf("no batch left before the attempt's deadline: %w", context.DeadlineExceeded)}
 			continue
 		}
 		if len(batch) > 0 && bytes+len(c.item.Body) > co.cfg.Bytes {
@@ -170,10 +180,14 @@ func (co *coalescer) flush(srv string, batch []*call) {
 		return
 	}
 	items := make([]api.BatchItem, len(live))
+	deadline := live[0].deadline
 	for i, c := range live {
 		items[i] = c.item
+		if c.deadline.Before(deadline) {
+			deadline = c.deadline
+		}
 	}
-	ctx, cancel := context.WithTimeout(co.base, co.timeout)
+	ctx, cancel := context.WithDeadline(co.base, deadline)
 	answers, err := co.send(ctx, srv, items)
 	cancel()
 	if err == nil && len(answers) != len(live) {

@@ -263,3 +263,26 @@ func TestCoalescerBytesCap(t *testing.T) {
 		}
 	}
 }
+
+// TestCoalescerTimeout: an attempt is bounded by the coalescer's timeout,
+// in flight (its batch is cancelled at the earliest deadline of its calls)
+// and waiting behind a stuck batch (failed once its deadline passed).
+func TestCoalescerTimeout(t *testing.T) {
+	f := &batchServer{gate: make(chan struct{})} // never opened: batches end by their deadline
+	const timeout = 100 * time.Millisecond
+	co := newCoalescer(Coalescing{Batch: 64, InFlight: 1}, timeout, f.send)
+	closeCoalescer(t, co)
+	start := time.Now()
+	errs := make(chan error, 2)
+	go func() { _, err := co.do(context.Background(), "s", item(1)); errs <- err }()
+	time.Sleep(timeout / 2)
+	go func() { _, err := co.do(context.Background(), "s", item(2)); errs <- err }()
+	for range 2 {
+		if err := <-errs; !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("attempt: %v, want a deadline error", err)
+		}
+	}
+	if took := time.Since(start); took > 4*timeout {
+		t.Fatalf("attempts of %v took %v", timeout, took)
+	}
+}

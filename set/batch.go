@@ -37,8 +37,12 @@ func (s *Server) handleBatch(apiHandler http.Handler) http.HandlerFunc {
 		addField(r.Context(), zap.Int("items", len(items)))
 		answers := make([]api.BatchAnswer, len(items))
 		var wg sync.WaitGroup
+		wg.Add(len(items))
 		for i := range items {
-			wg.Go(func() { answers[i] = s.runItem(r, apiHandler, &items[i]) })
+			s.runners.run(func() {
+				defer wg.Done()
+				answers[i] = s.runItem(r, apiHandler, &items[i])
+			})
 		}
 		wg.Wait()
 		size := 16

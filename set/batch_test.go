@@ -66,7 +66,7 @@ func openItem(user hongbao.UserID, id hongbao.PacketID) api.BatchItem {
 // sum to the total, and the rows say what the answers said.
 func TestBatchOpensOnePacket(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
-	const count, crowd = 40, 60
+	const count, crowd = 40, 200 // more sub-requests than a server has runners: both paths run
 	id := h.mustSend(t, distinctUsers(1)[0], 4000, count, "random")
 	users := distinctUsers(crowd)
 	var items []api.BatchItem

@@ -1,9 +1,12 @@
 package api
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 
 	hongbao "github.com/hongbao-dev/hongbao"
@@ -25,6 +28,9 @@ const (
 	maxItemHeaders = 8
 	// maxItemField bounds a method, target, request ID or header field.
 	maxItemField = 2048
+	// maxAnswerBody bounds one sub-response's body (a detail of a large
+	// activity packet lists every share).
+	maxAnswerBody = 256 << 20
 )
 
 // Refusals of a batch as a whole.
@@ -77,7 +83,7 @@ func Get(hs []Header, name string) string {
 // answer, nor the other way round, and a new layout gets a new magic.
 const (
 	batchMagic  = "HBQ1"
-	answerMagic = "HBR1"
+	answerMagic = "HBR2" // answers streamed in the order they are ready, each with its item's index
 )
 
 // AppendBatch appends the wire form of items to b. Layout: magic, item
@@ -99,16 +105,26 @@ func AppendBatch(b []byte, items []BatchItem) []byte {
 	return b
 }
 
-// AppendAnswers appends the wire form of answers to b: magic, count, then
-// per answer status, headers and body.
+// AppendAnswersStart appends what starts a batch's answers: the magic. The
+// answers follow one by one (AppendAnswer), in the order they are ready, so
+// a slow sub-request delays no other's answer.
+func AppendAnswersStart(b []byte) []byte { return append(b, answerMagic...) }
+
+// AppendAnswer appends the answer to sub-request index: index, status,
+// headers, body.
+func AppendAnswer(b []byte, index int, a BatchAnswer) []byte {
+	b = binary.AppendUvarint(b, uint64(index))
+	b = binary.AppendUvarint(b, uint64(a.Status))
+	b = appendHeaders(b, a.Header)
+	b = binary.AppendUvarint(b, uint64(len(a.Body)))
+	return append(b, a.Body...)
+}
+
+// AppendAnswers appends answers, in item order, as a server streams them.
 func AppendAnswers(b []byte, answers []BatchAnswer) []byte {
-	b = append(b, answerMagic...)
-	b = binary.AppendUvarint(b, uint64(len(answers)))
-	for _, a := range answers {
-		b = binary.AppendUvarint(b, uint64(a.Status))
-		b = appendHeaders(b, a.Header)
-		b = binary.AppendUvarint(b, uint64(len(a.Body)))
-		b = append(b, a.Body...)
+	b = AppendAnswersStart(b)
+	for i, a := range answers {
+		b = AppendAnswer(b, i, a)
 	}
 	return b
 }
@@ -182,37 +198,146 @@ func checkItem(it *BatchItem, user uint64) error {
 	return nil
 }
 
-// DecodeAnswers reads a server's answers to a batch of want sub-requests:
-// exactly want answers, each with a valid status, and nothing after them.
-// Anything else (a truncated or damaged body) is an error: the router then
-// treats the batch as failed, never as partly answered.
+// AnswerReader reads a server's streamed answers to a batch of want
+// sub-requests, each as soon as it arrives. Every answer is whole and
+// names an item not answered before, or Next fails: an answer cut short
+// (a server killed mid-batch) is never read as one.
+type AnswerReader struct {
+	r       *bufio.Reader
+	want    int
+	seen    []bool
+	n       int
+	started bool
+}
+
+// NewAnswerReader reads the answers to want sub-requests from r.
+func NewAnswerReader(r io.Reader, want int) *AnswerReader {
+	return &AnswerReader{r: bufio.NewReader(r), want: want, seen: make([]bool, want)}
+}
+
+// Next returns the next answer and the index of its sub-request; io.EOF
+// once all want are read.
+func (ar *AnswerReader) Next() (int, BatchAnswer, error) {
+	if !ar.started {
+		var magic [len(answerMagic)]byte
+		if _, err := io.ReadFull(ar.r, magic[:]); err != nil || string(magic[:]) != answerMagic {
+			return 0, BatchAnswer{}, fmt.Errorf("no %s magic (%v): %w", answerMagic, err, ErrBatchMalformed)
+		}
+		ar.started = true
+	}
+	if ar.n == ar.want {
+		return 0, BatchAnswer{}, io.EOF
+	}
+	d := streamDecoder{r: ar.r}
+	index := d.uvarint()
+	status := d.uvarint()
+	a := BatchAnswer{Header: d.headers(), Body: d.bytes(maxAnswerBody)}
+	switch {
+	case d.err != nil:
+		return 0, BatchAnswer{}, fmt.Errorf("answer %d of %d: %w", ar.n+1, ar.want, d.err)
+	case index >= uint64(ar.want) || ar.seen[index]:
+		return 0, BatchAnswer{}, fmt.Errorf("answer for item %d of %d, twice or unknown: %w", index, ar.want, ErrBatchMalformed)
+	case status < 100 || status > 599:
+		return 0, BatchAnswer{}, fmt.Errorf("answer %d: status %d: %w", index, status, ErrBatchMalformed)
+	}
+	ar.seen[index] = true
+	ar.n++
+	a.Status = int(status)
+	return int(index), a, nil
+}
+
+// DecodeAnswers reads all the answers to a batch of want sub-requests from
+// raw and returns them in item order: exactly want answers, one per item,
+// and nothing after them.
 func DecodeAnswers(raw []byte, want int) ([]BatchAnswer, error) {
-	d := decoder{b: raw}
-	n, err := d.header(answerMagic)
-	if err != nil {
-		return nil, err
-	}
-	if n != want {
-		return nil, fmt.Errorf("%d answers to %d sub-requests: %w", n, want, ErrBatchMalformed)
-	}
-	answers := make([]BatchAnswer, n)
-	for i := range answers {
-		a := &answers[i]
-		status := d.uvarint()
-		a.Header = d.headers()
-		a.Body = d.bytes(MaxBatchBytes)
-		if d.err != nil {
-			return nil, fmt.Errorf("answer %d: %w", i, d.err)
+	r := bytes.NewReader(raw)
+	ar := NewAnswerReader(r, want)
+	answers := make([]BatchAnswer, want)
+	for {
+		i, a, err := ar.Next()
+		if errors.Is(err, io.EOF) {
+			break
 		}
-		if status < 100 || status > 599 {
-			return nil, fmt.Errorf("answer %d: status %d: %w", i, status, ErrBatchMalformed)
+		if err != nil {
+			return nil, err
 		}
-		a.Status = int(status)
+		answers[i] = a
 	}
-	if err := d.end(); err != nil {
-		return nil, err
+	if n := r.Len() + ar.r.Buffered(); n != 0 {
+		return nil, fmt.Errorf("%d bytes after the last answer: %w", n, ErrBatchMalformed)
 	}
 	return answers, nil
+}
+
+// streamDecoder reads the answers' wire form from a stream; the first
+// error sticks.
+type streamDecoder struct {
+	r   *bufio.Reader
+	err error
+}
+
+func (d *streamDecoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	var v uint64
+	for i, shift := 0, uint(0); ; i, shift = i+1, shift+7 {
+		c, err := d.r.ReadByte()
+		if err != nil {
+			d.err = fmt.Errorf("varint: %v: %w", err, ErrBatchMalformed)
+			return 0
+		}
+		if i == binary.MaxVarintLen64-1 && c > 1 || i > 0 && c == 0 {
+			d.err = fmt.Errorf("bad varint: %w", ErrBatchMalformed) // overflow, or an overlong form
+			return 0
+		}
+		v |= uint64(c&0x7f) << shift
+		if c < 0x80 {
+			return v
+		}
+	}
+}
+
+// bytes reads a length-prefixed field of at most limit bytes, growing its
+// buffer as the bytes arrive (a made-up length costs no memory).
+func (d *streamDecoder) bytes(limit int) []byte {
+	n := d.uvarint()
+	if d.err != nil {
+		return nil
+	}
+	if n > uint64(limit) {
+		d.err = fmt.Errorf("field of %d bytes, at most %d: %w", n, limit, ErrBatchMalformed)
+		return nil
+	}
+	var buf bytes.Buffer
+	if n <= 4096 {
+		buf.Grow(int(n))
+	}
+	if got, err := io.CopyN(&buf, d.r, int64(n)); err != nil {
+		d.err = fmt.Errorf("field cut at %d of %d bytes: %w", got, n, ErrBatchMalformed)
+		return nil
+	}
+	return buf.Bytes()
+}
+
+func (d *streamDecoder) headers() []Header {
+	n := d.uvarint()
+	if d.err != nil || n == 0 {
+		return nil
+	}
+	if n > maxItemHeaders {
+		d.err = fmt.Errorf("%d headers: %w", n, ErrBatchMalformed)
+		return nil
+	}
+	hs := make([]Header, n)
+	for i := range hs {
+		name := d.bytes(maxItemField)
+		hs[i] = Header{Name: knownString(name, headerNames), Value: string(d.bytes(maxItemField))}
+	}
+	if d.err != nil {
+		return nil
+	}
+	return hs
 }
 
 // decoder reads the wire form; the first error sticks and every later read
@@ -294,8 +419,9 @@ var (
 )
 
 // known reads a string, returning the copy in common when it is one.
-func (d *decoder) known(common []string) string {
-	b := d.bytes(maxItemField)
+func (d *decoder) known(common []string) string { return knownString(d.bytes(maxItemField), common) }
+
+func knownString(b []byte, common []string) string {
 	for _, s := range common {
 		if string(b) == s {
 			return s

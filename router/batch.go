@@ -59,8 +59,9 @@ func (e *batchRefusal) Error() string {
 }
 
 // sendBatch is the coalescer's exchange: one POST of the batch, signed
-// over its whole body, to srv.
-func (rt *Router) sendBatch(ctx context.Context, srv string, items []api.BatchItem) ([]api.BatchAnswer, error) {
+// over its whole body, to srv; each answer is handed to answer as it
+// arrives. An error leaves the items not answered yet without an answer.
+func (rt *Router) sendBatch(ctx context.Context, srv string, items []api.BatchItem, answer func(int, api.BatchAnswer)) error {
 	size := 16
 	for _, it := range items {
 		size += len(it.Target) + len(it.RequestID) + len(it.Body) + 64
@@ -68,26 +69,32 @@ func (rt *Router) sendBatch(ctx context.Context, srv string, items []api.BatchIt
 	body := api.AppendBatch(make([]byte, 0, size), items)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+srv+api.BatchPath, bytes.NewReader(body))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	req.Header.Set("Content-Type", "application/octet-stream")
 	rt.internal.SignBatch(req, body) // a fresh nonce, this server as the target, the body's hash
 	resp, err := rt.client.Do(req)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, api.MaxBatchBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("batch answer from %s: %w", srv, err)
-	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, &batchRefusal{resp: &response{status: resp.StatusCode, header: resp.Header, body: raw,
+		raw, err := io.ReadAll(io.LimitReader(resp.Body, api.MaxBody))
+		if err != nil {
+			return fmt.Errorf("batch refusal from %s: %w", srv, err)
+		}
+		return &batchRefusal{resp: &response{status: resp.StatusCode, header: resp.Header, body: raw,
 			code: codeOfProblem(resp.Header.Get("Content-Type"), raw)}}
 	}
-	answers, err := api.DecodeAnswers(raw, len(items))
-	if err != nil {
-		return nil, fmt.Errorf("batch answer from %s: %w", srv, err)
+	ar := api.NewAnswerReader(resp.Body, len(items))
+	for {
+		i, a, err := ar.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("batch answer from %s: %w", srv, err)
+		}
+		answer(i, a)
 	}
-	return answers, nil
 }

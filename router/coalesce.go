@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hongbao-dev/hongbao/api"
@@ -31,15 +32,18 @@ type Coalescing struct {
 // shutting down its coalescer.
 var errCoalescerClosed = errors.New("coalescer closed")
 
-// sendBatch sends one batch to a server and returns its answers, one per
-// item, in order; an error means no answer is known for any item.
-type sendBatch func(ctx context.Context, srv string, items []api.BatchItem) ([]api.BatchAnswer, error)
+// sendBatch sends one batch to a server and hands each answer to answer
+// (index of the item, its answer) as it arrives; an error means the items
+// not answered yet have no known answer.
+type sendBatch func(ctx context.Context, srv string, items []api.BatchItem, answer func(int, api.BatchAnswer)) error
 
 // coalescer batches sub-requests per target server. A batch goes out as
-// soon as the server has fewer than InFlight batches in flight; the
-// goroutine that sent it then sends what gathered meanwhile, until
-// nothing waits. Those goroutines are the coalescer's: close waits for
-// them.
+// soon as the server has fewer than InFlight batches in flight; a batch
+// stops counting as in flight at its first answer (one round trip), or
+// when it has waited twice as long as first answers usually take, so a
+// slow sub-request (an open waiting for a locked row) holds back no other
+// request; then the requests that gathered meanwhile go as the next batch.
+// Each batch has a goroutine of the coalescer's: close waits for them.
 type coalescer struct {
 	cfg     Coalescing
 	send    sendBatch
@@ -52,6 +56,27 @@ type coalescer struct {
 	lanes  map[string]*lane
 	closed bool
 	wg     sync.WaitGroup
+
+	firstAnswer atomic.Int64 // moving average of the time to a batch's first answer, in ns
+}
+
+// Bounds of a batch's turn in flight without an answer.
+const (
+	minLease = 2 * time.Millisecond
+	maxLease = 200 * time.Millisecond
+)
+
+// lease is how long a batch counts as in flight without an answer: twice
+// the usual time to a first answer, within minLease..maxLease.
+func (co *coalescer) lease() time.Duration {
+	return min(max(2*time.Duration(co.firstAnswer.Load()), minLease), maxLease)
+}
+
+// observe adds a batch's time to its first answer to the moving average
+// (a lost update under a race only slows the average down).
+func (co *coalescer) observe(d time.Duration) {
+	old := co.firstAnswer.Load()
+	co.firstAnswer.Store(old + (int64(d)-old)/8)
 }
 
 // lane is one server's waiting calls and its batches in flight.
@@ -81,15 +106,17 @@ func newCoalescer(cfg Coalescing, timeout time.Duration, send sendBatch) *coales
 		cfg.Bytes = 1 << 20
 	}
 	base, cancel := context.WithCancel(context.Background())
-	return &coalescer{cfg: cfg, send: send, timeout: timeout, base: base, cancel: cancel, lanes: map[string]*lane{}}
+	co := &coalescer{cfg: cfg, send: send, timeout: timeout, base: base, cancel: cancel, lanes: map[string]*lane{}}
+	co.firstAnswer.Store(int64(5 * time.Millisecond))
+	return co
 }
 
 // do sends item to srv in a batch and waits for its answer, or for ctx.
 // A caller that leaves does not disturb the others of its batch: its
 // answer, if one comes, is dropped. The attempt is bounded by the
 // coalescer's timeout without a timer of its own: a call still waiting at
-// its deadline is failed when the lane next takes a batch (the batch in
-// flight ends by its own first call's deadline, earlier than this one's),
+// its deadline is failed when the lane next takes a batch (the batches in
+// flight end by their own first call's deadline, earlier than this one's),
 // and a batch in flight ends at its earliest call's deadline.
 func (co *coalescer) do(ctx context.Context, srv string, item api.BatchItem) (api.BatchAnswer, error) {
 	c := &call{ctx: ctx, deadline: time.Now().Add(co.timeout), item: item, done: make(chan outcome, 1)}
@@ -104,11 +131,7 @@ func (co *coalescer) do(ctx context.Context, srv string, item api.BatchItem) (ap
 		co.lanes[srv] = l
 	}
 	l.queue = append(l.queue, c)
-	if l.flying < co.cfg.InFlight {
-		l.flying++
-		co.wg.Add(1)
-		go co.run(srv, l, co.take(l))
-	}
+	co.start(srv, l)
 	co.mu.Unlock()
 	select {
 	case o := <-c.done:
@@ -118,23 +141,32 @@ func (co *coalescer) do(ctx context.Context, srv string, item api.BatchItem) (ap
 	}
 }
 
-// run sends batch to srv, then the batches that gathered meanwhile, until
-// the lane is empty.
-func (co *coalescer) run(srv string, l *lane, batch []*call) {
-	defer co.wg.Done()
-	for {
-		co.flush(srv, batch)
-		co.mu.Lock()
-		batch = co.take(l)
-		if len(batch) == 0 {
-			l.flying--
-			if l.flying == 0 && len(l.queue) == 0 {
-				delete(co.lanes, srv)
-			}
-			co.mu.Unlock()
-			return
-		}
-		co.mu.Unlock()
+// start sends the next batch of l (co.mu held) if fewer than InFlight are
+// in flight and calls wait.
+func (co *coalescer) start(srv string, l *lane) {
+	if l.flying >= co.cfg.InFlight {
+		return
+	}
+	batch := co.take(l)
+	if len(batch) == 0 {
+		return
+	}
+	l.flying++
+	co.wg.Add(1)
+	go func() {
+		defer co.wg.Done()
+		co.flush(srv, l, batch)
+	}()
+}
+
+// release ends a batch's turn in flight: the next batch may leave.
+func (co *coalescer) release(srv string, l *lane) {
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	l.flying--
+	co.start(srv, l)
+	if l.flying == 0 && len(l.queue) == 0 && co.lanes[srv] == l {
+		delete(co.lanes, srv)
 	}
 }
 
@@ -166,10 +198,18 @@ func (co *coalescer) take(l *lane) []*call {
 	return batch
 }
 
-// flush sends one batch and hands every call its answer, or the batch's
-// error: a failed batch fails each of its calls as a failed single
-// exchange would, never with a made-up answer.
-func (co *coalescer) flush(srv string, batch []*call) {
+// flush sends one batch and hands every call its answer as it arrives; the
+// calls a failed batch left unanswered get its error, as a failed single
+// exchange would, never a made-up answer. The batch's turn in flight ends
+// at its first answer, at its lease, or at its end, whichever is first.
+func (co *coalescer) flush(srv string, l *lane, batch []*call) {
+	var once sync.Once
+	release := func() { once.Do(func() { co.release(srv, l) }) }
+	lease := time.AfterFunc(co.lease(), release)
+	defer func() {
+		lease.Stop()
+		release() // returns only once a release by the lease is done too
+	}()
 	live := batch[:0]
 	for _, c := range batch {
 		if c.ctx.Err() == nil {
@@ -187,17 +227,25 @@ func (co *coalescer) flush(srv string, batch []*call) {
 			deadline = c.deadline
 		}
 	}
+	answered := make([]bool, len(live))
 	ctx, cancel := context.WithDeadline(co.base, deadline)
-	answers, err := co.send(ctx, srv, items)
+	sent, first := time.Now(), true
+	err := co.send(ctx, srv, items, func(i int, a api.BatchAnswer) {
+		if first {
+			first = false
+			co.observe(time.Since(sent))
+		}
+		release()
+		answered[i] = true
+		live[i].done <- outcome{answer: a}
+	})
 	cancel()
-	if err == nil && len(answers) != len(live) {
-		err = fmt.Errorf("server %s: %d answers to %d sub-requests", srv, len(answers), len(live))
+	if err == nil {
+		err = fmt.Errorf("server %s: the batch ended with sub-requests unanswered", srv)
 	}
 	for i, c := range live {
-		if err != nil {
+		if !answered[i] {
 			c.done <- outcome{err: err}
-		} else {
-			c.done <- outcome{answer: answers[i]}
 		}
 	}
 }

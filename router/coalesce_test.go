@@ -14,19 +14,23 @@ import (
 )
 
 // batchServer answers batches in memory: each item's answer names its
-// user, so a mixed-up answer shows. Batches wait on gate when it is set.
+// user, so a mixed-up answer shows. Batches wait on gate when it is set;
+// items slow says are slow are answered last, once slowGate opens.
 type batchServer struct {
-	mu      sync.Mutex
-	batches [][]api.BatchItem
-	flying  atomic.Int32
-	maxFly  atomic.Int32
-	gate    chan struct{}
-	err     error
+	mu       sync.Mutex
+	batches  [][]api.BatchItem
+	flying   atomic.Int32 // batches sent and not answered yet
+	maxFly   atomic.Int32
+	gate     chan struct{}
+	err      error
+	slow     func(api.BatchItem) bool
+	slowGate chan struct{}
 }
 
-func (f *batchServer) send(ctx context.Context, srv string, items []api.BatchItem) ([]api.BatchAnswer, error) {
+func (f *batchServer) send(ctx context.Context, srv string, items []api.BatchItem, answer func(int, api.BatchAnswer)) error {
 	n := f.flying.Add(1)
-	defer f.flying.Add(-1)
+	first := sync.OnceFunc(func() { f.flying.Add(-1) })
+	defer first()
 	for {
 		m := f.maxFly.Load()
 		if n <= m || f.maxFly.CompareAndSwap(m, n) {
@@ -41,17 +45,33 @@ func (f *batchServer) send(ctx context.Context, srv string, items []api.BatchIte
 		select {
 		case <-gate:
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return ctx.Err()
 		}
 	}
 	if err != nil {
-		return nil, err
+		return err
 	}
-	out := make([]api.BatchAnswer, len(items))
+	reply := func(i int) {
+		first()
+		answer(i, api.BatchAnswer{Status: 200, Body: []byte(srv + " " + items[i].User.String())})
+	}
+	var slow []int
 	for i, it := range items {
-		out[i] = api.BatchAnswer{Status: 200, Body: []byte(srv + " " + it.User.String())}
+		if f.slow != nil && f.slow(it) {
+			slow = append(slow, i)
+			continue
+		}
+		reply(i)
 	}
-	return out, nil
+	for _, i := range slow {
+		select {
+		case <-f.slowGate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		reply(i)
+	}
+	return nil
 }
 
 func (f *batchServer) sizes() []int {
@@ -106,6 +126,7 @@ func TestCoalescerGathersWhileInFlight(t *testing.T) {
 		t.Run(fmt.Sprintf("batch%d_inflight%d", tc.batch, tc.inFlight), func(t *testing.T) {
 			f := &batchServer{gate: make(chan struct{})}
 			co := newCoalescer(Coalescing{Batch: tc.batch, InFlight: tc.inFlight}, 5*time.Second, f.send)
+			co.firstAnswer.Store(int64(time.Second)) // a lease (200 ms) longer than the test holds its gate
 			closeCoalescer(t, co)
 			var wg sync.WaitGroup
 			errs := make(chan error, tc.callers)
@@ -151,6 +172,7 @@ func TestCoalescerGathersWhileInFlight(t *testing.T) {
 func TestCoalescerCancelledCaller(t *testing.T) {
 	f := &batchServer{gate: make(chan struct{})}
 	co := newCoalescer(Coalescing{Batch: 64, InFlight: 1}, 5*time.Second, f.send)
+	co.firstAnswer.Store(int64(time.Second)) // a lease (200 ms) longer than the test holds its gate
 	closeCoalescer(t, co)
 	var wg sync.WaitGroup
 	wg.Go(func() { _, _ = co.do(context.Background(), "s", item(1)) }) // holds the lane
@@ -192,6 +214,7 @@ func TestCoalescerFailedBatch(t *testing.T) {
 	boom := errors.New("connection reset")
 	f := &batchServer{gate: make(chan struct{}), err: boom}
 	co := newCoalescer(Coalescing{Batch: 64, InFlight: 1}, 5*time.Second, f.send)
+	co.firstAnswer.Store(int64(time.Second)) // a lease (200 ms) longer than the test holds its gate
 	closeCoalescer(t, co)
 	var wg sync.WaitGroup
 	var failed atomic.Int32
@@ -241,6 +264,7 @@ func TestCoalescerClose(t *testing.T) {
 func TestCoalescerBytesCap(t *testing.T) {
 	f := &batchServer{gate: make(chan struct{})}
 	co := newCoalescer(Coalescing{Batch: 64, InFlight: 1, Bytes: 100}, 5*time.Second, f.send)
+	co.firstAnswer.Store(int64(time.Second)) // a lease (200 ms) longer than the test holds its gate
 	closeCoalescer(t, co)
 	var wg sync.WaitGroup
 	wg.Go(func() { _, _ = co.do(context.Background(), "s", item(1)) })
@@ -284,5 +308,37 @@ func TestCoalescerTimeout(t *testing.T) {
 	}
 	if took := time.Since(start); took > 4*timeout {
 		t.Fatalf("attempts of %v took %v", timeout, took)
+	}
+}
+
+// TestCoalescerSlowItemHoldsNoOne: a sub-request that takes long (an open
+// waiting for a locked row) holds back neither the answers of its own
+// batch nor the requests that come after it: a batch leaves the lane's
+// count in flight at its first answer.
+func TestCoalescerSlowItemHoldsNoOne(t *testing.T) {
+	f := &batchServer{slow: func(it api.BatchItem) bool { return it.User <= 3 }, slowGate: make(chan struct{})}
+	co := newCoalescer(Coalescing{Batch: 64, InFlight: 1}, 5*time.Second, f.send)
+	closeCoalescer(t, co)
+	slow := make(chan error, 3)
+	for i := 1; i <= 3; i++ {
+		go func() { _, err := co.do(context.Background(), "s", item(i)); slow <- err }()
+		time.Sleep(10 * time.Millisecond)
+	}
+	for i := 10; i < 40; i++ {
+		a, err := co.do(context.Background(), "s", item(i))
+		if err != nil || string(a.Body) != fmt.Sprintf("s %d", i) {
+			t.Fatalf("call %d behind slow ones: %q, %v", i, a.Body, err)
+		}
+	}
+	select {
+	case err := <-slow:
+		t.Fatalf("a slow call answered before its gate opened: %v", err)
+	default:
+	}
+	close(f.slowGate)
+	for range 3 {
+		if err := <-slow; err != nil {
+			t.Fatal(err)
+		}
 	}
 }

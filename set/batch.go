@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 
 	"go.uber.org/zap"
 
@@ -21,12 +20,13 @@ type batchUser struct{}
 
 // handleBatch serves a router's batch (api.BatchPath): it reads the body
 // (at most api.MaxBatchBytes), checks the router's signature over all of
-// it and the nonce, then runs every sub-request concurrently through api,
-// the server's own handler, exactly as if it had come alone (logged and
-// measured each, opens of one packet meeting in its queue), and answers
-// every sub-response in one body, in the order of the sub-requests. A
-// batch refused as a whole (signature, replay, form, size) is answered as
-// one problem: the router applies it to every sub-request.
+// it and the nonce, then runs every sub-request concurrently through
+// apiHandler, the server's own handler, exactly as if it had come alone
+// (logged and measured each, opens of one packet meeting in its queue).
+// Each sub-response is streamed as soon as it is ready, tagged with its
+// sub-request's index, so a slow sub-request holds back no other answer.
+// A batch refused as a whole (signature, replay, form, size) is answered
+// as one problem: the router applies it to every sub-request.
 func (s *Server) handleBatch(apiHandler http.Handler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		items, err := s.batch(w, r)
@@ -35,22 +35,38 @@ func (s *Server) handleBatch(apiHandler http.Handler) http.HandlerFunc {
 			return
 		}
 		addField(r.Context(), zap.Int("items", len(items)))
-		answers := make([]api.BatchAnswer, len(items))
-		var wg sync.WaitGroup
-		wg.Add(len(items))
-		for i := range items {
-			s.runners.run(func() {
-				defer wg.Done()
-				answers[i] = s.runItem(r, apiHandler, &items[i])
-			})
+		type ready struct {
+			index  int
+			answer api.BatchAnswer
 		}
-		wg.Wait()
-		size := 16
-		for _, a := range answers {
-			size += len(a.Body) + 64
+		done := make(chan ready, len(items)) // a runner never waits for the writer
+		for i := range items {
+			s.runners.run(func() { done <- ready{i, s.runItem(r, apiHandler, &items[i])} })
 		}
 		w.Header().Set("Content-Type", "application/octet-stream")
-		_, _ = w.Write(api.AppendAnswers(make([]byte, 0, size), answers)) // the router went away: nothing to do
+		w.WriteHeader(http.StatusOK)
+		flusher, _ := w.(http.Flusher)
+		buf := api.AppendAnswersStart(nil)
+		for n := 0; n < len(items); {
+			a := <-done
+			buf = api.AppendAnswer(buf, a.index, a.answer)
+			n++
+			for more := true; more && n < len(items); { // what else is ready goes in the same write
+				select {
+				case a := <-done:
+					buf = api.AppendAnswer(buf, a.index, a.answer)
+					n++
+				default:
+					more = false
+				}
+			}
+			// A failed write (the router went away) is not the sub-requests'
+			// business: they run to their end all the same.
+			if _, err := w.Write(buf); err == nil && flusher != nil {
+				flusher.Flush()
+			}
+			buf = buf[:0]
+		}
 	}
 }
 

@@ -151,7 +151,7 @@ func batchRouter(t *testing.T, a, b []*batchFake) (*Router, *sql.DB) {
 		t.Fatal(err)
 	}
 	rt := New(Deps{Topology: w, Health: NewHealth(http.DefaultClient, time.Second, zap.NewNop()),
-		Internal: api.NewInternal(batchSecret, time.Now), Client: NewClient(16), Now: time.Now, Log: zap.NewNop(),
+		Internal: api.NewInternal(batchSecret, time.Now), Client: testClient(t), Now: time.Now, Log: zap.NewNop(),
 		Timeout: 5 * time.Second, Coalescing: Coalescing{Batch: 16, InFlight: 1}})
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -161,6 +161,15 @@ func batchRouter(t *testing.T, a, b []*batchFake) (*Router, *sql.DB) {
 		}
 	})
 	return rt, meta
+}
+
+// testClient is a keep-alive client like NewClient's, with the default
+// dial timeout (30 s) instead of its 1 s: on a machine loaded by other
+// work, loopback dials take longer, and these tests are not about dials.
+func testClient(t *testing.T) *http.Client {
+	tr := &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 64}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr}
 }
 
 // openConcurrently forwards n opens of packets at once, user i opening

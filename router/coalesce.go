@@ -58,6 +58,7 @@ type coalescer struct {
 	wg     sync.WaitGroup
 
 	firstAnswer atomic.Int64 // moving average of the time to a batch's first answer, in ns
+	maxLease    time.Duration
 }
 
 // Bounds of a batch's turn in flight without an answer.
@@ -69,7 +70,7 @@ const (
 // lease is how long a batch counts as in flight without an answer: twice
 // the usual time to a first answer, within minLease..maxLease.
 func (co *coalescer) lease() time.Duration {
-	return min(max(2*time.Duration(co.firstAnswer.Load()), minLease), maxLease)
+	return min(max(2*time.Duration(co.firstAnswer.Load()), minLease), co.maxLease)
 }
 
 // observe adds a batch's time to its first answer to the moving average
@@ -106,7 +107,7 @@ func newCoalescer(cfg Coalescing, timeout time.Duration, send sendBatch) *coales
 		cfg.Bytes = 1 << 20
 	}
 	base, cancel := context.WithCancel(context.Background())
-	co := &coalescer{cfg: cfg, send: send, timeout: timeout, base: base, cancel: cancel, lanes: map[string]*lane{}}
+	co := &coalescer{cfg: cfg, send: send, timeout: timeout, base: base, cancel: cancel, lanes: map[string]*lane{}, maxLease: maxLease}
 	co.firstAnswer.Store(int64(5 * time.Millisecond))
 	return co
 }

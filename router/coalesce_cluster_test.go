@@ -52,7 +52,7 @@ func (c *cluster) serverRequests(t *testing.T, route string) float64 {
 func TestClusterCoalescedHotPacket(t *testing.T) {
 	c := startCluster(t)
 	topo := c.topology(t)
-	const shares, crowd, total = 150, 400, 15_000
+	const shares, crowd, total = 100, 300, 10_000
 	id := c.mustSend(t, c.richUser(t), sendBody{Total: total, Count: shares, Type: "random", Greeting: "hot"}, "")
 	if id == 0 {
 		return

@@ -45,7 +45,7 @@ func (s *Server) handleBatch(apiHandler http.Handler) http.HandlerFunc {
 		}
 		w.Header().Set("Content-Type", "application/octet-stream")
 		w.WriteHeader(http.StatusOK)
-		flusher, _ := w.(http.Flusher)
+		rc := http.NewResponseController(w) // flushes through the logging and metrics writers
 		buf := api.AppendAnswersStart(nil)
 		for n := 0; n < len(items); {
 			a := <-done
@@ -62,8 +62,8 @@ func (s *Server) handleBatch(apiHandler http.Handler) http.HandlerFunc {
 			}
 			// A failed write (the router went away) is not the sub-requests'
 			// business: they run to their end all the same.
-			if _, err := w.Write(buf); err == nil && flusher != nil {
-				flusher.Flush()
+			if _, err := w.Write(buf); err == nil {
+				_ = rc.Flush() // the router went away: the sub-requests run on all the same
 			}
 			buf = buf[:0]
 		}

@@ -44,6 +44,7 @@ type Server struct {
 	memo    *soldOut     // openers of packets that sold out here
 	known   *known       // small packets opened here that still take opens
 	openers *openerCache // committed shares on their way to memcached
+	runners *runners     // of batches' sub-requests
 	http    *metrics.HTTP
 	opens   *metrics.Opens
 }
@@ -96,6 +97,7 @@ func NewServer(d Deps) *Server {
 		limits: d.Limits, loc: d.Loc, now: d.Now, log: d.Log, memo: newSoldOut(d.SoldOutMemo), known: newKnown(d.SoldOutMemo), openers: newOpenerCache(d.Cache),
 		http: d.HTTP, opens: d.Opens}
 	s.queue = queue.New(d.Queue, s.apply, d.Cache, d.Log)
+	s.runners = newRunners(batchRunners)
 	s.ready.Store(true)
 	return s
 }
@@ -105,6 +107,7 @@ func (s *Server) Close(ctx context.Context) error {
 	s.ready.Store(false)
 	err := s.queue.Close(ctx)
 	s.openers.close()
+	s.runners.close()
 	return err
 }
 
@@ -148,7 +151,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		api.WriteProblem(w, &hongbao.Error{Code: "not_found", Message: "no such endpoint"}, requestID(r.Context()))
 	})
-	return s.logged(s.http.Wrap(mux))
+	h := s.logged(s.http.Wrap(mux))
+	mux.HandleFunc("POST "+api.BatchPath, s.handleBatch(h))
+	return h
 }
 
 // handler is an API handler: it returns the status and body, or an error

@@ -14,13 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"go.uber.org/zap"
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/api"
 	"github.com/hongbao-dev/hongbao/router/topology"
-	"github.com/hongbao-dev/hongbao/store/dbtest"
 )
 
 var batchSecret = []byte("router-batch-test-secret-0123456789")
@@ -121,19 +119,7 @@ func opened(name string) func(api.BatchItem) (int, string) {
 func batchRouter(t *testing.T, a, b []*batchFake) (*Router, *sql.DB) {
 	t.Helper()
 	ctx := context.Background()
-	cfg, err := mysql.ParseDSN(dbtest.DSN(t, "a"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.DBName = dbtest.UniqueName("hb_meta_batch_")
-	meta, err := topology.OpenMeta(ctx, cfg.FormatDSN(), true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = meta.Exec("DROP DATABASE `" + cfg.DBName + "`")
-		meta.Close()
-	})
+	meta := freshMeta(t, "hb_meta_batch_")
 	addrs := func(fs []*batchFake) []string {
 		var out []string
 		for _, f := range fs {

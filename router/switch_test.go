@@ -55,19 +55,7 @@ func (f *fakeServer) addr() string { return strings.TrimPrefix(f.URL, "http://")
 func switchRouter(t *testing.T, sa, sb *fakeServer) (*Router, *sql.DB) {
 	t.Helper()
 	ctx := context.Background()
-	cfg, err := mysql.ParseDSN(dbtest.DSN(t, "a"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.DBName = dbtest.UniqueName("hb_meta_switch_")
-	meta, err := topology.OpenMeta(ctx, cfg.FormatDSN(), true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = meta.Exec("DROP DATABASE `" + cfg.DBName + "`")
-		meta.Close()
-	})
+	meta := freshMeta(t, "hb_meta_switch_")
 	if _, err := topology.Init(ctx, meta, []topology.Set{
 		{Name: "a", Servers: []string{sa.addr()}, MySQLDSN: "-"},
 		{Name: "b", Servers: []string{sb.addr()}, MySQLDSN: "-"},
@@ -167,4 +155,24 @@ func TestForwardFollowsABucketSwitch(t *testing.T) {
 			t.Errorf("open whose client left at 200 ms: %v after %v; want the client's error at once", err, took)
 		}
 	})
+}
+
+// freshMeta creates a meta database of its own (named from prefix) on test
+// SET a's MariaDB, dropped when the test ends.
+func freshMeta(t *testing.T, prefix string) *sql.DB {
+	t.Helper()
+	cfg, err := mysql.ParseDSN(dbtest.DSN(t, "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DBName = dbtest.UniqueName(prefix)
+	meta, err := topology.OpenMeta(context.Background(), cfg.FormatDSN(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = meta.Exec("DROP DATABASE `" + cfg.DBName + "`")
+		meta.Close()
+	})
+	return meta
 }

@@ -65,11 +65,45 @@ chromium_deps() {
 
 alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
-# mariadb NAME PORT: a private MariaDB with user hongbao/hongbao on 127.0.0.1:PORT.
+# semi_sync_ms: rpl_semi_sync_master_timeout of the dev SET databases, from
+# HB_REPLICATION_SEMI_SYNC_TIMEOUT (a Go duration in ms or s: 500ms, 10s; the
+# config's replication.semi_sync_timeout): unset or 0 waits forever (a year),
+# the default for money: no commit is acknowledged before the replica has it.
+semi_sync_ms() {
+  local t=${HB_REPLICATION_SEMI_SYNC_TIMEOUT:-0}
+  case "$t" in
+    0|0s|"") echo 31536000000 ;;
+    *ms) echo "${t%ms}" ;;
+    *s) echo $(( ${t%s} * 1000 )) ;;
+    *) echo "HB_REPLICATION_SEMI_SYNC_TIMEOUT: want e.g. 500ms or 10s, got $t" >&2; exit 1 ;;
+  esac
+}
+
+# repl_args DIR SERVER_ID: the options of a member of a replicated SET
+# database (store/replication.ServerArgs): GTIDs in strict mode, every
+# applied transaction logged again, semi-sync waiting AFTER_SYNC. Its role
+# is in its data: a replica has a primary configured (master.info), is
+# read_only and no semi-sync master; a primary is a semi-sync master.
+repl_args() {
+  local dir=$1 id=$2 master=1 ro=0
+  if [ -f "$dir/master.info" ] || [ -f "$dir.new-replica" ]; then master=0; ro=1; fi
+  echo --server-id="$id" --log-bin="$dir/binlog" --log-slave-updates=1 --binlog-format=ROW --sync-binlog=1 \
+    --gtid-strict-mode=1 --rpl-semi-sync-master-enabled=$master --rpl-semi-sync-slave-enabled=1 \
+    --rpl-semi-sync-master-wait-point=AFTER_SYNC --rpl-semi-sync-master-timeout="$(semi_sync_ms)" \
+    --relay-log-recovery=1 --read-only=$ro
+}
+
+# mariadb NAME PORT [SERVER_ID]: a private MariaDB with user hongbao/hongbao on
+# 127.0.0.1:PORT; with a SERVER_ID, a member of a replicated SET database
+# (see repl_args), with the replication account repl/repl and the operator's
+# hbadmin/hbadmin (hbctl set failover and rejoin act with it).
 mariadb_start() {
-  local name=$1 port=$2
+  local name=$1 port=$2 id=${3:-}
   local dir="$RUN/mariadb-$name" pid="$RUN/mariadb-$name.pid" sock="$RUN/mariadb-$name.sock"
   alive "$pid" && return 0
+  local binlog=(--skip-log-bin)
+  # shellcheck disable=SC2207 # options without spaces
+  [ -n "$id" ] && binlog=($(repl_args "$dir" "$id"))
   if [ ! -d "$dir/mysql" ]; then
     rm -rf "$dir"
     mariadb-install-db --no-defaults --datadir="$dir" --auth-root-authentication-method=normal \
@@ -84,7 +118,7 @@ mariadb_start() {
   # context switches of a thread per connection, and the optimizer need not
   # read column statistics for every statement.
   setsid mariadbd --no-defaults --datadir="$dir" --socket="$sock" --port="$port" --bind-address=127.0.0.1 \
-    --pid-file="$pid" $(as_root_opt --user=root) --skip-name-resolve --skip-log-bin \
+    --pid-file="$pid" $(as_root_opt --user=root) --skip-name-resolve "${binlog[@]}" \
     --thread-handling=pool-of-threads --use-stat-tables=never --optimizer-use-condition-selectivity=1 \
     --innodb-buffer-pool-size=${HB_MARIADB_BUFFER_POOL:-1G} --innodb-log-file-size=512M --innodb-flush-log-at-trx-commit=1 \
     --max-connections=2000 --table-open-cache=4000 --open-files-limit=20000 \
@@ -94,10 +128,46 @@ mariadb_start() {
     command mariadb --no-defaults -uroot --socket="$sock" -e 'SELECT 1' >/dev/null 2>&1 && break
     sleep 0.1
   done
+  # Not logged (sql_log_bin = 0): a semi-sync primary without its replica
+  # yet would wait, and a replica's own GTIDs would break strict mode.
+  # GRANT ALL includes READ ONLY ADMIN in MariaDB 10.11, which would let the
+  # application write through read_only: the failover's fence. It is revoked.
   command mariadb --no-defaults -uroot --socket="$sock" -e "
+    SET sql_log_bin = 0;
     CREATE USER IF NOT EXISTS 'hongbao'@'127.0.0.1' IDENTIFIED BY 'hongbao';
-    GRANT ALL ON *.* TO 'hongbao'@'127.0.0.1';" ||
+    GRANT ALL ON *.* TO 'hongbao'@'127.0.0.1';
+    REVOKE READ ONLY ADMIN ON *.* FROM 'hongbao'@'127.0.0.1';
+    CREATE USER IF NOT EXISTS 'repl'@'127.0.0.1' IDENTIFIED BY 'repl';
+    GRANT REPLICATION SLAVE, REPLICATION SLAVE ADMIN, BINLOG MONITOR ON *.* TO 'repl'@'127.0.0.1';
+    CREATE USER IF NOT EXISTS 'hbadmin'@'127.0.0.1' IDENTIFIED BY 'hbadmin';
+    GRANT ALL ON *.* TO 'hbadmin'@'127.0.0.1' WITH GRANT OPTION;" ||
     { tail -20 "$RUN/mariadb-$name.log"; echo "mariadb $name did not start" >&2; exit 1; }
+}
+
+# mariadb_replica NAME PORT SERVER_ID PRIMARY: a replica of SET database
+# PRIMARY (a NAME of mariadb_start). The first time it is seeded with a
+# consistent dump of the primary (not logged) and replicates from the GTID
+# position of the dump; afterwards it starts as whatever it is now (after a
+# failover it may be the primary).
+mariadb_replica() {
+  local name=$1 port=$2 id=$3 primary=$4
+  local dir="$RUN/mariadb-$name" sock="$RUN/mariadb-$name.sock" psock="$RUN/mariadb-$primary.sock"
+  if [ -d "$dir/mysql" ]; then mariadb_start "$name" "$port" "$id"; return; fi
+  touch "$dir.new-replica"
+  mariadb_start "$name" "$port" "$id"
+  local dump="$RUN/mariadb-$name.seed.sql" pport gtid
+  { echo "SET sql_log_bin = 0;"
+    mariadb-dump --no-defaults -uroot --socket="$psock" --all-databases --single-transaction --gtid --master-data=2 \
+      --routines --events; } >"$dump" || { echo "could not dump $primary for replica $name" >&2; exit 1; }
+  gtid=$(sed -n "s/^-- SET GLOBAL gtid_slave_pos='\(.*\)';/\1/p" "$dump" | head -1)
+  pport=$(command mariadb --no-defaults -uroot --socket="$psock" -N -e 'SELECT @@port')
+  command mariadb --no-defaults -uroot --socket="$sock" <"$dump"
+  command mariadb --no-defaults -uroot --socket="$sock" -e "
+    SET GLOBAL gtid_slave_pos = '$gtid';
+    CHANGE MASTER TO MASTER_HOST = '127.0.0.1', MASTER_PORT = $pport, MASTER_USER = 'repl', MASTER_PASSWORD = 'repl',
+      MASTER_USE_GTID = slave_pos, MASTER_CONNECT_RETRY = 1;
+    START SLAVE;" || { echo "replica $name did not start replicating" >&2; exit 1; }
+  rm -f "$dir.new-replica" "$dump"
 }
 
 # memcached NAME PORT
@@ -142,10 +212,15 @@ wait_http() { # wait_http URL
   echo "$1 did not answer" >&2; return 1
 }
 
+# Each SET's MariaDB has a replica on the next port (semi-sync AFTER_SYNC;
+# hbctl set failover promotes it): a 3316 -> 3317, b 3326 -> 3327, c 3336 -> 3337.
 infra() {
-  mariadb_start a 3316
-  mariadb_start b 3326
-  mariadb_start c 3336
+  mariadb_start a 3316 1
+  mariadb_start b 3326 11
+  mariadb_start c 3336 21
+  mariadb_replica a-replica 3317 2 a
+  mariadb_replica b-replica 3327 12 b
+  mariadb_replica c-replica 3337 22 c
   memcached_start a 11221
   memcached_start b 11231
   memcached_start c 11241
@@ -157,7 +232,8 @@ infra() {
 spare_set() {
   if ! "$RUN/bin/hbctl" set list -config "$CONFIG" --json | grep -q '"name": "c"'; then
     "$RUN/bin/hbctl" set add c -config "$CONFIG" --servers 127.0.0.1:8085,127.0.0.1:8086 \
-      --mysql "hongbao:hongbao@tcp(127.0.0.1:3336)/" --memcached 127.0.0.1:11241 >>"$RUN/topology.log"
+      --mysql "hongbao:hongbao@tcp(127.0.0.1:3336)/" --replicas "hongbao:hongbao@tcp(127.0.0.1:3337)/" \
+      --memcached 127.0.0.1:11241 >>"$RUN/topology.log"
   fi
 }
 

@@ -17,8 +17,8 @@ import (
 	"github.com/hongbao-dev/hongbao/store/migrate"
 )
 
-const setUsage = "usage: hbctl set add NAME --servers A,B --mysql DSN --memcached A[,B] [--archive DSN] [--weight N] | list [--json] | " +
-	"drain NAME [--parallel N] | remove NAME"
+const setUsage = "usage: hbctl set add NAME --servers A,B --mysql DSN [--replicas 'DSN ...'] --memcached A[,B] [--archive DSN] [--weight N] | list [--json] | " +
+	"drain NAME [--parallel N] | remove NAME | failover NAME [--to DSN] | rejoin NAME"
 
 func cmdSet(ctx context.Context, e *env, args []string) error {
 	if len(args) == 0 {
@@ -35,6 +35,8 @@ func cmdSet(ctx context.Context, e *env, args []string) error {
 	cfgPath := fs.String("config", "configs/dev.yaml", "configuration file")
 	servers := fs.String("servers", "", "add: the SET's servers, host:port,...")
 	dsn := fs.String("mysql", "", "add: the SET's MySQL DSN (user:pass@tcp(host:port)/)")
+	replicas := fs.String("replicas", "", "add: the DSNs of its MySQL's replicas, separated by spaces")
+	to := fs.String("to", "", "failover: the replica DSN to promote (default: the SET's first replica)")
 	mcs := fs.String("memcached", "", "add: the SET's memcached, host:port,...")
 	archive := fs.String("archive", "", "add: the SET's archive DSN (default: its MySQL)")
 	weight := fs.Int("weight", 1, "add: the SET's share of the load relative to the others (1..100)")
@@ -53,7 +55,12 @@ func cmdSet(ctx context.Context, e *env, args []string) error {
 		if err != nil {
 			return err
 		}
+		if s.Replicas, err = replicaDSNs(*replicas); err != nil {
+			return err
+		}
 		return setAdd(ctx, e, *cfgPath, s)
+	case "failover", "rejoin":
+		return cmdFailover(ctx, e, verb, name, *cfgPath, *to)
 	case "list", "drain", "remove":
 	default:
 		return usageError{setUsage}

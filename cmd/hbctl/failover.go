@@ -1,0 +1,318 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/hongbao-dev/hongbao/configs"
+	"github.com/hongbao-dev/hongbao/router/topology"
+	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/store/replication"
+)
+
+// Why a failover loses no acknowledged write. Every SET database is a
+// semi-synchronous primary waiting AFTER_SYNC with no degrade (a timeout
+// of a year, replication.semi_sync_timeout 0): a commit is written to the
+// primary's binary log, then waits until a replica has it in its relay log
+// and says so, and only then commits in InnoDB and returns to the server,
+// which only then answers "opened". So every acknowledged commit is in the
+// replica's relay log, and a commit the replica never received was never
+// acknowledged (nor visible to anyone: InnoDB did not commit it).
+// Failover then:
+//
+//  1. fences the old primary when it answers: read_only (the application's
+//     account cannot bypass it) and every application connection killed,
+//     so nothing in flight commits later; its binary log position is then
+//     final;
+//  2. stops the replica's receiving thread when the old primary does not
+//     answer: from then on nobody acknowledges the old primary's commits,
+//     so (no degrade) it can acknowledge none to its clients, even if it
+//     was only paused and goes on later: it stays without a semi-sync
+//     replica;
+//  3. waits until the replica has applied everything it received
+//     (MASTER_GTID_WAIT on the old primary's position, or on the
+//     replica's Gtid_IO_Pos when the old one is gone);
+//  4. promotes it: replication stopped and forgotten, a semi-sync primary
+//     with the configured timeout, read_only off;
+//  5. publishes it in the meta database as the SET's MySQL, the old
+//     primary becoming one of its replicas, in a new topology version:
+//     servers and settlers move their pools to it within a second.
+//
+// Meanwhile the SET's writes fail (read-only, connection killed or
+// refused): servers answer 503 and clients retry.
+//
+// Rejoin makes the old primary a replica of the new one, unless it holds
+// transactions the new one lacks (errant: written to its binary log but
+// never acknowledged, e.g. in flight when it was killed or paused): those
+// are named and it is left fenced, to be rebuilt from the new primary.
+
+// dbTimeout bounds each step against a database that may be paused (a
+// stopped process accepts TCP connections and answers nothing).
+const dbTimeout = 5 * time.Second
+
+func cmdFailover(ctx context.Context, e *env, verb, name, cfgPath, to string) error {
+	cfg, err := configs.Load(cfgPath, e.environ)
+	if err != nil {
+		return err
+	}
+	if cfg.MetaDSN == "" {
+		return usageError{"set " + verb + ": needs a meta database (meta_dsn)"}
+	}
+	meta, err := topology.OpenMeta(ctx, cfg.MetaDSN, false)
+	if err != nil {
+		return err
+	}
+	defer meta.Close()
+	t, err := topology.Load(ctx, meta)
+	if err != nil {
+		return err
+	}
+	s, ok := t.Set(name)
+	if !ok {
+		return usageError{fmt.Sprintf("set %s: no SET named %q", verb, name)}
+	}
+	f := &failover{e: e, cfg: cfg.Replication, set: *s}
+	if verb == "rejoin" {
+		return f.rejoinAll(ctx)
+	}
+	return f.run(ctx, meta, to)
+}
+
+// failover is one failover or rejoin of a SET's MySQL.
+type failover struct {
+	e   *env
+	cfg configs.Replication
+	set topology.Set
+}
+
+// admin opens a pool on dsn's server as the operator, with short timeouts.
+func (f *failover) admin(dsn string) (*sql.DB, error) {
+	c, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("dsn: %w", err)
+	}
+	c.User, c.Passwd, c.DBName = f.cfg.AdminUser, f.cfg.AdminPassword, ""
+	c.Timeout, c.ReadTimeout, c.WriteTimeout = 2*time.Second, dbTimeout, dbTimeout
+	return schema.Open(c.FormatDSN(), 2)
+}
+
+func (f *failover) say(format string, args ...any) { fmt.Fprintf(f.e.stdout, format+"\n", args...) }
+
+// run fails SET f.set over to replica to (default: its first).
+func (f *failover) run(ctx context.Context, meta *sql.DB, to string) error {
+	s := f.set
+	if len(s.Replicas) == 0 {
+		return fmt.Errorf("SET %s has no replica to fail over to (sets[].replicas, hbctl set add --replicas)", s.Name)
+	}
+	if to == "" {
+		to = s.Replicas[0]
+	}
+	if !slices.Contains(s.Replicas, to) {
+		return usageError{fmt.Sprintf("flag --to: %q is not a replica of SET %s (%s)", to, s.Name, strings.Join(s.Replicas, " "))}
+	}
+	began := time.Now()
+	newDB, err := f.admin(to)
+	if err != nil {
+		return err
+	}
+	defer newDB.Close()
+	oldDB, err := f.admin(s.MySQLDSN)
+	if err != nil {
+		return err
+	}
+	defer oldDB.Close()
+
+	// 1. Fence the old primary, or 2. stop listening to it.
+	var wait string
+	fctx, cancel := context.WithTimeout(ctx, dbTimeout)
+	err = replication.Fence(fctx, oldDB)
+	if err == nil {
+		wait, err = replication.BinlogPos(fctx, oldDB)
+	}
+	cancel()
+	if err == nil {
+		f.say("fenced the old primary %s (read_only, connections killed) at GTID %q", addrOf(s.MySQLDSN), wait)
+	} else {
+		f.say("old primary %s does not answer (%v): not fenced; the replicas stop receiving from it, "+
+			"so it can acknowledge no commit (semi-sync without degrade)", addrOf(s.MySQLDSN), err)
+		for _, r := range s.Replicas {
+			if err := f.on(ctx, r, func(ctx context.Context, db *sql.DB) error { return replication.StopIO(ctx, db) }); err != nil {
+				if r == to {
+					return fmt.Errorf("replica %s: %w", addrOf(r), err)
+				}
+				f.say("replica %s: %v (left as is)", addrOf(r), err)
+			}
+		}
+		st, err := replication.ReplicaStatus(ctx, newDB)
+		if err != nil {
+			return err
+		}
+		wait = st.IOPos
+		f.say("replica %s received up to GTID %q", addrOf(to), wait)
+	}
+
+	// 3. Wait until the replica applied it all.
+	if err := replication.WaitApplied(ctx, newDB, wait, f.cfg.WaitApplied.D()); err != nil {
+		return fmt.Errorf("replica %s: %w (nothing was promoted; the old primary stays fenced)", addrOf(to), err)
+	}
+	f.say("replica %s applied everything up to %q", addrOf(to), wait)
+
+	// 4. Promote it.
+	if err := replication.Promote(ctx, newDB); err != nil {
+		return err
+	}
+	if err := replication.SetTimeout(ctx, newDB, f.cfg.SemiSyncTimeout.D()); err != nil {
+		return err
+	}
+	pos, _ := replication.BinlogPos(ctx, newDB)
+	f.say("promoted %s (writable, semi-sync primary) at GTID %q", addrOf(to), pos)
+
+	// 5. Publish it.
+	replicas := append(slices.DeleteFunc(slices.Clone(s.Replicas), func(r string) bool { return r == to }), s.MySQLDSN)
+	v, err := topology.Failover(ctx, meta, s.Name, to, replicas)
+	if err != nil {
+		return fmt.Errorf("%w (the promoted %s is writable: publish it by running failover again with --to it)", err, addrOf(to))
+	}
+	f.say("SET %s's MySQL is %s at topology version %d (failover took %v); servers and settlers follow within a second.",
+		s.Name, addrOf(to), v, time.Since(began).Round(time.Millisecond))
+
+	// The other replicas follow the new primary.
+	f.set.MySQLDSN, f.set.Replicas = to, replicas
+	for _, r := range replicas[:len(replicas)-1] {
+		if err := f.rejoin(ctx, r); err != nil {
+			f.say("replica %s: %v", addrOf(r), err)
+		}
+	}
+	f.say("the old primary %s: hbctl set rejoin %s makes it a replica once it runs", addrOf(s.MySQLDSN), s.Name)
+	return nil
+}
+
+// on runs fn on dsn's server as the operator, bounded by dbTimeout.
+func (f *failover) on(ctx context.Context, dsn string, fn func(context.Context, *sql.DB) error) error {
+	db, err := f.admin(dsn)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(ctx, dbTimeout)
+	defer cancel()
+	return fn(ctx, db)
+}
+
+// rejoinAll makes every replica of the SET that does not replicate from its
+// primary a replica of it.
+func (f *failover) rejoinAll(ctx context.Context) error {
+	if len(f.set.Replicas) == 0 {
+		return fmt.Errorf("SET %s has no replicas", f.set.Name)
+	}
+	host, port, err := replication.Addr(f.set.MySQLDSN)
+	if err != nil {
+		return err
+	}
+	var failed []string
+	for _, r := range f.set.Replicas {
+		var st replication.Status
+		if err := f.on(ctx, r, func(ctx context.Context, db *sql.DB) (err error) {
+			st, err = replication.ReplicaStatus(ctx, db)
+			return err
+		}); err != nil {
+			failed = append(failed, fmt.Sprintf("%s: not reachable (%v): start it, then run rejoin again", addrOf(r), err))
+			continue
+		}
+		if st.Configured && st.MasterHost == host && st.MasterPort == port && st.IORunning == "Yes" && st.SQLRunning == "Yes" {
+			f.say("%s already replicates from %s", addrOf(r), addrOf(f.set.MySQLDSN))
+			continue
+		}
+		if err := f.rejoin(ctx, r); err != nil {
+			failed = append(failed, fmt.Sprintf("%s: %v", addrOf(r), err))
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("rejoin of SET %s:\n  %s", f.set.Name, strings.Join(failed, "\n  "))
+	}
+	return nil
+}
+
+// rejoin fences the server of dsn, refuses when it has errant
+// transactions, and makes it a replica of the SET's primary.
+func (f *failover) rejoin(ctx context.Context, dsn string) error {
+	db, err := f.admin(dsn)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	pdb, err := f.admin(f.set.MySQLDSN)
+	if err != nil {
+		return err
+	}
+	defer pdb.Close()
+	ctx, cancel := context.WithTimeout(ctx, 4*dbTimeout)
+	defer cancel()
+	if err := replication.Fence(ctx, db); err != nil {
+		return fmt.Errorf("not reachable (%w): start it, then run rejoin again", err)
+	}
+	mine, err := replication.BinlogState(ctx, db)
+	if err != nil {
+		return err
+	}
+	theirs, err := replication.BinlogState(ctx, pdb)
+	if err != nil {
+		return fmt.Errorf("the primary %s: %w", addrOf(f.set.MySQLDSN), err)
+	}
+	if errant := replication.Errant(mine, theirs); len(errant) > 0 {
+		return fmt.Errorf("refused: it has transactions the primary %s lacks (errant, never acknowledged to a client): %s; "+
+			"it stays read-only: rebuild it from the primary (a fresh copy), it must not replicate",
+			addrOf(f.set.MySQLDSN), replication.List(errant, 20))
+	}
+	host, port, err := replication.Addr(f.set.MySQLDSN)
+	if err != nil {
+		return err
+	}
+	if err := replication.Follow(ctx, db, replication.Source{Host: host, Port: port, User: f.cfg.User, Password: f.cfg.Password}, true); err != nil {
+		return err
+	}
+	if err := replication.SetTimeout(ctx, db, f.cfg.SemiSyncTimeout.D()); err != nil {
+		return err
+	}
+	for ctx.Err() == nil {
+		st, err := replication.ReplicaStatus(ctx, db)
+		if err != nil {
+			return err
+		}
+		if st.IORunning == "Yes" && st.SQLRunning == "Yes" {
+			f.say("%s replicates from %s (read-only), from GTID %q", addrOf(dsn), addrOf(f.set.MySQLDSN), st.SlavePos)
+			return nil
+		}
+		if st.LastError != "" && st.IORunning == "No" {
+			return fmt.Errorf("replication does not start: %s", st.LastError)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("replication did not start within %v", 4*dbTimeout)
+}
+
+// addrOf is a DSN's address, for messages (no password).
+func addrOf(dsn string) string {
+	if c, err := mysql.ParseDSN(dsn); err == nil {
+		return c.Addr
+	}
+	return "?"
+}
+
+// replicaDSNs checks --replicas: DSNs separated by spaces.
+func replicaDSNs(s string) ([]string, error) {
+	var out []string
+	for _, d := range strings.Fields(s) {
+		if _, err := mysql.ParseDSN(d); err != nil {
+			return nil, usageError{fmt.Sprintf("flag --replicas: not a MySQL DSN: %q", d)}
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}

@@ -33,8 +33,8 @@ type Config struct {
 	Sets           []Set    `yaml:"sets"`
 	// Replication is how hbctl fails a SET's MySQL over and rejoins it.
 	Replication Replication `yaml:"replication"`
-	MetaDSN        string   `yaml:"meta_dsn"`   // topology database
-	WalletDSN      string   `yaml:"wallet_dsn"` // accounts and ledger
+	MetaDSN     string      `yaml:"meta_dsn"`   // topology database
+	WalletDSN   string      `yaml:"wallet_dsn"` // accounts and ledger
 	// DevGrant credits each sender once on first send (fen); dev only.
 	DevGrant      int64    `yaml:"dev_grant"`
 	DBConns       int      `yaml:"db_conns"` // MySQL pool size per server
@@ -100,9 +100,9 @@ type Router struct {
 
 // Set is one SET: its servers, its MySQL and its memcached.
 type Set struct {
-	Name      string   `yaml:"name"`
-	Servers   []string `yaml:"servers"`
-	MySQLDSN  string   `yaml:"mysql_dsn"`
+	Name     string   `yaml:"name"`
+	Servers  []string `yaml:"servers"`
+	MySQLDSN string   `yaml:"mysql_dsn"`
 	// Replicas are the DSNs of the MySQL's replicas (same account), the
 	// candidates of hbctl set failover.
 	Replicas  []string `yaml:"replicas"`

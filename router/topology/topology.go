@@ -17,9 +17,9 @@ import (
 
 // Set describes one SET.
 type Set struct {
-	Name      string
-	Servers   []string
-	MySQLDSN  string
+	Name     string
+	Servers  []string
+	MySQLDSN string
 	// Replicas are the DSNs of the MySQL's replicas: failover promotes
 	// one and swaps it with MySQLDSN.
 	Replicas  []string

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"go.uber.org/zap"
 
 	hongbao "github.com/hongbao-dev/hongbao"
@@ -83,10 +84,13 @@ func run(args []string) error {
 	defer log.Sync() //nolint:errcheck
 	log = log.With(zap.String("set", sc.Name), zap.String("listen", *listen))
 
-	db, err := schema.Open(sc.MySQLDSN, cfg.DBConns)
+	// Switchable pools: after a failover of the SET's MySQL (a new DSN in
+	// the topology) they dial the new primary, without a restart.
+	live, err := schema.OpenSwitch(sc.MySQLDSN, cfg.DBConns)
 	if err != nil {
 		return err
 	}
+	db := live.DB()
 	defer db.Close()
 	bg, cancelBG := context.WithCancel(context.Background())
 	defer cancelBG()
@@ -105,11 +109,15 @@ func run(args []string) error {
 	if topo != nil {
 		go finishMoves(bg, cfg.MetaDSN, db, sc.Name, log)
 	}
-	cold, err := schema.Open(sc.Cold(), 4)
+	coldSw, err := schema.OpenSwitch(sc.Cold(), 4)
 	if err != nil {
 		return err
 	}
+	cold := coldSw.DB()
 	defer cold.Close()
+	if topo != nil {
+		go topo.FollowSet(bg, sc.Name, func(s topology.Set) { followPrimary(log, s, live, coldSw) })
+	}
 	wl, err := wallet.Open(bg, cfg.WalletDSN, cfg.DBConns, time.Now)
 	if err != nil {
 		return err
@@ -182,6 +190,29 @@ func follow(ctx context.Context, cfg *configs.Config, log *zap.Logger) (*topolog
 	}
 	go func() { w.Run(ctx); meta.Close() }()
 	return w, nil
+}
+
+// followPrimary points the pools at the SET's MySQL (and cold store) as
+// the topology names them.
+func followPrimary(log *zap.Logger, s topology.Set, live, cold *schema.Switch) {
+	for _, p := range []struct {
+		sw  *schema.Switch
+		dsn string
+	}{{live, s.MySQLDSN}, {cold, s.Cold()}} {
+		if switched, err := p.sw.To(p.dsn); err != nil {
+			log.Error("cannot follow the SET's MySQL", zap.Error(err))
+		} else if switched {
+			log.Warn("the SET's MySQL moved: new connections go to the new primary", zap.String("to", addr(p.dsn)))
+		}
+	}
+}
+
+// addr is a DSN's address, for logs (never its password).
+func addr(dsn string) string {
+	if c, err := mysql.ParseDSN(dsn); err == nil {
+		return c.Addr
+	}
+	return "?"
 }
 
 // followBuckets tells srv which buckets its SET owns each time the

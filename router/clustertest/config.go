@@ -88,8 +88,15 @@ shutdown_grace: 5s
 		for i, a := range s.Addrs {
 			addrs[i] = strconv.Quote(a)
 		}
+		dsn := s.DSN
+		if s.Pair != nil {
+			dsn = s.Pair.Primary.AppDSN()
+		}
 		fmt.Fprintf(&b, "  - name: %q\n    servers: [%s]\n    mysql_dsn: %q\n    memcached: [%q]\n",
-			s.Name, strings.Join(addrs, ", "), s.DSN, s.Memcached)
+			s.Name, strings.Join(addrs, ", "), dsn, s.Memcached)
+		if s.Pair != nil {
+			fmt.Fprintf(&b, "    replicas: [%q]\n", s.Pair.Replica.AppDSN())
+		}
 		writeAdmin(&b, s)
 	}
 	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {

@@ -298,7 +298,7 @@ func TestReplicaDown(t *testing.T) {
 	if err := b.Pair.Replica.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	o = c.Client.Retrying(30 * time.Second).Open(u, id.String())
+	o = c.Client.Retrying(30*time.Second).Open(u, id.String())
 	if o.Status != http.StatusOK || (o.Body.Status != hongbao.Opened && o.Body.Status != hongbao.AlreadyOpened) {
 		t.Fatalf("open after the replica came back: %v", o)
 	}

@@ -98,13 +98,13 @@ const (
 
 // Set is one SET of the cluster.
 type Set struct {
-	Name      string
-	Servers   []string // process names of its servers: "a1", "a2"...
-	Addrs     []string // their listen addresses, in the same order
-	DSN       string   // its private MariaDB, root, no database selected
+	Name    string
+	Servers []string // process names of its servers: "a1", "a2"...
+	Addrs   []string // their listen addresses, in the same order
+	DSN     string   // its private MariaDB, root, no database selected
 	// Pair is its replicated MariaDB (Options.Replicated), nil otherwise;
 	// DSN is then its primary's at the start.
-	Pair *dbtest.Pair
+	Pair      *dbtest.Pair
 	Memcached string   // its private memcached
 	Admin     []string // its servers' admin listeners, in the order of Addrs
 	// SettlerAdmin is its settler's admin listener ("" without settlers).

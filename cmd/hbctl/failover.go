@@ -91,14 +91,20 @@ type failover struct {
 	set topology.Set
 }
 
-// admin opens a pool on dsn's server as the operator, with short timeouts.
-func (f *failover) admin(dsn string) (*sql.DB, error) {
+// admin opens a pool on dsn's server as the operator, with short timeouts:
+// a read waits at most dbTimeout, so a paused server (a stopped process
+// accepts TCP connections and answers nothing) is an error, not a hang.
+func (f *failover) admin(dsn string) (*sql.DB, error) { return f.adminWait(dsn, dbTimeout) }
+
+// adminWait is admin with reads waiting up to read (a statement that
+// waits on the server, e.g. MASTER_GTID_WAIT, needs longer).
+func (f *failover) adminWait(dsn string, read time.Duration) (*sql.DB, error) {
 	c, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("dsn: %w", err)
 	}
 	c.User, c.Passwd, c.DBName = f.cfg.AdminUser, f.cfg.AdminPassword, ""
-	c.Timeout, c.ReadTimeout, c.WriteTimeout = 2*time.Second, dbTimeout, dbTimeout
+	c.Timeout, c.ReadTimeout, c.WriteTimeout = 2*time.Second, read, dbTimeout
 	return schema.Open(c.FormatDSN(), 2)
 }
 
@@ -157,8 +163,9 @@ func (f *failover) run(ctx context.Context, meta *sql.DB, to string) error {
 		f.say("replica %s received up to GTID %q", addrOf(to), wait)
 	}
 
-	// 3. Wait until the replica applied it all.
-	if err := replication.WaitApplied(ctx, newDB, wait, f.cfg.WaitApplied.D()); err != nil {
+	// 3. Wait until the replica applied it all: MASTER_GTID_WAIT holds
+	// the connection up to wait_applied, longer than admin's read timeout.
+	if err := f.waitApplied(ctx, to, wait); err != nil {
 		return fmt.Errorf("replica %s: %w (nothing was promoted; the old primary stays fenced)", addrOf(to), err)
 	}
 	f.say("replica %s applied everything up to %q", addrOf(to), wait)
@@ -191,6 +198,20 @@ func (f *failover) run(ctx context.Context, meta *sql.DB, to string) error {
 	}
 	f.say("the old primary %s: hbctl set rejoin %s makes it a replica once it runs", addrOf(s.MySQLDSN), s.Name)
 	return nil
+}
+
+// waitApplied waits until dsn's server applied pos, at most
+// replication.wait_applied (and its connection a little longer).
+func (f *failover) waitApplied(ctx context.Context, dsn, pos string) error {
+	d := f.cfg.WaitApplied.D()
+	db, err := f.adminWait(dsn, d+dbTimeout)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(ctx, d+2*dbTimeout)
+	defer cancel()
+	return replication.WaitApplied(ctx, db, pos, d)
 }
 
 // on runs fn on dsn's server as the operator, bounded by dbTimeout.

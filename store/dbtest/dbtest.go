@@ -184,10 +184,13 @@ func startMariaDB(extra []string) (m *MariaDB, err error) {
 	if err != nil {
 		return nil, err
 	}
-	m = &MariaDB{dir: dir}
+	// The deferred cleanup holds its own pointer: "return nil, err" sets
+	// the named result m to nil before it runs.
+	made := &MariaDB{dir: dir}
+	m = made
 	defer func() {
 		if err != nil {
-			m.Remove()
+			made.Remove()
 		}
 	}()
 	if m.Port, err = PickPort(); err != nil {

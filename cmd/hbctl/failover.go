@@ -275,21 +275,36 @@ func (f *failover) rejoin(ctx context.Context, dsn string) error {
 	defer pdb.Close()
 	ctx, cancel := context.WithTimeout(ctx, 4*dbTimeout)
 	defer cancel()
-	if err := replication.Fence(ctx, db); err != nil {
-		return fmt.Errorf("not reachable (%w): start it, then run rejoin again", err)
-	}
+	// Its binary log is read before the fence too: an old primary that was
+	// paused holds commits waiting for a semi-sync acknowledgement nobody
+	// sends, and SET GLOBAL read_only waits behind them (the fence times
+	// out); its errant transactions are named all the same.
 	mine, err := replication.BinlogState(ctx, db)
 	if err != nil {
-		return err
+		return fmt.Errorf("not reachable (%w): start it, then run rejoin again", err)
 	}
 	theirs, err := replication.BinlogState(ctx, pdb)
 	if err != nil {
 		return fmt.Errorf("the primary %s: %w", addrOf(f.set.MySQLDSN), err)
 	}
+	fenceErr := replication.Fence(ctx, db)
+	if fenceErr == nil {
+		if mine, err = replication.BinlogState(ctx, db); err != nil {
+			return err
+		}
+	}
 	if errant := replication.Errant(mine, theirs); len(errant) > 0 {
+		fenced := "it stays read-only"
+		if fenceErr != nil {
+			fenced = fmt.Sprintf("it could not be fenced (%v: commits there wait for a semi-sync acknowledgement); "+
+				"it is out of the topology, stop it", fenceErr)
+		}
 		return fmt.Errorf("refused: it has transactions the primary %s lacks (errant, never acknowledged to a client): %s; "+
-			"it stays read-only: rebuild it from the primary (a fresh copy), it must not replicate",
-			addrOf(f.set.MySQLDSN), replication.List(errant, 20))
+			"%s: rebuild it from the primary (a fresh copy), it must not replicate",
+			addrOf(f.set.MySQLDSN), replication.List(errant, 20), fenced)
+	}
+	if fenceErr != nil {
+		return fmt.Errorf("not fenced (%w): start it, then run rejoin again", fenceErr)
 	}
 	host, port, err := replication.Addr(f.set.MySQLDSN)
 	if err != nil {

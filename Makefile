@@ -1,5 +1,5 @@
 # hongbao: `make run` starts everything, `make test` tests everything.
-.PHONY: run up down test fuzz build deps bench bench-compare bench-e2e bench-rebalance
+.PHONY: run up down test fuzz build deps bench bench-compare bench-e2e bench-rebalance chaos
 
 run: ## start the dev cluster in the foreground; Ctrl-C stops it
 	@scripts/dev.sh run
@@ -31,6 +31,9 @@ bench-e2e: ## only the end-to-end part: wrk through the router vs bare HTTP ceil
 
 bench-rebalance: ## a third of a loaded fleet's buckets onto a new SET and back: freezes, copy rate (BENCHMARKS.md)
 	@unshare -n bash -c 'ip link set lo up; eval "$$(scripts/dev.sh test-env)"; go test -run "^$$" -bench BenchmarkRebalance -benchtime 1x -timeout 30m -v ./cmd/hbctl'
+
+chaos: ## the chaos run (cmd/hbchaos, a few minutes): 2,000 clients, kill -9 of every kind of process, checks; writes RELIABILITY.md
+	@scripts/dev.sh chaos -markdown RELIABILITY.md $(CHAOSFLAGS)
 
 bench: ## go test micro-benchmarks of the hot functions
 	go test -run '^$$' -bench . -benchmem . ./api ./queue ./router ./metrics

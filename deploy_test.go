@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -120,4 +121,68 @@ func TestSystemdUnits(t *testing.T) {
 	if err != nil || len(out) > 0 {
 		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
 	}
+}
+
+// Every long-running process's unit restarts it whatever ended it, within
+// seconds and without ever giving up; the archival run is run again when
+// it was killed half-way. (systemd-analyze does not check this: a unit
+// without Restart= is valid.)
+func TestSystemdUnitsRestart(t *testing.T) {
+	for _, tc := range []struct {
+		unit                   string
+		restart                string
+		minSec, maxSec         int // RestartSec bounds, seconds
+		startLimitIntervalZero bool
+	}{
+		{"hbrouter.service", "always", 1, 5, true},
+		{"hbserver@.service", "always", 1, 5, true},
+		{"hbsettler@.service", "always", 1, 5, true},
+		{"hbarchive.service", "on-failure", 10, 600, false},
+	} {
+		t.Run(tc.unit, func(t *testing.T) {
+			kv := unitKeys(t, filepath.Join("deploy", "systemd", tc.unit))
+			if kv["Restart"] != tc.restart {
+				t.Errorf("Restart=%q, want %q", kv["Restart"], tc.restart)
+			}
+			sec := unitSeconds(t, kv["RestartSec"])
+			if sec < tc.minSec || sec > tc.maxSec {
+				t.Errorf("RestartSec=%q (%d s), want %d..%d s", kv["RestartSec"], sec, tc.minSec, tc.maxSec)
+			}
+			if tc.startLimitIntervalZero && kv["StartLimitIntervalSec"] != "0" {
+				t.Errorf("StartLimitIntervalSec=%q, want 0 (restart forever)", kv["StartLimitIntervalSec"])
+			}
+		})
+	}
+}
+
+// unitKeys reads a unit file's key=value lines (last one wins).
+func unitKeys(t *testing.T, path string) map[string]string {
+	t.Helper()
+	src, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv := map[string]string{}
+	for _, line := range strings.Split(string(src), "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), "="); ok && !strings.HasPrefix(k, "#") {
+			kv[k] = v
+		}
+	}
+	return kv
+}
+
+// unitSeconds parses a systemd time span of the forms "2", "2s", "1min".
+func unitSeconds(t *testing.T, v string) int {
+	t.Helper()
+	mul := 1
+	if n, ok := strings.CutSuffix(v, "min"); ok {
+		v, mul = n, 60
+	} else if n, ok := strings.CutSuffix(v, "s"); ok {
+		v = n
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		t.Fatalf("time span: %v", err)
+	}
+	return n * mul
 }

@@ -15,7 +15,9 @@
 set -euo pipefail
 export PATH="$PATH:/usr/sbin:/sbin:/usr/local/go/bin"
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-RUN="$ROOT/.run"
+# HB_DEV_RUN: another directory for the pid files, logs and data (a test's
+# private cluster); .run by default.
+RUN="${HB_DEV_RUN:-$ROOT/.run}"
 CONFIG="${HB_CONFIG:-$ROOT/configs/dev.yaml}"
 mkdir -p "$RUN"
 
@@ -63,7 +65,32 @@ chromium_deps() {
     { cat "$RUN/apt.log"; echo "could not install ${need[*]}" >&2; exit 1; }
 }
 
-alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+# alive PIDFILE: its process runs and is not dying. A process killed with
+# kill -9 lingers a while (a MariaDB tearing down its buffer pool, a zombie
+# nobody has reaped yet): alive waits until it is gone (up to 30 s) and says
+# no, so that whoever starts a new one does not find the old one in its way.
+alive() {
+  [ -f "$1" ] || return 1
+  local p i; p=$(cat "$1" 2>/dev/null) || return 1
+  [ -n "$p" ] && kill -0 "$p" 2>/dev/null || return 1
+  dying "$p" || return 0
+  for i in $(seq 1 300); do kill -0 "$p" 2>/dev/null && ! zombie "$p" || return 1; sleep 0.1; done
+  return 1
+}
+
+# zombie PID: it has exited and not been reaped.
+zombie() { local s; s=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 1; [ "$s" = Z ] || [ "$s" = X ]; }
+
+# dying PID: exited, or killed and still exiting (SIGKILL pending or being
+# delivered, or some of its threads already gone to exit).
+dying() {
+  zombie "$1" && return 0
+  local k v
+  while read -r k v; do
+    case $k in ShdPnd: | SigPnd:) (( 0x$v & 0x100 )) && return 0 ;; esac # SIGKILL (9) pending
+  done 2>/dev/null <"/proc/$1/status" || return 0
+  return 1
+}
 
 # semi_sync_ms: rpl_semi_sync_master_timeout of the dev SET databases, from
 # HB_REPLICATION_SEMI_SYNC_TIMEOUT (a Go duration in ms or s: 500ms, 10s; the
@@ -181,12 +208,13 @@ memcached_start() {
   echo "memcached $name did not start" >&2; exit 1
 }
 
-stop() { # stop PIDFILE: TERM, wait, then KILL
+stop() { # stop PIDFILE: TERM, wait, then KILL and wait until it is gone
   local pid="$1" i
   alive "$pid" || { rm -f "$pid"; return 0; }
   kill "$(cat "$pid")" 2>/dev/null || true
   for i in $(seq 1 300); do alive "$pid" || break; sleep 0.1; done
   alive "$pid" && kill -9 "$(cat "$pid")" 2>/dev/null || true
+  alive "$pid" || true # waits for the killed process to be gone
   rm -f "$pid"
 }
 
@@ -197,14 +225,61 @@ build() {
   (cd "$ROOT/cmd/hbbench" && go build -o "$RUN/bin/" .)
 }
 
-# proc KIND NAME CMD...: run a project binary in the background with a pid file.
+# proc KIND NAME CMD...: run a project binary in the background, under a
+# supervisor that starts it again whenever it exits (see supervise): the
+# binary's pid is in .run/KIND-NAME.pid, its supervisor's in
+# .run/sup-KIND-NAME.pid, both log to .run/KIND-NAME.log.
 proc() {
   local kind=$1 name=$2; shift 2
-  local pid
-  pid="$RUN/$kind-$name.pid"
-  alive "$pid" && return 0
-  setsid "$@" </dev/null >>"$RUN/$kind-$name.log" 2>&1 &
-  echo $! >"$pid"
+  alive "$RUN/sup-$kind-$name.pid" && return 0
+  setsid "$ROOT/scripts/dev.sh" supervise "$kind" "$name" "$@" </dev/null >>"$RUN/$kind-$name.log" 2>&1 &
+  echo $! >"$RUN/sup-$kind-$name.pid"
+}
+
+# supervise KIND NAME CMD...: run CMD with its pid in .run/KIND-NAME.pid and
+# run it again whenever it exits, however (kill -9 included): a second
+# later, or up to 5 s later while it keeps dying within 10 s of its start.
+# Each exit and start is a line in the log ("supervisor: ..."). TERM (make
+# down) stops the child (TERM, then KILL after 30 s) and then the
+# supervisor. A child already running under the pid file (started before
+# the supervisor) is waited for, not doubled.
+supervise() {
+  local kind=$1 name=$2; shift 2
+  local pid="$RUN/$kind-$name.pid" child="" rc began delay=1 n=0 i
+  say() { echo "supervisor: $(date -u +%FT%T.%3NZ) $kind $name: $*"; }
+  finish() {
+    trap - TERM INT
+    if [ -n "$child" ] && kill -0 "$child" 2>/dev/null; then
+      say "stopping pid $child"
+      kill "$child" 2>/dev/null || true
+      for i in $(seq 1 300); do kill -0 "$child" 2>/dev/null && ! zombie "$child" || break; sleep 0.1; done
+      kill -9 "$child" 2>/dev/null || true
+      wait "$child" 2>/dev/null || true
+    fi
+    rm -f "$pid"
+    say "stopped"
+    exit 0
+  }
+  trap finish TERM INT
+  if alive "$pid"; then
+    child=$(cat "$pid")
+    say "waiting for pid $child, started before its supervisor"
+    while kill -0 "$child" 2>/dev/null && ! zombie "$child"; do sleep 0.2; done
+  fi
+  while :; do
+    began=$(date +%s)
+    "$@" </dev/null &
+    child=$!
+    echo "$child" >"$pid"
+    n=$((n + 1))
+    say "started pid $child (start $n)"
+    rc=0
+    wait "$child" || rc=$?
+    # a signal to the supervisor interrupts wait: finish runs from the trap
+    say "pid $child exited with status $rc after $(($(date +%s) - began)) s; restarting in ${delay} s"
+    sleep "$delay" & wait $! || true
+    if [ $(($(date +%s) - began)) -lt 10 ]; then delay=$((delay * 2 > 5 ? 5 : delay * 2)); else delay=1; fi
+  done
 }
 
 wait_http() { # wait_http URL
@@ -246,7 +321,6 @@ up() {
   build
   infra
   "$RUN/bin/hbctl" topology init -config "$CONFIG" >"$RUN/topology.log"
-  "$RUN/bin/hbctl" schema ensure -config "$CONFIG" --days 1 >>"$RUN/topology.log"
   # Each process has its admin listener (metrics, health, pprof) on
   # loopback: the public port + 1000 (settlers 9085, 9086).
   proc server a1 "$RUN/bin/hbserver" -config "$CONFIG" -set a -listen 127.0.0.1:8081 -admin 127.0.0.1:9081 $(profile server-a1)
@@ -261,11 +335,21 @@ up() {
   proc settler c "$RUN/bin/hbsettler" -config "$CONFIG" -set c -admin 127.0.0.1:9089
   proc router r1 "$RUN/bin/hbrouter" -config "$CONFIG" -listen 127.0.0.1:8080 -admin 127.0.0.1:9080 $(profile router-r1)
   local p; for p in 8081 8082 8083 8084 8085 8086 8080; do wait_http "http://127.0.0.1:$p/readyz"; done
+  # The day tables of today and tomorrow, after the processes are up and in
+  # the background: over some 4,000 tables this takes minutes under load, and
+  # the store creates a missing table on its first use anyway.
+  if ! alive "$RUN/ensure.pid"; then
+    setsid "$RUN/bin/hbctl" schema ensure -config "$CONFIG" --days 1 </dev/null >>"$RUN/ensure.log" 2>&1 &
+    echo $! >"$RUN/ensure.pid"
+  fi
 }
 
 down() {
   local f
-  for f in "$RUN"/router-*.pid "$RUN"/server-*.pid "$RUN"/settler-*.pid; do [ -e "$f" ] && stop "$f"; done
+  # Supervisors first (each stops its process), then any process left
+  # without one, and the background schema ensure.
+  for f in "$RUN"/sup-router-*.pid "$RUN"/sup-server-*.pid "$RUN"/sup-settler-*.pid; do [ -e "$f" ] && stop "$f"; done
+  for f in "$RUN"/router-*.pid "$RUN"/server-*.pid "$RUN"/settler-*.pid "$RUN"/ensure.pid; do [ -e "$f" ] && stop "$f"; done
   for f in "$RUN"/memcached-*.pid "$RUN"/mariadb-*.pid; do
     case "$f" in *-test-*) continue ;; esac # the test instances belong to make test
     [ -e "$f" ] && stop "$f"
@@ -399,6 +483,35 @@ fuzz() {
   done
 }
 
+# The chaos run's cluster: activity packets (up to 2,000 shares), packets
+# living 30 s (refunds flow during the run), no abuse limits (thousands of
+# clients from one address), quiet logs, no days ahead for hbarchive ensure.
+chaos_env() {
+  export HB_LIMITS_MAX_TOTAL=${HB_LIMITS_MAX_TOTAL:-1000000} HB_LIMITS_MAX_COUNT=${HB_LIMITS_MAX_COUNT:-2000} HB_LIMITS_MAX_SHARE=0
+  export HB_LIMITS_EXPIRY=${HB_LIMITS_EXPIRY:-30s} HB_LOG_LEVEL=${HB_LOG_LEVEL:-warn}
+  # the archiver's ensure: today's tables only (the run kills and repeats it)
+  export HB_ARCHIVE_AHEAD_DAYS=${HB_ARCHIVE_AHEAD_DAYS:-0}
+  export HB_ROUTER_MAX_PER_ADDRESS=0 HB_ROUTER_OPEN_PER_SECOND=0 HB_ROUTER_GRAB_PER_SECOND=0 HB_ROUTER_SEND_PER_SECOND=0
+}
+
+# chaos ARGS: hbchaos (make chaos) against a dev cluster of its own, in a
+# network namespace of its own (the cluster's ports are fixed) with its data
+# in .run/chaos (HB_DEV_RUN), started fresh and stopped afterwards. ARGS go
+# to hbchaos (-clients, -duration, -markdown FILE...).
+chaos() {
+  if [ -z "${HB_CHAOS_NS:-}" ]; then
+    exec unshare -n env HB_CHAOS_NS=1 HB_DEV_RUN="${HB_DEV_RUN:-$ROOT/.run/chaos}" \
+      bash -c 'ip link set lo up && exec "$0" chaos "$@"' "$ROOT/scripts/dev.sh" "$@"
+  fi
+  chaos_env
+  down
+  up >"$RUN/up.out" 2>&1 || { tail -20 "$RUN/up.out"; echo "chaos: make up failed" >&2; return 1; }
+  local rc=0
+  (cd "$ROOT" && "$RUN/bin/hbchaos" -config "$CONFIG" -run "$RUN" -dev "$ROOT/scripts/dev.sh" "$@") || rc=$?
+  down
+  return "$rc"
+}
+
 # bench: the comparison of issue 6 on a cluster with activity limits (large
 # packets), Redis for the redis+lua baseline and wrk as an independent client.
 bench() {
@@ -422,6 +535,7 @@ case "${1:-}" in
   deps) deps; prometheus_deps; chromium_deps ;;
   up) up; usage_info ;;
   down) down ;;
+  supervise) shift; supervise "$@" ;;
   run)
     trap 'echo; echo stopping...; down; exit 0' INT TERM
     up; usage_info
@@ -447,6 +561,7 @@ case "${1:-}" in
   vulncheck) vulncheck ;;
   bench) shift; bench "$@" ;;
   bench-e2e) shift; bench_deps; down; bench_env; bench_e2e "$@" ;;
+  chaos) shift; chaos "$@" ;;
   infra) deps; infra ;;
   test-env) test_env; env | grep '^HB_TEST_' | sed "s/^\([^=]*\)=\(.*\)$/export \1='\2'/" ;;
   *) sed -n '2,14p' "$0"; exit 2 ;;

@@ -49,14 +49,37 @@ func VerifyOwned(ctx context.Context, db, cold *sql.DB, set string, paid func(pa
 	return verify(ctx, db, cold, owned, "set_name IN (?, '')", paid, set)
 }
 
+// querier is a pool, a connection or a transaction: what verification reads
+// through (a connection holding a consistent snapshot, for Snapshot).
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
 // verify checks the tables of the buckets in owned (nil: every table) and
 // sums the outbox rows matching where.
 func verify(ctx context.Context, db, cold *sql.DB, owned map[hongbao.Bucket]bool, where string,
 	paid func(packet int64) (bool, error), args ...any) (SetTotals, []string, error) {
+	tot, bad, err := verifyTables(ctx, db, cold, owned, func(id, _ int64) (bool, error) { return paid(id) })
+	if err != nil {
+		return tot, nil, err
+	}
+	byKind, err := schema.SumsByKindWhere(ctx, db, "hb_set.outbox", where, args...)
+	if err != nil && !schema.IsMissingTable(err) {
+		return tot, nil, fmt.Errorf("verify outbox: %w", err)
+	}
+	tot.OutboxOpen, tot.OutboxOpenN = byKind[hongbao.KindOpen].Sum, byKind[hongbao.KindOpen].N
+	tot.OutboxRef = byKind[hongbao.KindRefund].Sum
+	return tot, bad, nil
+}
+
+// verifyTables checks the day and archive tables of the buckets in owned
+// (nil: every table) and sums their money.
+func verifyTables(ctx context.Context, db, cold querier, owned map[hongbao.Bucket]bool,
+	paid func(packet, total int64) (bool, error)) (SetTotals, []string, error) {
 	var tot SetTotals
 	var bad []string
 	for _, src := range []struct {
-		db      *sql.DB
+		db      querier
 		pattern string
 	}{{db, dayTablePattern}, {cold, archiveTablePattern}} {
 		tables, err := listTables(ctx, src.db, src.pattern)
@@ -76,18 +99,17 @@ func verify(ctx context.Context, db, cold *sql.DB, owned map[hongbao.Bucket]bool
 				}
 			}
 			b, err := verifyTable(ctx, src.db, t, &tot, paid, skip)
+			if isTableDefChanged(err) || schema.IsMissingTable(err) {
+				// Created after the snapshot began, or its detail table
+				// not yet (created right after the packets'): empty.
+				continue
+			}
 			if err != nil {
 				return tot, nil, fmt.Errorf("verify %s: %w", t, err)
 			}
 			bad = append(bad, b...)
 		}
 	}
-	byKind, err := schema.SumsByKindWhere(ctx, db, "hb_set.outbox", where, args...)
-	if err != nil && !schema.IsMissingTable(err) {
-		return tot, nil, fmt.Errorf("verify outbox: %w", err)
-	}
-	tot.OutboxOpen, tot.OutboxOpenN = byKind[hongbao.KindOpen].Sum, byKind[hongbao.KindOpen].N
-	tot.OutboxRef = byKind[hongbao.KindRefund].Sum
 	return tot, bad, nil
 }
 
@@ -118,7 +140,7 @@ func dayTables(ctx context.Context, db *sql.DB) ([]string, error) {
 }
 
 // listTables lists the qualified tables matching pattern.
-func listTables(ctx context.Context, db *sql.DB, pattern string) ([]string, error) {
+func listTables(ctx context.Context, db querier, pattern string) ([]string, error) {
 	rows, err := db.QueryContext(ctx, `SELECT CONCAT(table_schema, '.', table_name) t FROM information_schema.tables
 		WHERE table_schema LIKE 'db\_%' HAVING t REGEXP ? ORDER BY 1`, pattern)
 	if err != nil {
@@ -138,7 +160,7 @@ func listTables(ctx context.Context, db *sql.DB, pattern string) ([]string, erro
 
 // stillLive returns the IDs of archive table t (db_xx_archive.t_y_yyyymmdd)
 // that are still in their live day table.
-func stillLive(ctx context.Context, live *sql.DB, t string) (map[int64]bool, error) {
+func stillLive(ctx context.Context, live querier, t string) (map[int64]bool, error) {
 	var xx, y int
 	var date string
 	if n, err := fmt.Sscanf(t, "db_%02d_archive.t_%1d_%8s", &xx, &y, &date); n != 3 || err != nil {
@@ -164,7 +186,7 @@ func stillLive(ctx context.Context, live *sql.DB, t string) (map[int64]bool, err
 	return scanIDs(rows)
 }
 
-func stillLiveApart(ctx context.Context, live *sql.DB, lt hongbao.DayTable, lo, hi hongbao.PacketID) (map[int64]bool, error) {
+func stillLiveApart(ctx context.Context, live querier, lt hongbao.DayTable, lo, hi hongbao.PacketID) (map[int64]bool, error) {
 	rows, err := live.QueryContext(ctx, "SELECT id FROM "+lt.Packets()+" WHERE id >= ? AND id < ?", lo, hi)
 	if schema.IsMissingTable(err) {
 		return nil, nil
@@ -188,7 +210,7 @@ func scanIDs(rows *sql.Rows) (map[int64]bool, error) {
 	return ids, rows.Err()
 }
 
-func verifyTable(ctx context.Context, db *sql.DB, t string, tot *SetTotals, paid func(int64) (bool, error), skip map[int64]bool) ([]string, error) {
+func verifyTable(ctx context.Context, db querier, t string, tot *SetTotals, paid func(packet, total int64) (bool, error), skip map[int64]bool) ([]string, error) {
 	rows, err := db.QueryContext(ctx, `SELECT p.id, p.total, p.count, p.remaining_amount, p.remaining_count, p.closed, p.funding,
 		COALESCE(d.s, 0), COALESCE(d.n, 0), COALESCE(d.m, 1)
 		FROM `+t+` p LEFT JOIN (SELECT packet_id, SUM(amount) s, COUNT(*) n, MIN(amount) m FROM `+t+`_detail GROUP BY packet_id) d
@@ -220,7 +242,7 @@ func verifyTable(ctx context.Context, db *sql.DB, t string, tot *SetTotals, paid
 				tot.Held += remAmount
 			}
 		case 0:
-			ok, err := paid(id)
+			ok, err := paid(id, total)
 			if err != nil {
 				return nil, err
 			}

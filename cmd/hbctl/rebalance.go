@@ -61,6 +61,33 @@ func (o *ops) mover(e *env, parallel int, grace time.Duration) (*rebalance.Mover
 		Report: rebalance.NewReporter(e.stdout, time.Now), Fault: fault}, nil
 }
 
+// lockIdle takes the journal's lock for a new rebalance, refusing while
+// one is unfinished.
+func (o *ops) lockIdle(ctx context.Context) (func(), error) {
+	release, err := o.journal.Lock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r, err := o.journal.Unfinished(ctx)
+	if err == nil && r != nil {
+		err = fmt.Errorf("rebalance %d is unfinished: run hbctl rebalance apply to finish it first", r.ID)
+	}
+	if err != nil {
+		release()
+		return nil, err
+	}
+	return release, nil
+}
+
+// run applies r with a mover of parallel and grace.
+func (o *ops) run(ctx context.Context, e *env, r *topology.Rebalance, parallel int, grace time.Duration) error {
+	mv, err := o.mover(e, parallel, grace)
+	if err != nil {
+		return err
+	}
+	return mv.Apply(ctx, r)
+}
+
 func lookup(environ []string, name string) string {
 	for _, kv := range environ {
 		if k, v, ok := strings.Cut(kv, "="); ok && k == name {
@@ -206,11 +233,7 @@ func (o *ops) apply(ctx context.Context, e *env, kind string, parallel int, grac
 			return err
 		}
 	}
-	mv, err := o.mover(e, parallel, grace)
-	if err != nil {
-		return err
-	}
-	return mv.Apply(ctx, r)
+	return o.run(ctx, e, r, parallel, grace)
 }
 
 func plannedMoves(ps []topology.PlannedMove) []topology.Move {
@@ -224,17 +247,11 @@ func plannedMoves(ps []topology.PlannedMove) []topology.Move {
 // reverse moves back the buckets of the last finished rebalance that are
 // still where it put them.
 func (o *ops) reverse(ctx context.Context, e *env, parallel int, grace time.Duration) error {
-	release, err := o.journal.Lock(ctx)
+	release, err := o.lockIdle(ctx)
 	if err != nil {
 		return err
 	}
 	defer release()
-	if r, err := o.journal.Unfinished(ctx); err != nil || r != nil {
-		if err == nil {
-			err = fmt.Errorf("rebalance %d is unfinished: run hbctl rebalance apply to finish it first", r.ID)
-		}
-		return err
-	}
 	last, err := o.journal.LatestDone(ctx)
 	if err != nil {
 		return err
@@ -261,11 +278,7 @@ func (o *ops) reverse(ctx context.Context, e *env, parallel int, grace time.Dura
 	if err != nil {
 		return err
 	}
-	mv, err := o.mover(e, parallel, grace)
-	if err != nil {
-		return err
-	}
-	return mv.Apply(ctx, r)
+	return o.run(ctx, e, r, parallel, grace)
 }
 
 func (o *ops) status(ctx context.Context, e *env, asJSON bool) error {

@@ -19,7 +19,7 @@ import (
 //
 //	make bench-rebalance
 func BenchmarkRebalance(b *testing.B) {
-	c := clustertest.Start(b, clustertest.Options{DevGrant: 1_000_000_000, Spare: 1})
+	c := clustertest.Start(b, clustertest.Options{DevGrant: 1_000_000_000, Spare: 1, SweepAfter: 30 * time.Second})
 	spare := c.Spares[0].Name
 	for _, s := range c.Sets {
 		for _, bucket := range bucketsOf(b, c, s.Name) {

@@ -224,17 +224,11 @@ func (o *ops) inspect(ctx context.Context, t *topology.Map, s *topology.Set) set
 
 // drain marks the SET draining and moves every bucket off it.
 func (o *ops) drain(ctx context.Context, e *env, name string, parallel int, grace time.Duration) error {
-	release, err := o.journal.Lock(ctx)
+	release, err := o.lockIdle(ctx)
 	if err != nil {
 		return err
 	}
 	defer release()
-	if r, err := o.journal.Unfinished(ctx); err != nil || r != nil {
-		if err == nil {
-			err = fmt.Errorf("rebalance %d is unfinished: run hbctl rebalance apply to finish it first", r.ID)
-		}
-		return err
-	}
 	if _, err := topology.SetState(ctx, o.meta, name, topology.Draining, 0); errors.Is(err, topology.ErrNoSet) {
 		return usageError{fmt.Sprintf("set drain: no SET named %q", name)}
 	} else if err != nil {
@@ -258,11 +252,7 @@ func (o *ops) drain(ctx context.Context, e *env, name string, parallel int, grac
 	if err != nil {
 		return err
 	}
-	mv, err := o.mover(e, parallel, grace)
-	if err != nil {
-		return err
-	}
-	return mv.Apply(ctx, r)
+	return o.run(ctx, e, r, parallel, grace)
 }
 
 // remove forgets a SET that owns no bucket and owes nothing: its outbox

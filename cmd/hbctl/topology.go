@@ -154,17 +154,11 @@ func topologyMove(ctx context.Context, e *env, cfgPath string, b hongbao.Bucket,
 		fmt.Fprintf(e.stdout, "bucket %d already on SET %s\n", b, to)
 		return o.dropLeftovers(ctx, e, t, b)
 	}
-	release, err := o.journal.Lock(ctx)
+	release, err := o.lockIdle(ctx)
 	if err != nil {
 		return err
 	}
 	defer release()
-	if r, err := o.journal.Unfinished(ctx); err != nil || r != nil {
-		if err == nil {
-			err = fmt.Errorf("rebalance %d is unfinished: run hbctl rebalance apply to finish it first", r.ID)
-		}
-		return err
-	}
 	r, err := o.journal.Create(ctx, "move", 0, "", []topology.Move{{Bucket: b, From: src.Name, To: to}})
 	if err != nil {
 		return err

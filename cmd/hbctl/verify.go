@@ -8,13 +8,27 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/cmd/internal/settings"
+	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store"
 	"github.com/hongbao-dev/hongbao/store/wallet"
 )
 
-// cmdVerify checks invariants 1, 2 and 4 across every SET and the wallet.
-// Run it on a quiet system (outbox drained): an entry being delivered at
-// the moment of the check is briefly in both the outbox and the ledger.
+// cmdVerify checks invariants 1, 2 and 4 across every SET and the wallet,
+// on a quiet or a live system. Money moves between a SET and the wallet
+// while it reads (a credit delivered, a packet sent, a share opened), so it
+// reads in an order that makes what is in flight explicit:
+//
+//  1. the ledger's last seq L: every entry up to L was written from a share
+//     or packet that had committed before this moment;
+//  2. each SET in one consistent snapshot (kept open);
+//  3. the wallet in one consistent snapshot, after every SET.
+//
+// An outbox row whose key the wallet's snapshot has is being delivered: it
+// is counted once, in the ledger (and must have the same amount). A ledger
+// entry after L whose source (packet, share, closed packet) no SET's
+// snapshot has was written after the SETs were read: it is not counted,
+// but its source must exist now, else it is a violation. Pending packets
+// count as paid when the wallet's snapshot has their debit.
 func cmdVerify(ctx context.Context, e *env, args []string) (err error) {
 	fs := flags("verify", e)
 	cfgPath := fs.String("config", "configs/dev.yaml", "configuration file")
@@ -30,49 +44,77 @@ func cmdVerify(ctx context.Context, e *env, args []string) (err error) {
 		return err
 	}
 	defer w.Close()
-	paid := func(packet int64) (bool, error) {
-		en, ok, err := w.Entry(ctx, hongbao.SendKey(hongbao.PacketID(packet)))
-		return ok && en.Kind == hongbao.KindSend, err
-	}
-	var sum store.SetTotals
-	var bad []string
 	sets, err := settings.Sets(ctx, cfg) // the meta database's, when there is one
 	if err != nil {
 		return err
 	}
+	last, err := w.LastSeq(ctx)
+	if err != nil {
+		return err
+	}
+	var snaps []*store.Snapshot
+	var closers []func() // each snapshot before its pools: in reverse
+	defer func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}()
+	var bad []string
+	var sum store.SetTotals
 	for _, sc := range sets {
-		var t store.SetTotals
-		var b []string
-		err := withDB(sc.MySQLDSN, func(db *sql.DB) error {
-			return withDB(sc.Cold(), func(cold *sql.DB) error {
-				var err error
-				if cfg.MetaDSN == "" {
-					t, b, err = store.VerifySet(ctx, db, cold, paid)
-				} else {
-					// A fleet with a topology: each SET counts the buckets its
-					// fence holds, so a SET sharing a MySQL, a move's copy on
-					// its target or a source's copy in its grace period is
-					// counted once.
-					t, b, err = store.VerifyOwned(ctx, db, cold, sc.Name, paid)
-				}
-				return err
-			})
-		})
+		db, cold, closeDBs, err := openSetDBs(sc.MySQLDSN, sc.Cold())
 		if err != nil {
 			return fmt.Errorf("SET %s: %w", sc.Name, err)
 		}
+		closers = append(closers, closeDBs)
+		// A fleet with a topology: each SET counts the buckets its fence
+		// holds, so a SET sharing a MySQL, a move's copy on its target or
+		// a source's copy in its grace period is counted once.
+		name := sc.Name
+		if cfg.MetaDSN == "" {
+			name = ""
+		}
+		s, err := store.OpenSnapshot(ctx, db, cold, name, cfg.Location())
+		if err != nil {
+			return fmt.Errorf("SET %s: %w", sc.Name, err)
+		}
+		snaps = append(snaps, s)
+		closers = append(closers, func() { s.Close() })
+		t := s.Totals
 		fmt.Fprintf(e.stdout, "SET %s: %d funded packets, %d shares, %d fen held, %d fen in outbox: invariants 1 and 2 checked\n",
 			sc.Name, t.Packets, t.Details, t.Held, t.OutboxOpen+t.OutboxRef)
-		bad = append(bad, b...)
-		sum = add(sum, t)
+		bad = append(bad, s.Bad...)
 	}
-	wt, b, err := w.Verify(ctx)
+	ws, err := w.Snapshot(ctx)
+	if err != nil {
+		return err
+	}
+	defer ws.Close()
+	wt, b, err := ws.Verify(ctx)
 	if err != nil {
 		return err
 	}
 	bad = append(bad, b...)
 	fmt.Fprintf(e.stdout, "wallet: debits %d, credits %d (%d), refunds %d, top-ups %d: balances checked against the ledger\n",
 		wt.Debits, wt.Credits, wt.CreditsN, wt.Refunds, wt.TopUps)
+	fl, b, err := inFlight(ctx, snaps, ws, last)
+	if err != nil {
+		return err
+	}
+	bad = append(bad, b...)
+	for _, s := range snaps {
+		sum = add(sum, s.Totals)
+	}
+	sum.PendingPaid = fl.pendingPaid
+	sum.OutboxOpen -= fl.delivered.Credits
+	sum.OutboxOpenN -= fl.delivered.CreditsN
+	sum.OutboxRef -= fl.delivered.Refunds
+	wt.Debits -= fl.late.Debits
+	wt.Credits -= fl.late.Credits
+	wt.CreditsN -= fl.late.CreditsN
+	wt.Refunds -= fl.late.Refunds
+	fmt.Fprintf(e.stdout, "in flight: %d outbox entries already in the ledger (%d fen, counted once), %d ledger entries written after the SETs were read (debits %d, credits %d, refunds %d: not counted)\n",
+		fl.deliveredN, fl.delivered.Credits+fl.delivered.Refunds, fl.lateN, fl.late.Debits, fl.late.Credits, fl.late.Refunds)
 	bad = append(bad, money(wt, sum)...)
 	fmt.Fprintf(e.stdout, "invariant 4: debits %d == credits %d + refunds %d + held %d + pending paid %d + outbox %d\n",
 		wt.Debits, wt.Credits, wt.Refunds, sum.Held, sum.PendingPaid, sum.OutboxOpen+sum.OutboxRef)
@@ -84,6 +126,136 @@ func cmdVerify(ctx context.Context, e *env, args []string) (err error) {
 	}
 	fmt.Fprintln(e.stdout, "OK: every invariant holds")
 	return nil
+}
+
+// flight is what moved between the SETs' snapshots and the wallet's.
+type flight struct {
+	pendingPaid int64         // totals of pending packets whose debit the wallet has
+	delivered   wallet.Totals // outbox rows the wallet has too (Credits, CreditsN, Refunds)
+	deliveredN  int
+	late        wallet.Totals // ledger entries written from what the SETs' snapshots lack
+	lateN       int
+}
+
+// inFlight matches the SETs' snapshots against the wallet's (see cmdVerify).
+func inFlight(ctx context.Context, snaps []*store.Snapshot, ws *wallet.Snapshot, last int64) (flight, []string, error) {
+	var fl flight
+	var bad []string
+	for _, s := range snaps {
+		keys := make([]string, 0, len(s.Pending)+len(s.Outbox))
+		for _, p := range s.Pending {
+			keys = append(keys, hongbao.SendKey(p.Packet))
+		}
+		for _, o := range s.Outbox {
+			keys = append(keys, o.Key)
+		}
+		have, err := ws.Entries(ctx, keys)
+		if err != nil {
+			return fl, nil, err
+		}
+		for _, p := range s.Pending {
+			if en, ok := have[hongbao.SendKey(p.Packet)]; ok && en.Kind == hongbao.KindSend {
+				fl.pendingPaid += p.Total
+			}
+		}
+		for _, o := range s.Outbox {
+			en, ok := have[o.Key]
+			if !ok {
+				continue
+			}
+			if en.Amount != o.Amount || en.Kind != o.Kind {
+				bad = append(bad, fmt.Sprintf("outbox entry %s (%s %d) is in the ledger as %s %d", o.Key, o.Kind, o.Amount, en.Kind, en.Amount))
+			}
+			fl.deliveredN++
+			switch o.Kind {
+			case hongbao.KindOpen:
+				fl.delivered.Credits += o.Amount
+				fl.delivered.CreditsN++
+			case hongbao.KindRefund:
+				fl.delivered.Refunds += o.Amount
+			}
+		}
+	}
+	recent, err := ws.Since(ctx, last)
+	if err != nil {
+		return fl, nil, err
+	}
+	if len(recent) == 0 {
+		return fl, bad, nil
+	}
+	keys := make([]string, len(recent))
+	for i, en := range recent {
+		keys[i] = en.Key
+	}
+	inSnap, err := anySources(ctx, snaps, keys, (*store.Snapshot).Sources)
+	if err != nil {
+		return fl, nil, err
+	}
+	var lateKeys []string
+	for _, k := range keys {
+		if !inSnap[k] {
+			lateKeys = append(lateKeys, k)
+		}
+	}
+	now, err := anySources(ctx, snaps, lateKeys, (*store.Snapshot).SourcesNow)
+	if err != nil {
+		return fl, nil, err
+	}
+	for _, en := range recent {
+		if inSnap[en.Key] {
+			continue
+		}
+		if !now[en.Key] {
+			bad = append(bad, fmt.Sprintf("ledger entry %s (seq %d, %d fen) has no packet or share in any SET", en.Key, en.Seq, en.Amount))
+			continue // counted, so that the sums show it too
+		}
+		fl.lateN++
+		switch en.Kind {
+		case hongbao.KindSend:
+			fl.late.Debits -= en.Amount
+		case hongbao.KindOpen:
+			fl.late.Credits += en.Amount
+			fl.late.CreditsN++
+		case hongbao.KindRefund:
+			fl.late.Refunds += en.Amount
+		}
+	}
+	return fl, bad, nil
+}
+
+// anySources is the union over the snapshots of look(keys).
+func anySources(ctx context.Context, snaps []*store.Snapshot, keys []string,
+	look func(*store.Snapshot, context.Context, []string) (map[string]bool, error)) (map[string]bool, error) {
+	all := map[string]bool{}
+	if len(keys) == 0 {
+		return all, nil
+	}
+	for _, s := range snaps {
+		found, err := look(s, ctx, keys)
+		if err != nil {
+			return nil, err
+		}
+		for k := range found {
+			all[k] = true
+		}
+	}
+	return all, nil
+}
+
+// openSetDBs opens pools on a SET's MySQL and its archive (one pool when
+// they are the same).
+func openSetDBs(dsn, coldDSN string) (db, cold *sql.DB, closeAll func(), err error) {
+	if db, err = schema.Open(dsn, 4); err != nil {
+		return nil, nil, nil, err
+	}
+	if coldDSN == dsn {
+		return db, db, func() { db.Close() }, nil
+	}
+	if cold, err = schema.Open(coldDSN, 2); err != nil {
+		db.Close()
+		return nil, nil, nil, err
+	}
+	return db, cold, func() { db.Close(); cold.Close() }, nil
 }
 
 // money checks invariant 4 and its parts.

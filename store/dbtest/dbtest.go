@@ -184,13 +184,11 @@ func startMariaDB(extra []string) (m *MariaDB, err error) {
 	if err != nil {
 		return nil, err
 	}
-	// The deferred cleanup holds its own pointer: "return nil, err" sets
-	// the named result m to nil before it runs.
-	made := &MariaDB{dir: dir}
-	m = made
+	started := &MariaDB{dir: dir}
+	m = started
 	defer func() {
-		if err != nil {
-			made.Remove()
+		if err != nil { // m is nil by then: remove what was started
+			started.Remove()
 		}
 	}()
 	if m.Port, err = PickPort(); err != nil {

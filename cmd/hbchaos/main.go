@@ -1,0 +1,223 @@
+// Command hbchaos is hongbao's chaos run against the dev cluster
+// (scripts/dev.sh up): some 2,000 concurrent clients send packets (small
+// ones and activity packets of hundreds or thousands of shares) and open
+// them through the router for a bounded time, while a scheduler kills
+// processes and databases with SIGKILL at random moments (SET servers, the
+// router, settlers, the archiver, a SET's MariaDB, memcached) and pauses a
+// MariaDB with SIGSTOP/SIGCONT. The dev cluster's supervisor starts killed
+// processes again; hbchaos starts MariaDB and memcached again with
+// scripts/dev.sh infra. A SET primary's kill followed by `hbctl set
+// failover` is tried only when the configuration names replicas.
+//
+// Afterwards it holds the system to the clients' own record of every
+// acknowledged answer: each acknowledged open is in its packet's detail
+// with its amount, no user twice, shares + remaining = total, each opener
+// credited exactly its shares, each sender debited exactly its packets and
+// refunded the rest, and hbctl verify passes. It prints a table (load,
+// faults by kind with their recovery times, acknowledged answers, lost,
+// doubled) and exits 1 when anything acknowledged was lost or doubled.
+//
+//	make chaos                   # the full run, into RELIABILITY.md
+//	.run/bin/hbchaos -clients 2000 -duration 3m -markdown RELIABILITY.md
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/configs"
+)
+
+// options are the command line.
+type options struct {
+	config, run, script, bin, markdown string
+	clients                            int
+	duration, gap, drain               time.Duration
+	seed                               uint64
+	verifyEvery                        time.Duration
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.config, "config", "configs/dev.yaml", "the dev cluster's configuration")
+	flag.StringVar(&o.run, "run", envOr("HB_DEV_RUN", ".run"), "the dev cluster's pid files (scripts/dev.sh's .run, or HB_DEV_RUN)")
+	flag.StringVar(&o.script, "dev", "scripts/dev.sh", "scripts/dev.sh, to start MariaDB and memcached again")
+	flag.StringVar(&o.bin, "bin", "", "directory of hbctl and hbarchive (default: RUN/bin)")
+	flag.IntVar(&o.clients, "clients", 2000, "concurrent clients (each its own user)")
+	flag.DurationVar(&o.duration, "duration", 3*time.Minute, "how long the clients and the faults run")
+	flag.DurationVar(&o.gap, "gap", 8*time.Second, "mean time between one fault's recovery and the next fault")
+	flag.DurationVar(&o.drain, "drain", 3*time.Minute, "longest wait after the run for expiries and the outboxes")
+	flag.DurationVar(&o.verifyEvery, "verify-every", 30*time.Second, "run hbctl verify this often during the run (0: never)")
+	flag.Uint64Var(&o.seed, "seed", uint64(time.Now().UnixNano()), "seed of the clients and the fault schedule")
+	flag.StringVar(&o.markdown, "markdown", "", "also write the report as Markdown into this file (RELIABILITY.md)")
+	flag.Parse()
+	if o.bin == "" {
+		o.bin = filepath.Join(o.run, "bin")
+	}
+	ok, err := run(context.Background(), o, os.Stdout)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "hbchaos:", err)
+		os.Exit(2)
+	}
+	if !ok {
+		os.Exit(1)
+	}
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+// result is one run: its load, faults, verify runs and findings.
+type result struct {
+	o              options
+	began, loadEnd time.Time
+	faults         []fault
+	verifies       []string // "ok", "violation", "error" of each verify during the run
+	left           int      // operations with no final answer even after the faults
+	outboxLeft     int
+	f              findings
+	l              *load
+}
+
+// run is the whole chaos run; it reports whether nothing was lost or doubled.
+func run(ctx context.Context, o options, w io.Writer) (bool, error) {
+	cfg, err := configs.Load(o.config, os.Environ())
+	if err != nil {
+		return false, err
+	}
+	var sets []configs.Set
+	for _, s := range cfg.Sets {
+		if len(s.Servers) > 0 {
+			sets = append(sets, s)
+		}
+	}
+	hbctl := filepath.Join(o.bin, "hbctl")
+	d := &dev{cfg: cfg, config: o.config, run: o.run, script: o.script, bin: o.bin, sets: sets,
+		replica: namesReplicas(o.config, hbctl), rng: rand.New(rand.NewPCG(o.seed, 1))}
+	l := &load{
+		base:   "http://" + cfg.Router.Listen,
+		signer: hongbao.NewSigner([]byte(cfg.Secret)),
+		hc: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+			MaxIdleConns: o.clients, MaxIdleConnsPerHost: o.clients, IdleConnTimeout: 30 * time.Second}},
+		users:  hongbao.UserID(time.Now().Unix()%100_000_000) << 21,
+		maxCnt: min(cfg.Limits.MaxCount, 2000),
+	}
+	if cfg.Limits.MaxShare > 0 && cfg.Limits.MaxShare < 50 || cfg.Limits.MaxTotal < int64(l.maxCnt)*50 {
+		l.maxCnt = 100 // the limits allow no activity packet
+	}
+	r := &result{o: o, began: time.Now(), l: l}
+	fmt.Fprintf(w, "hbchaos: %d clients for %v against %s (seed %d); faults every ~%v\n", o.clients, o.duration, l.base, o.seed, o.gap)
+
+	loadCtx, stop := context.WithTimeout(ctx, o.duration)
+	defer stop()
+	var wg sync.WaitGroup
+	for i := range o.clients {
+		wg.Go(func() { l.client(loadCtx, l.users+hongbao.UserID(i+1), o.seed) })
+	}
+	var mu sync.Mutex
+	if o.verifyEvery > 0 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-loadCtx.Done():
+					return
+				case <-time.After(o.verifyEvery):
+				}
+				out, err := exec.CommandContext(ctx, hbctl, "verify", "-config", o.config).CombinedOutput()
+				v := "ok"
+				switch {
+				case err != nil && containsViolation(out):
+					v = "violation"
+					fmt.Fprintf(w, "verify during the run: VIOLATION\n%s\n", out)
+				case err != nil:
+					v = "error"
+				}
+				mu.Lock()
+				r.verifies = append(r.verifies, v)
+				mu.Unlock()
+			}
+		})
+	}
+	// The faults, one at a time, each kind in turn in a shuffled order.
+	deck := []string{}
+	for loadCtx.Err() == nil {
+		gap := time.Duration(float64(o.gap) * (0.5 + d.rng.Float64()))
+		select {
+		case <-loadCtx.Done():
+			continue
+		case <-time.After(gap):
+		}
+		if len(deck) == 0 {
+			deck = append(deck, kinds...)
+			d.rng.Shuffle(len(deck), func(i, j int) { deck[i], deck[j] = deck[j], deck[i] })
+		}
+		kind := deck[0]
+		deck = deck[1:]
+		if kind == killArchiver {
+			// Its recovery is a whole ensure over every day table (a minute
+			// or more): measured beside the other faults, not before them.
+			wg.Go(func() { r.record(w, &mu, d.inject(ctx, kind)) })
+			continue
+		}
+		r.record(w, &mu, d.inject(ctx, kind))
+	}
+	wg.Wait()
+	r.loadEnd = time.Now()
+
+	fmt.Fprintf(w, "load over: %d sends acknowledged, %d opens; asking %d unanswered operations again\n", l.sends.Load(), l.opens.Load(), l.unanswered.Load())
+	r.left = l.resolve(ctx)
+
+	// Every packet expires, the settlers refund and deliver everything.
+	dsns := make([]string, len(sets))
+	for i, s := range sets {
+		dsns[i] = s.MySQLDSN
+	}
+	fmt.Fprintf(w, "waiting for every packet to expire (%v) and the outboxes to drain...\n", time.Duration(cfg.Limits.Expiry))
+	if r.outboxLeft, err = drain(ctx, dsns, time.Now().Add(time.Duration(cfg.Limits.Expiry)+3*time.Second), o.drain); err != nil {
+		return false, err
+	}
+	if r.f, err = check(ctx, l, cfg.WalletDSN, hbctl, o.config); err != nil {
+		return false, err
+	}
+	r.f.outboxLeft = r.outboxLeft
+	report(w, r)
+	if o.markdown != "" {
+		if err := writeMarkdown(o.markdown, r); err != nil {
+			return false, err
+		}
+	}
+	ok := r.f.lost == 0 && r.f.doubled == 0 && r.f.sums == 0 && r.f.credits == 0 && r.f.debits == 0 && r.f.verifyOK && r.left == 0
+	return ok, nil
+}
+
+// record keeps a fault's outcome and prints it.
+func (r *result) record(w io.Writer, mu *sync.Mutex, f fault) {
+	mu.Lock()
+	defer mu.Unlock()
+	r.faults = append(r.faults, f)
+	switch {
+	case f.skipped != "":
+		fmt.Fprintf(w, "%s  %-28s skipped: %s\n", f.at.Format("15:04:05"), f.kind, f.skipped)
+	case f.err != nil:
+		fmt.Fprintf(w, "%s  %-28s %-22s NOT RECOVERED: %v\n", f.at.Format("15:04:05"), f.kind, f.target, f.err)
+	default:
+		fmt.Fprintf(w, "%s  %-28s %-22s serving again after %.2f s\n", f.at.Format("15:04:05"), f.kind, f.target, f.recovery.Seconds())
+	}
+}
+
+func containsViolation(out []byte) bool { return strings.Contains(string(out), "VIOLATION") }

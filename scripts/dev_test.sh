@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The dev cluster's supervision, tested from the outside (TestDevCluster in
+# dev_test.go runs it in a network namespace of its own, with a private
+# HB_DEV_RUN): every process killed with kill -9 serves again within
+# HB_DEV_TEST_WITHIN seconds (default 5) without anyone running make up;
+# make up right after a MariaDB's kill -9 succeeds (issue 14, problem 4);
+# make down leaves no process behind. Exits non-zero on the first failure.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+RUN="${HB_DEV_RUN:?HB_DEV_RUN: a private directory for the test cluster}"
+WITHIN=${HB_DEV_TEST_WITHIN:-5}
+DEV="$ROOT/scripts/dev.sh"
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }'; }
+
+# serving_again KIND-NAME URL OLDPID: the pid file names another process and
+# URL answers 200, within WITHIN seconds.
+serving_again() {
+  local what=$1 url=$2 old=$3 t0 i n
+  t0=$(now)
+  for i in $(seq 1 $((WITHIN * 20))); do
+    n=$(cat "$RUN/$what.pid" 2>/dev/null || true)
+    if [ -n "$n" ] && [ "$n" != "$old" ] && curl -fsS -m 1 "$url" >/dev/null 2>&1; then
+      echo "ok: $what killed (pid $old), serving again as pid $n after $(since "$t0") s"
+      return 0
+    fi
+    sleep 0.05
+  done
+  tail -5 "$RUN/$what.log" >&2 || true
+  fail "$what killed (pid $old): not serving again within $WITHIN s"
+}
+
+cleanup() { "$DEV" down >/dev/null 2>&1 || true; }
+trap cleanup EXIT
+
+"$DEV" up >"$RUN/up.out" 2>&1 || { tail -20 "$RUN/up.out"; fail "make up"; }
+echo "ok: make up"
+
+# 1. Each kind of process, killed with kill -9, is started again by its
+#    supervisor: nobody runs make up.
+for p in "server-a1 http://127.0.0.1:8081/readyz" "server-b2 http://127.0.0.1:8084/readyz" \
+  "router-r1 http://127.0.0.1:8080/readyz" "settler-a http://127.0.0.1:9085/readyz"; do
+  set -- $p
+  old=$(cat "$RUN/$1.pid")
+  kill -9 "$old"
+  serving_again "$1" "$2" "$old"
+done
+grep -q "supervisor: .* server a1: pid .* exited with status 137" "$RUN/server-a1.log" ||
+  fail "server-a1.log does not show the restart"
+# A process dying again and again is started again each time.
+for i in 1 2; do
+  old=$(cat "$RUN/server-a2.pid"); kill -9 "$old"
+  serving_again server-a2 http://127.0.0.1:8082/readyz "$old"
+done
+
+# 2. make up right after a MariaDB's kill -9: it waits for the old process
+#    to be gone and the new one to answer, and succeeds the first time.
+old=$(cat "$RUN/mariadb-a.pid")
+kill -9 "$old"
+t0=$(now)
+"$DEV" up >"$RUN/up2.out" 2>&1 || { tail -20 "$RUN/up2.out"; fail "make up right after kill -9 of MariaDB a"; }
+[ "$(cat "$RUN/mariadb-a.pid")" != "$old" ] || fail "MariaDB a has its old pid"
+echo "ok: make up right after kill -9 of MariaDB a: $(since "$t0") s"
+curl -fsS -m 5 http://127.0.0.1:8080/readyz >/dev/null || fail "router not ready after make up"
+
+# 3. make down stops every supervisor and process.
+"$DEV" down
+trap - EXIT
+sleep 0.5
+left=$(ps -eo pid=,args= | grep -F "$RUN" | grep -v -e grep -e dev_test.sh || true)
+[ -z "$left" ] || fail "processes left after make down: $left"
+ls "$RUN"/*.pid >/dev/null 2>&1 && fail "pid files left after make down: $(ls "$RUN"/*.pid)"
+echo "ok: make down left nothing running"

@@ -58,11 +58,23 @@ func ServerArgs(serverID int, timeout time.Duration, primary bool) []string {
 		"--server-id=" + strconv.Itoa(serverID),
 		"--log-bin", "--log-slave-updates=1", "--binlog-format=ROW", "--sync-binlog=1",
 		"--gtid-strict-mode=1",
-		"--rpl-semi-sync-slave-enabled=1",
+		SlaveArg(!primary),
 		"--rpl-semi-sync-master-wait-point=AFTER_SYNC",
 		"--rpl-semi-sync-master-timeout=" + strconv.FormatInt(TimeoutMS(timeout), 10),
 		"--relay-log-recovery=1",
 	}
+}
+
+// SlaveArg is the option that makes a server a semi-sync replica or not.
+// It also decides its crash recovery: a semi-sync replica drops from its
+// binary log the transactions it had not committed (an old primary's
+// commits that waited for an acknowledgement, which no client was told
+// of), a primary commits them (its replicas may have them already).
+func SlaveArg(replica bool) string {
+	if replica {
+		return "--rpl-semi-sync-slave-enabled=1"
+	}
+	return "--rpl-semi-sync-slave-enabled=0"
 }
 
 // MasterArg is the option that makes a server a semi-sync master
@@ -99,43 +111,95 @@ func WithUser(dsn, user, password string) (string, error) {
 	return cfg.FormatDSN(), nil
 }
 
+// readOnlyPatience is how long Fence lets SET GLOBAL read_only wait
+// before it kills the application's connections: read_only waits for
+// commits in progress, and a commit waiting for a semi-sync
+// acknowledgement nobody sends (no replica connected, wait forever) never
+// finishes until its connection is killed.
+const readOnlyPatience = time.Second
+
 // Fence makes db's server unable to commit anything more for the
 // application: read_only (which the application's account cannot bypass:
-// it lacks READ ONLY ADMIN), then every connection but this one, the
-// replication threads and the replicas' binlog dumps is killed, so no
-// transaction begun before the fence commits later. A transaction already
-// in the binary log and waiting for a replica's acknowledgement commits
-// when its connection is killed: the replica, still connected, receives it
-// too (hbctl waits for the primary's position on the replica).
+// it lacks READ ONLY ADMIN), then every connection but Fence's own, the
+// replication threads and the replicas' binlog dumps is killed, and
+// killed again (a connection that slipped in between the list and the
+// kill), so no transaction begun before the fence commits later.
+//
+// read_only waits behind commits in progress; when it has not returned
+// after a second (commits waiting for a semi-sync acknowledgement that no
+// replica sends) the application's connections are killed first: a
+// commit already in the binary log then completes on this server without
+// an acknowledgement, and its client gets an error, never "committed".
+// It is in the binary log, so hbctl compares it with the replicas' (an
+// errant transaction when no replica received it).
 func Fence(ctx context.Context, db *sql.DB) error {
-	conn, err := db.Conn(ctx)
+	roConn, err := db.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("replication: fence: %w", err)
 	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, "SET GLOBAL read_only = 1"); err != nil {
+	defer roConn.Close()
+	var roID int64
+	if err := roConn.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&roID); err != nil {
+		return fmt.Errorf("replication: fence: %w", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := roConn.ExecContext(ctx, "SET GLOBAL read_only = 1")
+		done <- err
+	}()
+	select {
+	case err = <-done:
+	case <-time.After(readOnlyPatience):
+		if err := KillApplication(ctx, db, roID); err != nil {
+			return err
+		}
+		err = <-done // ends with ctx at the latest
+	}
+	if err != nil {
 		return fmt.Errorf("replication: fence: read_only: %w", err)
 	}
+	for range 2 {
+		if err := KillApplication(ctx, db, roID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// KillApplication kills every connection to db's server but the caller's
+// own, except's, the server's threads, the replication threads and the
+// replicas' binlog dumps.
+func KillApplication(ctx context.Context, db *sql.DB, except ...int64) error {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("replication: kill: %w", err)
+	}
+	defer conn.Close()
 	rows, err := conn.QueryContext(ctx, `SELECT id FROM information_schema.processlist
 		WHERE id <> CONNECTION_ID() AND user NOT IN ('system user', 'event_scheduler')
-		AND command NOT LIKE 'Binlog Dump%' AND command <> 'Daemon'`)
+		AND command NOT LIKE 'Binlog Dump%' AND command NOT IN ('Daemon', 'Slave_IO', 'Slave_SQL', 'Slave_worker')`)
 	if err != nil {
-		return fmt.Errorf("replication: fence: processlist: %w", err)
+		return fmt.Errorf("replication: kill: processlist: %w", err)
 	}
 	var ids []int64
 	for rows.Next() {
 		var id int64
 		if err := rows.Scan(&id); err != nil {
 			rows.Close()
-			return fmt.Errorf("replication: fence: %w", err)
+			return fmt.Errorf("replication: kill: %w", err)
 		}
-		ids = append(ids, id)
+		if !slices.Contains(except, id) {
+			ids = append(ids, id)
+		}
 	}
 	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("replication: kill: processlist: %w", err)
+	}
 	for _, id := range ids {
 		// Gone already: 1094 unknown thread.
 		if _, err := conn.ExecContext(ctx, "KILL CONNECTION "+strconv.FormatInt(id, 10)); err != nil && !isError(err, 1094) {
-			return fmt.Errorf("replication: fence: kill %d: %w", id, err)
+			return fmt.Errorf("replication: kill %d: %w", id, err)
 		}
 	}
 	return nil
@@ -238,9 +302,19 @@ func StopIO(ctx context.Context, db *sql.DB) error {
 }
 
 // Promote turns a replica that applied everything into a primary: its
-// replication stopped and forgotten, writable.
-func Promote(ctx context.Context, db *sql.DB) error {
-	for _, stmt := range []string{"STOP SLAVE", "RESET SLAVE ALL", "SET GLOBAL rpl_semi_sync_master_enabled = 1", "SET GLOBAL read_only = 0"} {
+// replication stopped and forgotten, a semi-sync primary with timeout,
+// writable. waitNoReplica is rpl_semi_sync_master_wait_no_slave: true (the
+// default for money) makes its commits wait while no replica is connected;
+// false makes it replicate asynchronously while it has none (a lone
+// primary keeps writing, on one machine), semi-sync again as soon as a
+// replica connects.
+func Promote(ctx context.Context, db *sql.DB, timeout time.Duration, waitNoReplica bool) error {
+	// wait_no_slave before enabled: enabling the master with it off and
+	// no replica switches semi-sync off at once.
+	for _, stmt := range []string{"STOP SLAVE", "RESET SLAVE ALL",
+		fmt.Sprintf("SET GLOBAL rpl_semi_sync_master_timeout = %d", TimeoutMS(timeout)),
+		fmt.Sprintf("SET GLOBAL rpl_semi_sync_master_wait_no_slave = %d", boolInt(waitNoReplica)),
+		"SET GLOBAL rpl_semi_sync_master_enabled = 1", "SET GLOBAL read_only = 0"} {
 		if _, err := db.ExecContext(ctx, stmt); err != nil {
 			return fmt.Errorf("replication: promote: %s: %w", stmt, err)
 		}
@@ -259,7 +333,8 @@ type Source struct {
 // the GTIDs it has itself (fromBinlog: an old primary rejoining, whose own
 // writes are in its binary log) or those it applied as a replica.
 func Follow(ctx context.Context, db *sql.DB, src Source, fromBinlog bool) error {
-	stmts := []string{"SET GLOBAL read_only = 1", "SET GLOBAL rpl_semi_sync_master_enabled = 0", "STOP SLAVE"}
+	stmts := []string{"SET GLOBAL read_only = 1", "SET GLOBAL rpl_semi_sync_master_enabled = 0",
+		"SET GLOBAL rpl_semi_sync_slave_enabled = 1", "STOP SLAVE"}
 	if fromBinlog {
 		stmts = append(stmts, "RESET SLAVE ALL", "SET GLOBAL gtid_slave_pos = @@GLOBAL.gtid_binlog_pos")
 	}
@@ -276,6 +351,46 @@ func Follow(ctx context.Context, db *sql.DB, src Source, fromBinlog bool) error 
 		return fmt.Errorf("replication: start slave: %w", err)
 	}
 	return nil
+}
+
+// WaitNoReplica sets db's rpl_semi_sync_master_wait_no_slave (see
+// Promote).
+func WaitNoReplica(ctx context.Context, db *sql.DB, wait bool) error {
+	if _, err := db.ExecContext(ctx, "SET GLOBAL rpl_semi_sync_master_wait_no_slave = ?", boolInt(wait)); err != nil {
+		return fmt.Errorf("replication: wait_no_slave: %w", err)
+	}
+	return nil
+}
+
+// SemiSync reports whether db's server is a semi-sync primary now
+// (Rpl_semi_sync_master_status: off when it degraded to asynchronous
+// replication) and how many semi-sync replicas are connected to it.
+func SemiSync(ctx context.Context, db *sql.DB) (on bool, clients int, err error) {
+	rows, err := db.QueryContext(ctx, "SHOW GLOBAL STATUS WHERE Variable_name IN ('Rpl_semi_sync_master_status', 'Rpl_semi_sync_master_clients')")
+	if err != nil {
+		return false, 0, fmt.Errorf("replication: semi-sync status: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name, value string
+		if err := rows.Scan(&name, &value); err != nil {
+			return false, 0, fmt.Errorf("replication: semi-sync status: %w", err)
+		}
+		switch strings.ToLower(name) {
+		case "rpl_semi_sync_master_status":
+			on = value == "ON"
+		case "rpl_semi_sync_master_clients":
+			clients, _ = strconv.Atoi(value)
+		}
+	}
+	return on, clients, rows.Err()
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // SetTimeout sets db's semi-sync timeout (see ServerArgs).

@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
@@ -27,7 +28,11 @@ func Open(dsn string, maxConns int) (*sql.DB, error) {
 
 // connector is the driver's connector of dsn with hongbao's session
 // settings (see Open).
-func connector(dsn string) (driver.Connector, error) {
+func connector(dsn string) (driver.Connector, error) { return connectorDial(dsn, nil) }
+
+// connectorDial is connector with its own dial function (nil: the
+// driver's).
+func connectorDial(dsn string, dial func(ctx context.Context, network, addr string) (net.Conn, error)) (driver.Connector, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("schema: parse dsn: %w", err)
@@ -46,6 +51,9 @@ func connector(dsn string) (driver.Connector, error) {
 	cfg.Params["time_zone"] = "'+00:00'"
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 3 * time.Second
+	}
+	if dial != nil {
+		cfg.DialFunc = dial
 	}
 	c, err := mysql.NewConnector(cfg)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 
@@ -16,8 +17,11 @@ import (
 // failover without a restart. After To, new connections dial the new DSN;
 // a connection to the old one is dropped as soon as database/sql looks at
 // it (returned to the pool: driver.Validator; taken from it:
-// driver.SessionResetter), and idle ones at once. A transaction in flight
-// on the old server finishes there (or fails: the old primary is fenced).
+// driver.SessionResetter), and idle ones at once. A statement in flight on
+// the old server fails: its network connection is closed (the old primary
+// may be paused, and a read from it would wait forever); a commit that was
+// under way has an unknown outcome, as when the fence kills it, and the
+// caller retries (opens and sends are idempotent).
 type Switch struct {
 	db    *sql.DB
 	conns int
@@ -25,11 +29,60 @@ type Switch struct {
 	cur   atomic.Pointer[target]
 }
 
-// target is one DSN's connector and its generation.
+// target is one DSN's connector and its generation, with the network
+// connections it dialed that are still open.
 type target struct {
 	dsn  string
 	gen  uint64
 	conn driver.Connector
+
+	mu     sync.Mutex
+	closed bool
+	nets   map[net.Conn]struct{}
+}
+
+// dial dials addr and keeps the connection until it is closed or the
+// target is left.
+func (t *target) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		c.Close()
+		return nil, fmt.Errorf("schema: switch: %s was left for another server", addr)
+	}
+	tc := &trackedConn{Conn: c, t: t}
+	t.nets[tc] = struct{}{}
+	return tc, nil
+}
+
+// leave closes every network connection of t: statements in flight on
+// them fail at once.
+func (t *target) leave() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.closed = true
+	for c := range t.nets {
+		c.(*trackedConn).Conn.Close()
+	}
+	clear(t.nets)
+}
+
+// trackedConn is a network connection of a target.
+type trackedConn struct {
+	net.Conn
+	t *target
+}
+
+func (c *trackedConn) Close() error {
+	c.t.mu.Lock()
+	delete(c.t.nets, c)
+	c.t.mu.Unlock()
+	return c.Conn.Close()
 }
 
 // OpenSwitch opens a switchable pool on dsn with Open's session settings.
@@ -57,9 +110,11 @@ func (s *Switch) To(dsn string) (bool, error) {
 	if s.cur.Load().dsn == dsn {
 		return false, nil
 	}
+	old := s.cur.Load()
 	if err := s.set(dsn); err != nil {
 		return false, err
 	}
+	old.leave()
 	// Close the idle connections now: they would be dropped when taken
 	// anyway, but an idle connection to a fenced server is no use.
 	s.db.SetMaxIdleConns(0)
@@ -68,15 +123,16 @@ func (s *Switch) To(dsn string) (bool, error) {
 }
 
 func (s *Switch) set(dsn string) error {
-	c, err := connector(dsn)
+	t := &target{dsn: dsn, gen: 1, nets: map[net.Conn]struct{}{}}
+	if old := s.cur.Load(); old != nil {
+		t.gen = old.gen + 1
+	}
+	c, err := connectorDial(dsn, t.dial)
 	if err != nil {
 		return err
 	}
-	gen := uint64(1)
-	if old := s.cur.Load(); old != nil {
-		gen = old.gen + 1
-	}
-	s.cur.Store(&target{dsn: dsn, gen: gen, conn: c})
+	t.conn = c
+	s.cur.Store(t)
 	return nil
 }
 

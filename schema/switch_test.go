@@ -36,8 +36,10 @@ func prepares(t *testing.T, db *sql.DB) int64 {
 // TestSwitch: a switchable pool behaves like Open's (session settings,
 // one round trip per statement, several statements per call, the
 // driver's argument conversion, transaction options), and after To every
-// new use reaches the new server while a transaction begun before
-// finishes on the old one, whose connection is then dropped.
+// new use reaches the new server, while a transaction begun before and a
+// statement in flight on the old one fail at once (the old server may be
+// paused: a read from it would wait forever) and their connections are
+// dropped.
 func TestSwitch(t *testing.T) {
 	ctx := context.Background()
 	a, b := dbtest.DB(t, "a", 2), dbtest.DB(t, "b", 2)
@@ -96,6 +98,11 @@ func TestSwitch(t *testing.T) {
 		}
 		ids[i] = id
 	}
+	// A fourth connection (not one of those), busy on a when it switches.
+	hanging, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range conns[:2] {
 		c.Close()
 	}
@@ -103,22 +110,35 @@ func TestSwitch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	slept := make(chan error, 1)
+	// On the server the sleep goes on (it notices no closed socket): the
+	// pool's side is what matters.
+	go func() { _, err := hanging.ExecContext(ctx, "DO SLEEP(60)"); slept <- err }()
+	time.Sleep(200 * time.Millisecond)
+	began := time.Now()
 	if switched, err := sw.To(dbtest.DSN(t, "b")); err != nil || !switched {
 		t.Fatalf("To: %v, %v", switched, err)
 	}
 	if switched, _ := sw.To(dbtest.DSN(t, "b")); switched {
 		t.Error("To the same DSN switched again")
 	}
+	select {
+	case err := <-slept:
+		if err == nil {
+			t.Error("a statement in flight on the old server succeeded after the switch")
+		}
+		t.Logf("the statement in flight failed %v after the switch: %v", time.Since(began).Round(time.Millisecond), err)
+	case <-time.After(5 * time.Second):
+		t.Error("a statement in flight on the old server still waits 5 s after the switch")
+	}
+	hanging.Close()
 	for range 8 {
 		if got := port(t, db); got != pb {
 			t.Fatalf("after the switch: port %d; want %d", got, pb)
 		}
 	}
-	if got := port(t, tx); got != pa {
-		t.Errorf("the transaction begun before: port %d; want %d (it finishes where it began)", got, pa)
-	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
+	if err := tx.Commit(); err == nil {
+		t.Error("a transaction begun on the old server committed after the switch")
 	}
 	conns[2].Close()
 	for range 8 {

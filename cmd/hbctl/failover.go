@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -56,7 +58,7 @@ import (
 // stopped process accepts TCP connections and answers nothing).
 const dbTimeout = 5 * time.Second
 
-func cmdFailover(ctx context.Context, e *env, verb, name, cfgPath, to string) error {
+func cmdFailover(ctx context.Context, e *env, verb, name, cfgPath string, o failoverOptions) error {
 	cfg, err := configs.Load(cfgPath, e.environ)
 	if err != nil {
 		return err
@@ -81,7 +83,7 @@ func cmdFailover(ctx context.Context, e *env, verb, name, cfgPath, to string) er
 	if verb == "rejoin" {
 		return f.rejoinAll(ctx)
 	}
-	return f.run(ctx, meta, to)
+	return f.run(ctx, meta, o)
 }
 
 // failover is one failover or rejoin of a SET's MySQL.
@@ -110,93 +112,196 @@ func (f *failover) adminWait(dsn string, read time.Duration) (*sql.DB, error) {
 
 func (f *failover) say(format string, args ...any) { fmt.Fprintf(f.e.stdout, format+"\n", args...) }
 
-// run fails SET f.set over to replica to (default: its first).
-func (f *failover) run(ctx context.Context, meta *sql.DB, to string) error {
+// failoverOptions are hbctl set failover's flags.
+type failoverOptions struct {
+	to         string // the replica to promote; "": the most advanced
+	singleCopy bool   // --accept-single-copy
+}
+
+// candidate is a replica that stopped receiving from the old primary and
+// applied all it received.
+type candidate struct {
+	dsn string
+	pos replication.State // Gtid_IO_Pos: everything it received
+	raw string
+}
+
+// run fails SET f.set over to its most advanced replica (or o.to).
+func (f *failover) run(ctx context.Context, meta *sql.DB, o failoverOptions) error {
 	s := f.set
 	if len(s.Replicas) == 0 {
 		return fmt.Errorf("SET %s has no replica to fail over to (sets[].replicas, hbctl set add --replicas)", s.Name)
 	}
-	if to == "" {
-		to = s.Replicas[0]
-	}
-	if !slices.Contains(s.Replicas, to) {
-		return usageError{fmt.Sprintf("flag --to: %q is not a replica of SET %s (%s)", to, s.Name, strings.Join(s.Replicas, " "))}
+	if o.to != "" && !slices.Contains(s.Replicas, o.to) {
+		return usageError{fmt.Sprintf("flag --to: %q is not a replica of SET %s (%s)", o.to, s.Name, strings.Join(s.Replicas, " "))}
 	}
 	began := time.Now()
-	newDB, err := f.admin(to)
+	fenced, err := f.fenceOld(ctx)
 	if err != nil {
 		return err
 	}
-	defer newDB.Close()
-	oldDB, err := f.admin(s.MySQLDSN)
+	cands, err := f.stopReceiving(ctx, fenced)
 	if err != nil {
 		return err
 	}
-	defer oldDB.Close()
+	best, err := pick(cands, o.to)
+	if err != nil {
+		return err
+	}
+	others := slices.DeleteFunc(slices.Clone(cands), func(c candidate) bool { return c.dsn == best.dsn })
+	if err := f.promote(ctx, best, len(others) == 0 && o.singleCopy); err != nil {
+		return err
+	}
 
-	// 1. Fence the old primary, or 2. stop listening to it.
-	var wait string
-	fctx, cancel := context.WithTimeout(ctx, dbTimeout)
-	err = replication.Fence(fctx, oldDB)
-	if err == nil {
-		wait, err = replication.BinlogPos(fctx, oldDB)
-	}
-	cancel()
-	if err == nil {
-		f.say("fenced the old primary %s (read_only, connections killed) at GTID %q", addrOf(s.MySQLDSN), wait)
-	} else {
-		f.say("old primary %s does not answer (%v): not fenced; the replicas stop receiving from it, "+
-			"so it can acknowledge no commit (semi-sync without degrade)", addrOf(s.MySQLDSN), err)
-		for _, r := range s.Replicas {
-			if err := f.on(ctx, r, func(ctx context.Context, db *sql.DB) error { return replication.StopIO(ctx, db) }); err != nil {
-				if r == to {
-					return fmt.Errorf("replica %s: %w", addrOf(r), err)
-				}
-				f.say("replica %s: %v (left as is)", addrOf(r), err)
-			}
+	// The other replicas follow the new primary before it is published,
+	// so that its first commits find a replica to acknowledge them.
+	f.set.MySQLDSN = best.dsn
+	followers := 0
+	for _, c := range others {
+		if err := f.rejoin(ctx, c.dsn); err != nil {
+			f.say("replica %s: %v", addrOf(c.dsn), err)
+			continue
 		}
-		st, err := replication.ReplicaStatus(ctx, newDB)
-		if err != nil {
-			return err
-		}
-		wait = st.IOPos
-		f.say("replica %s received up to GTID %q", addrOf(to), wait)
+		followers++
 	}
-
-	// 3. Wait until the replica applied it all: MASTER_GTID_WAIT holds
-	// the connection up to wait_applied, longer than admin's read timeout.
-	if err := f.waitApplied(ctx, to, wait); err != nil {
-		return fmt.Errorf("replica %s: %w (nothing was promoted; the old primary stays fenced)", addrOf(to), err)
-	}
-	f.say("replica %s applied everything up to %q", addrOf(to), wait)
-
-	// 4. Promote it.
-	if err := replication.Promote(ctx, newDB); err != nil {
-		return err
-	}
-	if err := replication.SetTimeout(ctx, newDB, f.cfg.SemiSyncTimeout.D()); err != nil {
-		return err
-	}
-	pos, _ := replication.BinlogPos(ctx, newDB)
-	f.say("promoted %s (writable, semi-sync primary) at GTID %q", addrOf(to), pos)
-
-	// 5. Publish it.
-	replicas := append(slices.DeleteFunc(slices.Clone(s.Replicas), func(r string) bool { return r == to }), s.MySQLDSN)
-	v, err := topology.Failover(ctx, meta, s.Name, to, replicas)
+	replicas := append(slices.DeleteFunc(slices.Clone(s.Replicas), func(r string) bool { return r == best.dsn }), s.MySQLDSN)
+	v, err := topology.Failover(ctx, meta, s.Name, best.dsn, replicas)
 	if err != nil {
-		return fmt.Errorf("%w (the promoted %s is writable: publish it by running failover again with --to it)", err, addrOf(to))
+		return fmt.Errorf("%w (the promoted %s is writable: publish it by running failover again with --to it)", err, addrOf(best.dsn))
 	}
+	f.set.Replicas = replicas
 	f.say("SET %s's MySQL is %s at topology version %d (failover took %v); servers and settlers follow within a second.",
-		s.Name, addrOf(to), v, time.Since(began).Round(time.Millisecond))
-
-	// The other replicas follow the new primary.
-	f.set.MySQLDSN, f.set.Replicas = to, replicas
-	for _, r := range replicas[:len(replicas)-1] {
-		if err := f.rejoin(ctx, r); err != nil {
-			f.say("replica %s: %v", addrOf(r), err)
-		}
+		s.Name, addrOf(best.dsn), v, time.Since(began).Round(time.Millisecond))
+	switch {
+	case followers > 0:
+		f.say("%d replica(s) follow it: the SET keeps writing, each commit on two machines", followers)
+	case o.singleCopy:
+		f.say("WARNING: no replica follows it and --accept-single-copy: it replicates asynchronously, commits "+
+			"are acknowledged on this one machine until a replica connects (hbctl set rejoin %s)", s.Name)
+	default:
+		f.say("WARNING: no replica follows it: every commit waits for one (semi-sync, wait forever), the SET's "+
+			"writes stall until a replica connects (hbctl set rejoin %s, or a fresh copy); "+
+			"--accept-single-copy would have let it write on one machine", s.Name)
 	}
 	f.say("the old primary %s: hbctl set rejoin %s makes it a replica once it runs", addrOf(s.MySQLDSN), s.Name)
+	return nil
+}
+
+// fenceOld fences the old primary where it answers; it reports whether it
+// did and the GTID position it stopped at.
+func (f *failover) fenceOld(ctx context.Context) (pos string, err error) {
+	old := f.set.MySQLDSN
+	db, err := f.admin(old)
+	if err != nil {
+		return "", err
+	}
+	defer db.Close()
+	// A paused server accepts the connection and answers nothing: a
+	// primary that does not answer a ping within 2 s is treated as gone.
+	pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)
+	err = db.PingContext(pctx)
+	pcancel()
+	fctx, cancel := context.WithTimeout(ctx, 2*dbTimeout)
+	defer cancel()
+	if err == nil {
+		err = replication.Fence(fctx, db)
+	}
+	if err == nil {
+		pos, err = replication.BinlogPos(fctx, db)
+	}
+	if err != nil {
+		f.say("old primary %s does not answer (%v): not fenced; the replicas stop receiving from it, "+
+			"so it can acknowledge no commit (semi-sync without degrade)", addrOf(old), err)
+		return "", nil
+	}
+	f.say("fenced the old primary %s (read_only, connections killed twice) at GTID %q", addrOf(old), pos)
+	return pos, nil
+}
+
+// stopReceiving lets each replica apply what the fenced old primary wrote
+// (fenced: its position), stops every replica's receiving thread, and
+// waits until each applied what it received. Unless the old primary was
+// fenced, a replica that cannot be stopped refuses the failover: it might
+// still acknowledge the old primary's commits. One that refuses the
+// connection is down and acknowledges nothing.
+func (f *failover) stopReceiving(ctx context.Context, fenced string) ([]candidate, error) {
+	if fenced != "" {
+		for _, r := range f.set.Replicas {
+			if err := f.waitApplied(ctx, r, fenced); err != nil {
+				f.say("replica %s: %v", addrOf(r), err)
+			}
+		}
+	}
+	var cands []candidate
+	for _, r := range f.set.Replicas {
+		var st replication.Status
+		err := f.on(ctx, r, func(ctx context.Context, db *sql.DB) (err error) {
+			if err := replication.StopIO(ctx, db); err != nil {
+				return err
+			}
+			st, err = replication.ReplicaStatus(ctx, db)
+			return err
+		})
+		switch {
+		case err != nil && (fenced != "" || errors.Is(err, syscall.ECONNREFUSED)):
+			f.say("replica %s is not a candidate: %v", addrOf(r), err)
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("replica %s does not answer (%w): it might still acknowledge the old primary's "+
+				"commits, nothing was promoted; stop it (or make it unreachable from the old primary) and run failover again", addrOf(r), err)
+		}
+		if err := f.waitApplied(ctx, r, st.IOPos); err != nil {
+			f.say("replica %s is not a candidate: %v", addrOf(r), err)
+			continue
+		}
+		pos, err := replication.ParseState(st.IOPos)
+		if err != nil {
+			return nil, err
+		}
+		f.say("replica %s received and applied up to GTID %q", addrOf(r), st.IOPos)
+		cands = append(cands, candidate{dsn: r, pos: pos, raw: st.IOPos})
+	}
+	if len(cands) == 0 {
+		return nil, fmt.Errorf("SET %s: no replica can be promoted (nothing was promoted)", f.set.Name)
+	}
+	return cands, nil
+}
+
+// pick returns the most advanced candidate (the first of them when
+// several received the same), or to, which must be as advanced.
+func pick(cands []candidate, to string) (candidate, error) {
+	best := cands[0]
+	for _, c := range cands[1:] {
+		if replication.Behind(best.pos, c.pos) {
+			best = c
+		}
+	}
+	if to == "" {
+		return best, nil
+	}
+	for _, c := range cands {
+		if c.dsn == to {
+			if replication.Behind(c.pos, best.pos) {
+				return candidate{}, fmt.Errorf("flag --to: %s received up to %q, %s more (%q): promoting it would lose transactions; nothing was promoted",
+					addrOf(to), c.raw, addrOf(best.dsn), best.raw)
+			}
+			return c, nil
+		}
+	}
+	return candidate{}, fmt.Errorf("flag --to: %s cannot be promoted (see above); nothing was promoted", addrOf(to))
+}
+
+// promote makes c the primary: writable, a semi-sync primary with the
+// configured timeout; singleCopy lets it replicate asynchronously while no
+// replica is connected.
+func (f *failover) promote(ctx context.Context, c candidate, singleCopy bool) error {
+	err := f.on(ctx, c.dsn, func(ctx context.Context, db *sql.DB) error {
+		return replication.Promote(ctx, db, f.cfg.SemiSyncTimeout.D(), !singleCopy)
+	})
+	if err != nil {
+		return fmt.Errorf("promote %s: %w", addrOf(c.dsn), err)
+	}
+	f.say("promoted %s (writable, semi-sync primary) at GTID %q", addrOf(c.dsn), c.raw)
 	return nil
 }
 
@@ -252,6 +357,15 @@ func (f *failover) rejoinAll(ctx context.Context) error {
 		}
 		if err := f.rejoin(ctx, r); err != nil {
 			failed = append(failed, fmt.Sprintf("%s: %v", addrOf(r), err))
+		}
+	}
+	if len(failed) < len(f.set.Replicas) {
+		// A replica follows: a primary promoted with --accept-single-copy
+		// waits for acknowledgements again, even if it loses it later.
+		if err := f.on(ctx, f.set.MySQLDSN, func(ctx context.Context, db *sql.DB) error {
+			return replication.WaitNoReplica(ctx, db, true)
+		}); err != nil {
+			failed = append(failed, fmt.Sprintf("the primary %s: %v", addrOf(f.set.MySQLDSN), err))
 		}
 	}
 	if len(failed) > 0 {

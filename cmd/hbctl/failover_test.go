@@ -126,34 +126,77 @@ func (l *timedLoad) check(t *testing.T, c *clustertest.Cluster, set string, sinc
 	return gap
 }
 
-// TestFailoverKilledPrimary: SET b's primary MariaDB is killed (-9) under
-// load; hbctl set failover promotes its replica. No client sees an error
-// (503s are retried), no acknowledged open is lost, no share is doubled,
-// verify holds; the time SET b acknowledged no open is logged.
+// TestFailoverKilledPrimary: SET b (a primary and 2 replicas) loses its
+// primary MariaDB (kill -9) under load; hbctl set failover promotes the
+// most advanced replica and points the other at it, so SET b keeps
+// writing, each commit on two machines. No client sees an error (503s are
+// retried), no acknowledged open is lost, no share is doubled, verify
+// holds; the time SET b acknowledged no open is logged.
 func TestFailoverKilledPrimary(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{DevGrant: 1_000_000_000, Replicated: []string{"b"}})
+	c := clustertest.Start(t, clustertest.Options{DevGrant: 1_000_000_000, Replicated: []string{"b"}, Replicas: 2})
 	b := c.Set("b")
 	l := &timedLoad{}
 	stop := make(chan struct{})
 	wg := l.run(c, 16, stop)
 	time.Sleep(3 * time.Second)
-	b.Pair.Primary.Stop()
+	b.Group.Primary.Stop()
 	killed := time.Now()
 	out := c.MustCtl(t, "set", "failover", "b")
 	took := time.Since(killed)
 	t.Logf("hbctl set failover b (%v):\n%s", took.Round(time.Millisecond), out)
-	if !strings.Contains(out, "does not answer") || !strings.Contains(out, "promoted 127.0.0.1:") {
-		t.Errorf("failover's report lacks the unreachable primary or the promotion:\n%s", out)
+	for _, want := range []string{"does not answer", "promoted 127.0.0.1:", "1 replica(s) follow it"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("failover's report lacks %q:\n%s", want, out)
+		}
 	}
 	time.Sleep(4 * time.Second)
 	close(stop)
 	wg.Wait()
-	if m := c.Follow(t, "b"); m != b.Pair.Replica {
-		t.Fatalf("SET b's MySQL after the failover is not its replica")
+	m := c.Follow(t, "b")
+	if m == b.Group.Primary {
+		t.Fatalf("SET b's MySQL after the failover is still its old primary")
 	}
+	checkFollowers(t, b.Group, m, b.Group.Primary)
 	gap := l.check(t, c, "b", killed)
 	t.Logf("SET b without acknowledged opens for %v after its primary was killed (hbctl set failover took %v)",
 		gap.Round(time.Millisecond), took.Round(time.Millisecond))
+}
+
+// checkFollowers fails the test unless every member of g but primary and
+// gone replicates from primary, semi-synchronously, and applied all it
+// wrote.
+func checkFollowers(t *testing.T, g *dbtest.Group, primary, gone *dbtest.MariaDB) {
+	t.Helper()
+	ctx := context.Background()
+	pdb, err := schema.Open(primary.DSN, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pdb.Close()
+	pos, err := replication.BinlogPos(ctx, pdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range g.Members() {
+		if m == primary || m == gone {
+			continue
+		}
+		db, err := schema.Open(m.DSN, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := replication.ReplicaStatus(ctx, db)
+		if err != nil || st.MasterPort != primary.Port || st.IORunning != "Yes" || st.SQLRunning != "Yes" {
+			t.Errorf("replica on port %d: %+v %v; want replicating from port %d", m.Port, st, err, primary.Port)
+		} else if err := replication.WaitApplied(ctx, db, pos, 20*time.Second); err != nil {
+			t.Errorf("replica on port %d: %v", m.Port, err)
+		}
+		db.Close()
+	}
+	on, clients, err := replication.SemiSync(ctx, pdb)
+	if err != nil || !on || clients < 1 {
+		t.Errorf("the new primary: semi-sync %v with %d replicas (%v); want on with one at least", on, clients, err)
+	}
 }
 
 // details reads every share visible in a SET database's detail tables.
@@ -187,40 +230,44 @@ func details(t *testing.T, db *sql.DB) map[[2]int64]int64 {
 	return out
 }
 
-// TestFailoverPausedPrimary: SET b's primary is paused (SIGSTOP) under
-// load and failed over without being reachable; then it goes on
+// TestFailoverPausedPrimary: SET b's primary (2 replicas) is paused
+// (SIGSTOP) under load and failed over without being reachable; SET b
+// keeps writing on the new primary and its other replica; then it goes on
 // (SIGCONT). It commits nothing after the promotion: every share it shows
 // is on the new primary with the same amount, and what it has in its
 // binary log beyond the new primary is exactly what rejoin names as
 // errant (or, when there is nothing, rejoin makes it a replica that
 // follows the new primary).
 func TestFailoverPausedPrimary(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{DevGrant: 1_000_000_000, Replicated: []string{"b"}})
+	c := clustertest.Start(t, clustertest.Options{DevGrant: 1_000_000_000, Replicated: []string{"b"}, Replicas: 2})
 	b := c.Set("b")
 	l := &timedLoad{}
 	stop := make(chan struct{})
 	wg := l.run(c, 16, stop)
 	time.Sleep(3 * time.Second)
-	if err := b.Pair.Primary.Pause(); err != nil {
+	if err := b.Group.Primary.Pause(); err != nil {
 		t.Fatal(err)
 	}
 	paused := time.Now()
 	out := c.MustCtl(t, "set", "failover", "b")
 	t.Logf("hbctl set failover b with its primary paused (%v):\n%s", time.Since(paused).Round(time.Millisecond), out)
+	if !strings.Contains(out, "1 replica(s) follow it") {
+		t.Errorf("failover's report lacks the other replica following:\n%s", out)
+	}
 	time.Sleep(4 * time.Second)
 	close(stop)
 	wg.Wait()
-	c.Follow(t, "b")
+	checkFollowers(t, b.Group, c.Follow(t, "b"), b.Group.Primary)
 	gap := l.check(t, c, "b", paused)
 	t.Logf("SET b without acknowledged opens for %v after its primary was paused", gap.Round(time.Millisecond))
 
-	oldDB, err := schema.Open(b.Pair.Primary.DSN, 2)
+	oldDB, err := schema.Open(b.Group.Primary.DSN, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer oldDB.Close()
 	newDB := c.DB("b")
-	if err := b.Pair.Primary.Resume(); err != nil {
+	if err := b.Group.Primary.Resume(); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(3 * time.Second)
@@ -278,7 +325,7 @@ func TestReplicaDown(t *testing.T) {
 	b := c.Set("b")
 	bs := bucketsOf(t, c, "b")
 	id, shares := sendInto(t, c, bs[0], 3, 1)
-	b.Pair.Replica.Stop()
+	b.Group.Replicas[0].Stop()
 	u := user()
 	began := time.Now()
 	o := c.Client.Open(u, id.String())
@@ -295,7 +342,7 @@ func TestReplicaDown(t *testing.T) {
 	if waiting < 1 {
 		t.Errorf("%d sessions wait for the replica's acknowledgement; want at least 1", waiting)
 	}
-	if err := b.Pair.Replica.Restart(); err != nil {
+	if err := b.Group.Replicas[0].Restart(); err != nil {
 		t.Fatal(err)
 	}
 	o = c.Client.Retrying(30*time.Second).Open(u, id.String())
@@ -308,7 +355,7 @@ func TestReplicaDown(t *testing.T) {
 	if len(p.Shares) != 2 {
 		t.Errorf("packet %s has %d shares; want 2 (one before, one while the replica was down)", id, len(p.Shares))
 	}
-	replica, err := schema.Open(b.Pair.Replica.DSN, 2)
+	replica, err := schema.Open(b.Group.Replicas[0].DSN, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,6 +368,110 @@ func TestReplicaDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameShares(t, "the packet on the replica", dbtest.ReadPacket(t, replica, id).Shares, shares)
+	waitOutbox(t, c)
+	c.CheckInvariants(t)
+}
+
+// semiSync is a semi-sync status counter of db's server:
+// Rpl_semi_sync_master_wait_sessions (commits waiting for an
+// acknowledgement), Rpl_semi_sync_master_no_tx (commits no replica
+// acknowledged).
+func semiSync(t *testing.T, db *sql.DB, name string) int {
+	t.Helper()
+	var n int
+	if err := db.QueryRow("SHOW GLOBAL STATUS LIKE ?", name).Scan(new(string), &n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestFailoverSingleReplica: the policy of a SET with one replica. By
+// default a failover leaves the promoted primary waiting for a replica:
+// an open on SET b is answered 503 and its commit waits, unseen, until
+// rejoin makes the old primary its replica; then the retried open gets
+// exactly the committed share. With --accept-single-copy the promoted
+// lone primary writes at once (asynchronously, on one machine) and rejoin
+// makes it wait for acknowledgements again (wait_no_slave back on,
+// semi-sync on once its replica is connected).
+func TestFailoverSingleReplica(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Options{DevGrant: 1_000_000_000, Replicated: []string{"b"}})
+	g := c.Set("b").Group
+	p, r := g.Primary, g.Replicas[0]
+	bs := bucketsOf(t, c, "b")
+	id, shares := sendInto(t, c, bs[0], 10, 1)
+
+	// Default: wait.
+	p.Stop()
+	out := c.MustCtl(t, "set", "failover", "b")
+	t.Logf("hbctl set failover b:\n%s", out)
+	if !strings.Contains(out, "no replica follows it") || !strings.Contains(out, "stall") {
+		t.Errorf("failover of a SET with one replica does not warn that its writes stall:\n%s", out)
+	}
+	if c.Follow(t, "b") != r {
+		t.Fatal("SET b's MySQL is not its replica after the failover")
+	}
+	time.Sleep(2 * time.Second) // the servers follow within a second
+	u := user()
+	o := c.Client.Open(u, id.String())
+	if o.Status != http.StatusServiceUnavailable {
+		t.Fatalf("open on the lone promoted primary: %v; want 503 (its commit waits for a replica)", o)
+	}
+	if n := semiSync(t, c.DB("b"), "Rpl_semi_sync_master_wait_sessions"); n < 1 {
+		t.Errorf("%d commits wait for an acknowledgement on the lone primary; want 1 at least", n)
+	}
+	if got := dbtest.ReadPacket(t, c.DB("b"), id).Shares; len(got) != 1 {
+		t.Errorf("shares visible while the commit waits: %v; want only the first", got)
+	}
+	if err := p.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	out = c.MustCtl(t, "set", "rejoin", "b")
+	t.Logf("hbctl set rejoin b:\n%s", out)
+	o = c.Client.Retrying(30*time.Second).Open(u, id.String())
+	if o.Status != http.StatusOK || (o.Body.Status != hongbao.Opened && o.Body.Status != hongbao.AlreadyOpened) {
+		t.Fatalf("open after rejoin: %v", o)
+	}
+	shares[u] = o.Body.Amount
+	sameShares(t, "after rejoin", dbtest.CheckPacket(t, c.DB("b"), id).Shares, shares)
+	checkFollowers(t, g, r, nil)
+
+	// --accept-single-copy: the lone primary writes on one machine.
+	r.Stop()
+	out = c.MustCtl(t, "set", "failover", "b", "--accept-single-copy")
+	t.Logf("hbctl set failover b --accept-single-copy:\n%s", out)
+	if c.Follow(t, "b") != p || !strings.Contains(out, "--accept-single-copy: it replicates asynchronously") {
+		t.Fatalf("failover --accept-single-copy: SET b's MySQL is not the old primary, or no warning:\n%s", out)
+	}
+	time.Sleep(2 * time.Second)
+	unacked := semiSync(t, c.DB("b"), "Rpl_semi_sync_master_no_tx")
+	u = user()
+	began := time.Now()
+	o = c.Client.Retrying(20*time.Second).Open(u, id.String())
+	if o.Status != http.StatusOK || o.Body.Status != hongbao.Opened {
+		t.Fatalf("open on the lone primary with --accept-single-copy: %v", o)
+	}
+	t.Logf("opened on the lone primary %v after the failover", time.Since(began).Round(time.Millisecond))
+	shares[u] = o.Body.Amount
+	if n := semiSync(t, c.DB("b"), "Rpl_semi_sync_master_no_tx"); n <= unacked {
+		t.Errorf("the lone primary counts %d commits without an acknowledgement, %d before the open; want more (asynchronous)", n, unacked)
+	}
+	if err := r.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	out = c.MustCtl(t, "set", "rejoin", "b")
+	t.Logf("hbctl set rejoin b:\n%s", out)
+	var wait int
+	if err := c.DB("b").QueryRow("SELECT @@GLOBAL.rpl_semi_sync_master_wait_no_slave").Scan(&wait); err != nil || wait != 1 {
+		t.Errorf("wait_no_slave after rejoin: %d, %v; want 1", wait, err)
+	}
+	u = user()
+	o = c.Client.Retrying(20*time.Second).Open(u, id.String())
+	if o.Status != http.StatusOK || o.Body.Status != hongbao.Opened {
+		t.Fatalf("open after the second rejoin: %v", o)
+	}
+	shares[u] = o.Body.Amount
+	checkFollowers(t, g, p, nil)
+	sameShares(t, "at the end", dbtest.CheckPacket(t, c.DB("b"), id).Shares, shares)
 	waitOutbox(t, c)
 	c.CheckInvariants(t)
 }

@@ -58,14 +58,16 @@ type Options struct {
 	// DevGrant is the configuration's dev_grant: when positive the router
 	// serves the red-packet page's dev sign-in and top-up.
 	DevGrant int64
-	// Replicated names the SETs whose MariaDB is a replicated pair
-	// (dbtest.StartReplicated: a primary and a read-only replica,
+	// Replicated names the SETs whose MariaDB is a replicated group
+	// (dbtest.StartReplicated: a primary and Replicas read-only replicas,
+	// at least 1,
 	// semi-sync AFTER_SYNC, SemiSyncTimeout, 0 waiting forever): the
 	// configuration lists the replica, the servers connect as the
 	// application's account (which read_only stops) and hbctl set failover
 	// works. The meta and wallet databases stay on the first SET's MariaDB,
 	// so replicate and fail over another SET.
 	Replicated      []string
+	Replicas        int
 	SemiSyncTimeout time.Duration
 	// Spare SETs get their MariaDB, memcached and addresses but are in
 	// neither the configuration nor the topology, and run no process:
@@ -102,9 +104,9 @@ type Set struct {
 	Servers []string // process names of its servers: "a1", "a2"...
 	Addrs   []string // their listen addresses, in the same order
 	DSN     string   // its private MariaDB, root, no database selected
-	// Pair is its replicated MariaDB (Options.Replicated), nil otherwise;
+	// Group is its replicated MariaDB (Options.Replicated), nil otherwise;
 	// DSN is then its primary's at the start.
-	Pair      *dbtest.Pair
+	Group     *dbtest.Group
 	Memcached string   // its private memcached
 	Admin     []string // its servers' admin listeners, in the order of Addrs
 	// SettlerAdmin is its settler's admin listener ("" without settlers).
@@ -167,7 +169,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 		s := &all[i]
 		s.Name = string(rune('a' + i))
 		if slices.Contains(opts.Replicated, s.Name) {
-			wg.Go(func() { s.Pair = dbtest.StartReplicated(g, opts.SemiSyncTimeout); s.DSN = s.Pair.Primary.DSN })
+			wg.Go(func() { s.Group = dbtest.StartReplicated(g, opts.SemiSyncTimeout, opts.Replicas); s.DSN = s.Group.Primary.DSN })
 		} else {
 			wg.Go(func() { s.DSN = dbtest.StartMariaDB(g).DSN })
 		}
@@ -406,20 +408,20 @@ func (c *Cluster) DB(set string) *sql.DB {
 	return db.DB()
 }
 
-// Follow points DB(set) at the member of replicated SET set's pair that
+// Follow points DB(set) at the member of replicated SET set's group that
 // the meta database names its primary (after hbctl set failover), and
 // returns it.
 func (c *Cluster) Follow(t testing.TB, set string) *dbtest.MariaDB {
 	t.Helper()
 	s := c.Set(set)
-	if s.Pair == nil {
+	if s.Group == nil {
 		t.Fatalf("clustertest: SET %s is not replicated", set)
 	}
 	var dsn string
 	if err := c.DB(c.Sets[0].Name).QueryRow("SELECT mysql_dsn FROM hb_meta.sets WHERE name = ?", set).Scan(&dsn); err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range []*dbtest.MariaDB{s.Pair.Primary, s.Pair.Replica} {
+	for _, m := range s.Group.Members() {
 		if m.AppDSN() == dsn {
 			if _, err := c.dbs[set].To(m.DSN); err != nil {
 				t.Fatal(err)
@@ -427,7 +429,7 @@ func (c *Cluster) Follow(t testing.TB, set string) *dbtest.MariaDB {
 			return m
 		}
 	}
-	t.Fatalf("clustertest: SET %s's MySQL %q is neither of its pair", set, dsn)
+	t.Fatalf("clustertest: SET %s's MySQL %q is none of its group", set, dsn)
 	return nil
 }
 

@@ -89,13 +89,17 @@ shutdown_grace: 5s
 			addrs[i] = strconv.Quote(a)
 		}
 		dsn := s.DSN
-		if s.Pair != nil {
-			dsn = s.Pair.Primary.AppDSN()
+		if s.Group != nil {
+			dsn = s.Group.Primary.AppDSN()
 		}
 		fmt.Fprintf(&b, "  - name: %q\n    servers: [%s]\n    mysql_dsn: %q\n    memcached: [%q]\n",
 			s.Name, strings.Join(addrs, ", "), dsn, s.Memcached)
-		if s.Pair != nil {
-			fmt.Fprintf(&b, "    replicas: [%q]\n", s.Pair.Replica.AppDSN())
+		if s.Group != nil {
+			rs := make([]string, len(s.Group.Replicas))
+			for i, r := range s.Group.Replicas {
+				rs[i] = strconv.Quote(r.AppDSN())
+			}
+			fmt.Fprintf(&b, "    replicas: [%s]\n", strings.Join(rs, ", "))
 		}
 		writeAdmin(&b, s)
 	}

@@ -21,57 +21,64 @@ const (
 	ReplUser, ReplPassword = "repl", "repl"
 )
 
-// Pair is a replicated MariaDB: a primary and one read-only replica, with
-// GTIDs in strict mode and semi-synchronous replication waiting AFTER_SYNC
-// (replication.ServerArgs), both empty.
-type Pair struct {
-	Primary, Replica *MariaDB
+// Group is a replicated MariaDB: a primary and its read-only replicas,
+// with GTIDs in strict mode and semi-synchronous replication waiting
+// AFTER_SYNC (replication.ServerArgs), all empty.
+type Group struct {
+	Primary  *MariaDB
+	Replicas []*MariaDB
 }
 
-// StartReplicated starts a replicated pair for one test (semi-sync timeout
-// timeout; 0 waits forever, the default for money), removed when the test
-// ends. It may be called from any goroutine.
-func StartReplicated(t testing.TB, timeout time.Duration) *Pair {
+// StartReplicated starts a replicated group of a primary and replicas
+// replicas (at least 1) for one test (semi-sync timeout timeout; 0 waits
+// forever, the default for money), removed when the test ends. It may be
+// called from any goroutine.
+func StartReplicated(t testing.TB, timeout time.Duration, replicas int) *Group {
 	t.Helper()
-	p, err := LaunchReplicated(timeout)
+	g, err := LaunchReplicated(timeout, replicas)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(p.Remove)
-	return p
+	t.Cleanup(g.Remove)
+	return g
 }
 
-// LaunchReplicated starts a replicated pair for a tool; the caller removes
-// it.
-func LaunchReplicated(timeout time.Duration) (*Pair, error) {
-	p := &Pair{}
-	var errs [2]error
+// LaunchReplicated starts a replicated group for a tool; the caller
+// removes it.
+func LaunchReplicated(timeout time.Duration, replicas int) (*Group, error) {
+	replicas = max(replicas, 1)
+	g := &Group{Replicas: make([]*MariaDB, replicas)}
+	errs := make([]error, replicas+1)
 	var wg sync.WaitGroup
-	for i, m := range []**MariaDB{&p.Primary, &p.Replica} {
+	for i := range replicas + 1 {
 		args := replication.ServerArgs(i+1, timeout, i == 0)
-		if i == 1 {
-			args = append(args, "--read-only=1")
+		m := &g.Primary
+		if i > 0 {
+			args, m = append(args, "--read-only=1"), &g.Replicas[i-1]
 		}
 		wg.Go(func() { *m, errs[i] = launch(args...) })
 	}
 	wg.Wait()
-	if err := errors.Join(errs[:]...); err != nil {
-		p.Remove()
+	if err := errors.Join(errs...); err != nil {
+		g.Remove()
 		return nil, err
 	}
-	if err := p.setUp(); err != nil {
-		p.Remove()
+	if err := g.setUp(); err != nil {
+		g.Remove()
 		return nil, err
 	}
-	return p, nil
+	return g, nil
 }
 
-// setUp empties both binary logs, creates the accounts on each without
-// logging them, and starts the replica.
-func (p *Pair) setUp() error {
+// Members are the primary and the replicas.
+func (g *Group) Members() []*MariaDB { return append([]*MariaDB{g.Primary}, g.Replicas...) }
+
+// setUp empties every binary log, creates the accounts on each without
+// logging them, and starts the replicas.
+func (g *Group) setUp() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for _, m := range []*MariaDB{p.Primary, p.Replica} {
+	for _, m := range g.Members() {
 		db, err := schema.Open(m.DSN, 1)
 		if err != nil {
 			return err
@@ -90,17 +97,28 @@ func (p *Pair) setUp() error {
 		} {
 			if _, err := db.ExecContext(ctx, stmt); err != nil {
 				db.Close()
-				return fmt.Errorf("replicated pair: %s: %w", stmt, err)
+				return fmt.Errorf("replicated group: %s: %w", stmt, err)
 			}
 		}
 		db.Close()
 	}
-	db, err := schema.Open(p.Replica.DSN, 1)
+	for _, r := range g.Replicas {
+		if err := g.follow(ctx, r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// follow makes replica r replicate from the primary and waits until it
+// does.
+func (g *Group) follow(ctx context.Context, r *MariaDB) error {
+	db, err := schema.Open(r.DSN, 1)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	if err := replication.Follow(ctx, db, p.Source(p.Primary), false); err != nil {
+	if err := replication.Follow(ctx, db, g.Source(g.Primary), false); err != nil {
 		return err
 	}
 	for ctx.Err() == nil {
@@ -113,17 +131,17 @@ func (p *Pair) setUp() error {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return errors.New("replicated pair: the replica did not connect")
+	return fmt.Errorf("replicated group: the replica on port %d did not connect", r.Port)
 }
 
 // Source is m as a primary to replicate from.
-func (p *Pair) Source(m *MariaDB) replication.Source {
+func (g *Group) Source(m *MariaDB) replication.Source {
 	return replication.Source{Host: "127.0.0.1", Port: m.Port, User: ReplUser, Password: ReplPassword}
 }
 
-// Remove stops both and deletes their files.
-func (p *Pair) Remove() {
-	for _, m := range []*MariaDB{p.Primary, p.Replica} {
+// Remove stops every member and deletes their files.
+func (g *Group) Remove() {
+	for _, m := range g.Members() {
 		if m != nil {
 			m.Remove()
 		}

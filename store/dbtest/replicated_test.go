@@ -36,10 +36,10 @@ func status(t *testing.T, db *sql.DB, name string) string {
 // semi-sync waits AFTER_SYNC with the replica as its client; with the
 // replica gone a commit waits (the default) until it is back.
 func TestReplicatedPair(t *testing.T) {
-	p := dbtest.StartReplicated(t, 0)
+	p := dbtest.StartReplicated(t, 0, 1)
 	ctx := context.Background()
 	app, root := open(t, p.Primary.AppDSN()), open(t, p.Primary.DSN)
-	replApp, replRoot := open(t, p.Replica.AppDSN()), open(t, p.Replica.DSN)
+	replApp, replRoot := open(t, p.Replicas[0].AppDSN()), open(t, p.Replicas[0].DSN)
 	for _, q := range []string{"CREATE DATABASE x", "CREATE TABLE x.t (id INT PRIMARY KEY, v BIGINT)", "INSERT INTO x.t VALUES (1, 100)"} {
 		if _, err := app.Exec(q); err != nil {
 			t.Fatal(q, err)
@@ -105,9 +105,9 @@ func TestReplicatedPair(t *testing.T) {
 // TestReplicatedDegrades: with a timeout, a commit without the replica
 // returns after it (asynchronous from then on).
 func TestReplicatedDegrades(t *testing.T) {
-	p := dbtest.StartReplicated(t, 300*time.Millisecond)
+	p := dbtest.StartReplicated(t, 300*time.Millisecond, 1)
 	ctx := context.Background()
-	app, root, replRoot := open(t, p.Primary.AppDSN()), open(t, p.Primary.DSN), open(t, p.Replica.DSN)
+	app, root, replRoot := open(t, p.Primary.AppDSN()), open(t, p.Primary.DSN), open(t, p.Replicas[0].DSN)
 	if err := replication.StopIO(ctx, replRoot); err != nil {
 		t.Fatal(err)
 	}

@@ -65,6 +65,26 @@ func Errant(mine, theirs State) []Range {
 	return out
 }
 
+// Behind reports whether position a lacks transactions position b has:
+// in some domain b's last sequence number is higher (under
+// gtid_strict_mode sequence numbers grow in a domain whoever writes them).
+func Behind(a, b State) bool {
+	top := func(s State) map[uint32]uint64 {
+		m := map[uint32]uint64{}
+		for k, seq := range s {
+			m[k[0]] = max(m[k[0]], seq)
+		}
+		return m
+	}
+	ta := top(a)
+	for d, seq := range top(b) {
+		if seq > ta[d] {
+			return true
+		}
+	}
+	return false
+}
+
 // Range is the transactions From..To of one domain and server.
 type Range struct{ From, To GTID }
 

@@ -29,3 +29,31 @@ func TestErrant(t *testing.T) {
 		t.Error("ParseState(0-1): no error")
 	}
 }
+
+func TestBehind(t *testing.T) {
+	for _, c := range []struct {
+		a, b string
+		want bool
+	}{
+		{"0-1-10", "0-1-10", false},
+		{"0-1-9", "0-1-10", true},
+		{"0-1-10", "0-1-9", false},
+		{"0-2-12", "0-1-11", false}, // after a failover another server writes on
+		{"0-1-11", "0-2-12", true},
+		{"0-1-11", "0-1-11,1-1-1", true},
+		{"", "", false},
+		{"", "0-1-1", true},
+	} {
+		a, err := ParseState(c.a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := ParseState(c.b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := Behind(a, b); got != c.want {
+			t.Errorf("Behind(%q, %q) = %v; want %v", c.a, c.b, got, c.want)
+		}
+	}
+}

@@ -169,7 +169,10 @@ func Start(t testing.TB, opts Options) *Cluster {
 		s := &all[i]
 		s.Name = string(rune('a' + i))
 		if slices.Contains(opts.Replicated, s.Name) {
-			wg.Go(func() { s.Group = dbtest.StartReplicated(g, opts.SemiSyncTimeout, opts.Replicas); s.DSN = s.Group.Primary.DSN })
+			wg.Go(func() {
+				s.Group = dbtest.StartReplicated(g, opts.SemiSyncTimeout, opts.Replicas)
+				s.DSN = s.Group.Primary.DSN
+			})
 		} else {
 			wg.Go(func() { s.DSN = dbtest.StartMariaDB(g).DSN })
 		}

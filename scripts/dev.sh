@@ -109,13 +109,19 @@ semi_sync_ms() {
 # repl_args DIR SERVER_ID: the options of a member of a replicated SET
 # database (store/replication.ServerArgs): GTIDs in strict mode, every
 # applied transaction logged again, semi-sync waiting AFTER_SYNC. Its role
-# is in its data: a replica has a primary configured (master.info), is
-# read_only and no semi-sync master; a primary is a semi-sync master.
+# is in its data: a replica has a primary configured (master.info) or is
+# marked DIR.new-replica (being seeded, or an old primary that comes back
+# after a failover, until hbctl set rejoin), is read_only, no semi-sync
+# master and a semi-sync replica, whose crash recovery drops from its binary
+# log what it had not committed (an old primary's commits that waited for an
+# acknowledgement); a primary is a semi-sync master and no semi-sync
+# replica, whose crash recovery commits what is in its binary log (its
+# replica may have it already).
 repl_args() {
   local dir=$1 id=$2 master=1 ro=0
   if [ -f "$dir/master.info" ] || [ -f "$dir.new-replica" ]; then master=0; ro=1; fi
   echo --server-id="$id" --log-bin="$dir/binlog" --log-slave-updates=1 --binlog-format=ROW --sync-binlog=1 \
-    --gtid-strict-mode=1 --rpl-semi-sync-master-enabled=$master --rpl-semi-sync-slave-enabled=1 \
+    --gtid-strict-mode=1 --rpl-semi-sync-master-enabled=$master --rpl-semi-sync-slave-enabled=$ro \
     --rpl-semi-sync-master-wait-point=AFTER_SYNC --rpl-semi-sync-master-timeout="$(semi_sync_ms)" \
     --relay-log-recovery=1 --read-only=$ro
 }

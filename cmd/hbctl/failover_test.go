@@ -427,6 +427,9 @@ func TestFailoverSingleReplica(t *testing.T) {
 	}
 	out = c.MustCtl(t, "set", "rejoin", "b")
 	t.Logf("hbctl set rejoin b:\n%s", out)
+	if !strings.Contains(out, "from GTID \"0-") {
+		t.Errorf("rejoin does not name the GTID position the old primary replicates from:\n%s", out)
+	}
 	o = c.Client.Retrying(30*time.Second).Open(u, id.String())
 	if o.Status != http.StatusOK || (o.Body.Status != hongbao.Opened && o.Body.Status != hongbao.AlreadyOpened) {
 		t.Fatalf("open after rejoin: %v", o)

@@ -213,7 +213,7 @@ type Status struct {
 	IORunning  string // Slave_IO_Running: Yes, No, Connecting
 	SQLRunning string // Slave_SQL_Running
 	IOPos      string // Gtid_IO_Pos: the GTIDs received into the relay log
-	SlavePos   string // Gtid_Slave_Pos: the GTIDs applied
+	SlavePos   string // @@gtid_slave_pos: the GTIDs applied (SHOW SLAVE STATUS lacks Gtid_Slave_Pos)
 	LastError  string // the IO or SQL thread's last error
 }
 
@@ -246,10 +246,28 @@ func ReplicaStatus(ctx context.Context, db *sql.DB) (Status, error) {
 		return ""
 	}
 	s := Status{Configured: true, MasterHost: get("Master_Host"), IORunning: get("Slave_IO_Running"),
-		SQLRunning: get("Slave_SQL_Running"), IOPos: get("Gtid_IO_Pos"), SlavePos: get("Gtid_Slave_Pos")}
+		SQLRunning: get("Slave_SQL_Running"), IOPos: get("Gtid_IO_Pos")}
 	s.MasterPort, _ = strconv.Atoi(get("Master_Port"))
 	s.LastError = strings.TrimSpace(get("Last_IO_Error") + " " + get("Last_SQL_Error"))
-	return s, rows.Err()
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return Status{}, fmt.Errorf("replication: status: %w", err)
+	}
+	// Only SHOW ALL SLAVES STATUS has a Gtid_Slave_Pos column: the
+	// applied position is the global variable.
+	if s.SlavePos, err = SlavePos(ctx, db); err != nil {
+		return Status{}, err
+	}
+	return s, nil
+}
+
+// SlavePos returns the GTIDs db's server applied as a replica
+// (@@gtid_slave_pos), where it goes on replicating from.
+func SlavePos(ctx context.Context, db *sql.DB) (string, error) {
+	var pos string
+	if err := db.QueryRowContext(ctx, "SELECT @@GLOBAL.gtid_slave_pos").Scan(&pos); err != nil {
+		return "", fmt.Errorf("replication: gtid_slave_pos: %w", err)
+	}
+	return pos, nil
 }
 
 // BinlogPos returns the last GTID db's server wrote to its binary log per

@@ -296,15 +296,38 @@ wait_http() { # wait_http URL
 # Each SET's MariaDB has a replica on the next port (semi-sync AFTER_SYNC;
 # hbctl set failover promotes it): a 3316 -> 3317, b 3326 -> 3327, c 3336 -> 3337.
 infra() {
-  mariadb_start a 3316 1
-  mariadb_start b 3326 11
-  mariadb_start c 3336 21
-  mariadb_replica a-replica 3317 2 a
-  mariadb_replica b-replica 3327 12 b
-  mariadb_replica c-replica 3337 22 c
+  mariadb_start a $(member a)
+  mariadb_start b $(member b)
+  mariadb_start c $(member c)
+  mariadb_replica a-replica $(member a-replica) a
+  mariadb_replica b-replica $(member b-replica) b
+  mariadb_replica c-replica $(member c-replica) c
   memcached_start a 11221
   memcached_start b 11231
   memcached_start c 11241
+}
+
+# member NAME: the port and server ID of SET database NAME (infra's).
+member() {
+  case $1 in
+    a) echo 3316 1 ;; b) echo 3326 11 ;; c) echo 3336 21 ;;
+    a-replica) echo 3317 2 ;; b-replica) echo 3327 12 ;; c-replica) echo 3337 22 ;;
+    *) echo "no SET database named $1" >&2; return 1 ;;
+  esac
+}
+
+# reseed NAME PRIMARY: SET database NAME stopped, thrown away and seeded
+# again as a replica of PRIMARY (its current primary, a name of infra's):
+# what an operator does with an old primary whose rejoin was refused
+# because it holds errant transactions (e.g. DDL of schema ensure in its
+# binary log when it was killed, which crash recovery cannot undo).
+reseed() {
+  local name=$1 primary=$2 m
+  m=$(member "$name") && member "$primary" >/dev/null || exit 1
+  stop "$RUN/mariadb-$name.pid"
+  rm -rf "$RUN/mariadb-$name"
+  # shellcheck disable=SC2086 # port and server ID
+  mariadb_replica "$name" $m "$primary"
 }
 
 # spare_set: SET c, in the meta database only (not in the configuration, so
@@ -512,8 +535,13 @@ chaos() {
   chaos_env
   down
   up >"$RUN/up.out" 2>&1 || { tail -20 "$RUN/up.out"; echo "chaos: make up failed" >&2; return 1; }
-  local rc=0
-  (cd "$ROOT" && "$RUN/bin/hbchaos" -config "$CONFIG" -run "$RUN" -dev "$ROOT/scripts/dev.sh" "$@") || rc=$?
+  local rc=0 pid
+  # TERM or INT (a test's deadline): hbchaos stopped, the cluster too.
+  (cd "$ROOT" && exec "$RUN/bin/hbchaos" -config "$CONFIG" -run "$RUN" -dev "$ROOT/scripts/dev.sh" "$@") &
+  pid=$!
+  trap 'echo "chaos: stopped" >&2; kill "$pid" 2>/dev/null; wait "$pid"; down; exit 143' TERM INT
+  wait "$pid" || rc=$?
+  trap - TERM INT
   down
   return "$rc"
 }
@@ -569,6 +597,7 @@ case "${1:-}" in
   bench-e2e) shift; bench_deps; down; bench_env; bench_e2e "$@" ;;
   chaos) shift; chaos "$@" ;;
   infra) deps; infra ;;
+  reseed) shift; reseed "$@" ;;
   test-env) test_env; env | grep '^HB_TEST_' | sed "s/^\([^=]*\)=\(.*\)$/export \1='\2'/" ;;
   *) sed -n '2,14p' "$0"; exit 2 ;;
 esac

@@ -78,6 +78,18 @@ alive() {
   return 1
 }
 
+# running PIDFILE PORT: its process is alive and listens on PORT in this
+# network namespace. One alive that does not (a test instance left running
+# in another namespace by a make test that was killed: nothing here would
+# reach it, and tests would fail to connect) is stopped.
+running() {
+  alive "$1" || return 1
+  (: </dev/tcp/127.0.0.1/"$2") 2>/dev/null && return 0
+  echo "$1: pid $(cat "$1") does not listen on 127.0.0.1:$2 here (another network namespace?): stopping it" >&2
+  stop "$1"
+  return 1
+}
+
 # zombie PID: it has exited and not been reaped.
 zombie() { local s; s=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 1; [ "$s" = Z ] || [ "$s" = X ]; }
 
@@ -427,6 +439,11 @@ test_env() {
   deps
   prometheus_deps
   chromium_deps
+  # Instances left in another network namespace are stopped first.
+  running "$RUN/mariadb-test-a.pid" 13306 || true
+  running "$RUN/mariadb-test-b.pid" 13307 || true
+  running "$RUN/memcached-test-a.pid" 21211 || true
+  running "$RUN/memcached-test-b.pid" 21212 || true
   mariadb_start test-a 13306
   mariadb_start test-b 13307
   memcached_start test-a 21211

@@ -149,12 +149,7 @@ mariadb_start() {
   local binlog=(--skip-log-bin)
   # shellcheck disable=SC2207 # options without spaces
   [ -n "$id" ] && binlog=($(repl_args "$dir" "$id"))
-  if [ ! -d "$dir/mysql" ]; then
-    rm -rf "$dir"
-    mariadb-install-db --no-defaults --datadir="$dir" --auth-root-authentication-method=normal \
-      --skip-test-db $(as_root_opt --user=root) >"$RUN/mariadb-$name.install.log" 2>&1 ||
-      { cat "$RUN/mariadb-$name.install.log"; exit 1; }
-  fi
+  [ -d "$dir/mysql" ] || mariadb_install "$name" "$dir"
   # Durable commits (flush at every commit, doublewrite on): an open answered
   # "opened" must survive a crash. A 1 GiB buffer pool and a 512 MiB redo log
   # keep the day tables of 1000 buckets in memory and page flushing off the
@@ -187,6 +182,22 @@ mariadb_start() {
     CREATE USER IF NOT EXISTS 'hbadmin'@'127.0.0.1' IDENTIFIED BY 'hbadmin';
     GRANT ALL ON *.* TO 'hbadmin'@'127.0.0.1' WITH GRANT OPTION;" ||
     { tail -20 "$RUN/mariadb-$name.log"; echo "mariadb $name did not start" >&2; exit 1; }
+}
+
+# mariadb_install NAME DIR: a fresh data directory. A loaded host now and
+# then breaks a bootstrap: tried up to three times, from scratch; the
+# last attempt's errors first when all fail.
+mariadb_install() {
+  local name=$1 dir=$2 log="$RUN/mariadb-$1.install.log" attempt
+  for attempt in 1 2 3; do
+    rm -rf "$dir"
+    mariadb-install-db --no-defaults --datadir="$dir" --auth-root-authentication-method=normal \
+      --skip-test-db $(as_root_opt --user=root) >"$log" 2>&1 && return 0
+    echo "mariadb $name: bootstrap attempt $attempt failed" >&2
+  done
+  grep -iE "error|fail|abort" "$log" | head -20 >&2 || true
+  cat "$log"
+  exit 1
 }
 
 # mariadb_replica NAME PORT SERVER_ID PRIMARY: a replica of SET database

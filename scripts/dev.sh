@@ -147,19 +147,29 @@ mariadb_start() {
   local dir="$RUN/mariadb-$name" pid="$RUN/mariadb-$name.pid" sock="$RUN/mariadb-$name.sock"
   alive "$pid" && return 0
   local binlog=(--skip-log-bin)
+  # A member of a replicated SET database: a thread per connection, no
+  # thread pool. A semi-sync primary's committing threads wait for the
+  # replica's acknowledgement; when they fill the pool's workers (a kill -9
+  # and restart under load: every client reconnects and commits), the
+  # replica's own reconnection waits for a worker to authenticate it, never
+  # gets one, and the server wedges for good (seen in the chaos run: the
+  # binlog group commit leader in Repl_semi_sync_master::commit_trx, the
+  # replica's IO thread "Preparing" for minutes).
+  local threads=pool-of-threads
   # shellcheck disable=SC2207 # options without spaces
-  [ -n "$id" ] && binlog=($(repl_args "$dir" "$id"))
+  [ -n "$id" ] && binlog=($(repl_args "$dir" "$id")) && threads=one-thread-per-connection
   [ -d "$dir/mysql" ] || mariadb_install "$name" "$dir"
   # Durable commits (flush at every commit, doublewrite on): an open answered
   # "opened" must survive a crash. A 1 GiB buffer pool and a 512 MiB redo log
   # keep the day tables of 1000 buckets in memory and page flushing off the
   # commits' way (HB_MARIADB_BUFFER_POOL=256M on a small laptop). The open
-  # path is point reads and writes by primary key: a thread pool spares the
-  # context switches of a thread per connection, and the optimizer need not
+  # path is point reads and writes by primary key: a thread pool (not on
+  # replicated members, above) spares the context switches of a thread per
+  # connection, and the optimizer need not
   # read column statistics for every statement.
   setsid mariadbd --no-defaults --datadir="$dir" --socket="$sock" --port="$port" --bind-address=127.0.0.1 \
     --pid-file="$pid" $(as_root_opt --user=root) --skip-name-resolve "${binlog[@]}" \
-    --thread-handling=pool-of-threads --use-stat-tables=never --optimizer-use-condition-selectivity=1 \
+    --thread-handling="$threads" --use-stat-tables=never --optimizer-use-condition-selectivity=1 \
     --innodb-buffer-pool-size=${HB_MARIADB_BUFFER_POOL:-1G} --innodb-log-file-size=512M --innodb-flush-log-at-trx-commit=1 \
     --max-connections=2000 --table-open-cache=4000 --open-files-limit=20000 \
     --log-error="$RUN/mariadb-$name.log" </dev/null >/dev/null 2>&1 &

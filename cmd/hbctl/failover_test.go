@@ -3,6 +3,7 @@ package main_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -10,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/router/clustertest"
@@ -57,7 +60,10 @@ func (l *timedLoad) run(c *clustertest.Cluster, workers int, stop <-chan struct{
 				for range 5 {
 					u := user()
 					o := cl.Open(u, id.String())
-					if o.Status != http.StatusOK || o.Body.Status != hongbao.Opened {
+					// already_opened: a retry of this user's own open, whose
+					// first answer was lost (a timeout under load), tells
+					// the amount committed: acknowledged as well.
+					if o.Status != http.StatusOK || (o.Body.Status != hongbao.Opened && o.Body.Status != hongbao.AlreadyOpened) {
 						l.fail(fmt.Sprintf("open %s: %v", id, o))
 						continue
 					}
@@ -200,9 +206,23 @@ func checkFollowers(t *testing.T, g *dbtest.Group, primary, gone *dbtest.MariaDB
 }
 
 // details reads every share visible in a SET database's detail tables.
+// A table whose metadata lock is held (on a resumed old primary, a
+// CREATE TABLE of the store that waits for a semi-sync acknowledgement
+// nobody sends holds it for good) is named and left out after 5 s: a
+// table created by a DDL still in flight holds no share anyone saw.
 func details(t *testing.T, db *sql.DB) map[[2]int64]int64 {
 	t.Helper()
-	rows, err := db.Query(`SELECT CONCAT(table_schema, '.', table_name) FROM information_schema.tables
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "SET SESSION lock_wait_timeout = 5"); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := conn.QueryContext(ctx, `SELECT CONCAT(table_schema, '.', table_name) FROM information_schema.tables
 		WHERE table_schema LIKE 'db\_%' AND table_name LIKE '%\_detail'`)
 	if err != nil {
 		t.Fatal(err)
@@ -216,7 +236,12 @@ func details(t *testing.T, db *sql.DB) map[[2]int64]int64 {
 	rows.Close()
 	out := map[[2]int64]int64{}
 	for _, tb := range tables {
-		rows, err := db.Query("SELECT packet_id, user_id, amount FROM " + tb)
+		rows, err := conn.QueryContext(ctx, "SELECT packet_id, user_id, amount FROM "+tb)
+		var me *mysql.MySQLError
+		if errors.As(err, &me) && me.Number == 1205 {
+			t.Logf("%s: its metadata lock is held (a DDL in flight): left out", tb)
+			continue
+		}
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -36,6 +36,15 @@ func TestChaosShort(t *testing.T) {
 			os.RemoveAll(run)
 		}
 	})
+	// Whatever became of the chaos run (killed after its deadline), its
+	// cluster is stopped: scripts/dev.sh down needs only its pid files.
+	t.Cleanup(func() {
+		down := exec.Command(filepath.Join(root, "scripts", "dev.sh"), "down")
+		down.Env = append(os.Environ(), "HB_DEV_RUN="+run)
+		if out, err := down.CombinedOutput(); err != nil {
+			t.Errorf("scripts/dev.sh down: %v\n%s", err, out)
+		}
+	})
 	// Bounded below the test binary's timeout, so that a run that hangs
 	// fails with its output and its cluster stopped (scripts/dev.sh down
 	// on TERM) instead of a timeout's panic that shows nothing.

@@ -15,11 +15,15 @@ func (e *Error) Error() string { return e.Code + ": " + e.Message }
 // Domain outcomes. Adapters wrap them with context using %w; callers test
 // with errors.Is.
 var (
-	ErrNotFound          = &Error{"not_found", "no such packet"}
-	ErrSoldOut           = &Error{"sold_out", "all shares of the packet are taken"}
-	ErrAlreadyOpened     = &Error{"already_opened", "the user has already opened the packet"}
-	ErrExpired           = &Error{"expired", "the packet has expired"}
-	ErrBusy              = &Error{"busy", "the packet is busy, retry shortly"}
+	ErrNotFound      = &Error{"not_found", "no such packet"}
+	ErrSoldOut       = &Error{"sold_out", "all shares of the packet are taken"}
+	ErrAlreadyOpened = &Error{"already_opened", "the user has already opened the packet"}
+	ErrExpired       = &Error{"expired", "the packet has expired"}
+	ErrBusy          = &Error{"busy", "the packet is busy, retry shortly"}
+	// ErrMoving is a busy answer whose cause is known: the packet's bucket
+	// is frozen while it moves to another SET, for well under a second.
+	// The queue waits it out instead of failing other buckets' opens.
+	ErrMoving            = &Error{"busy", "the packet's bucket is moving to another SET, retry shortly"}
 	ErrUnavailable       = &Error{"unavailable", "the service is shutting down or not ready"}
 	ErrInvalidID         = &Error{"invalid_id", "the packet id is malformed"}
 	ErrInvalidUser       = &Error{"invalid_user", "the user id is malformed"}
@@ -29,6 +33,15 @@ var (
 	ErrIdempotencyReuse  = &Error{"idempotency_key_reused", "the Idempotency-Key was used for a different request"}
 	ErrWrongSet          = &Error{"wrong_set", "this SET does not own the packet's bucket"}
 	ErrDuplicateID       = &Error{"duplicate_id", "the packet id is already taken"}
+	// ErrSendCancelled answers a send retried under its Idempotency-Key
+	// after the settler's sweeper cancelled it: its debit could not be
+	// made in time (the wallet was unreachable), so nothing was debited and
+	// the packet never takes opens. The key stays bound to it.
+	ErrSendCancelled = &Error{"send_cancelled", "the send was cancelled before its debit, nothing was debited; send again with a new Idempotency-Key"}
+	// ErrClientClosed is the outcome of a request whose client went away
+	// before its answer: nobody reads it, but logs and metrics must not
+	// count it as the server's fault.
+	ErrClientClosed = &Error{"client_closed", "the client closed the request before its answer"}
 )
 
 // InvalidError reports bad input: Code says what was wrong (invalid_total,

@@ -87,3 +87,17 @@ func (w *statusWriter) WriteHeader(code int) {
 	w.status = code
 	w.ResponseWriter.WriteHeader(code)
 }
+
+// LogFailure logs a request's error answer: a fault of the server (5xx) at
+// error level, each one a bug to look at; a 503 (busy, unavailable: load
+// or a dependency's outage, which clients retry and the metrics count) at
+// debug level, so an overload does not flood the log with non-faults. A
+// 4xx is the client's and not logged here.
+func LogFailure(log *zap.Logger, requestID string, err error) {
+	switch st := Status(err); {
+	case st == http.StatusServiceUnavailable:
+		log.Debug("request answered unavailable", zap.String("request_id", requestID), zap.Error(err))
+	case st >= 500:
+		log.Error("request failed", zap.String("request_id", requestID), zap.Error(err))
+	}
+}

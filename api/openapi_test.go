@@ -14,8 +14,9 @@ import (
 // duplicate_id (with a new ID); invalid_user is a server's answer to a
 // router-signed user header the router never sends malformed; an open
 // already made is answered 200 already_opened, not the problem
-// already_opened.
-var internalCodes = []string{"wrong_set", "duplicate_id", "invalid_user", "already_opened"}
+// already_opened; client_closed is logged for a client that left before
+// its answer, which nobody reads.
+var internalCodes = []string{"wrong_set", "duplicate_id", "invalid_user", "already_opened", "client_closed"}
 
 func TestOpenAPIIsValidJSON31(t *testing.T) {
 	var doc struct {

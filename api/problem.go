@@ -4,6 +4,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -38,6 +39,8 @@ var statusOf = map[string]int{
 	// A send under an ID that holds another packet: another router minted
 	// the same ID (the router mints anew), or a replay with another body.
 	"duplicate_id": http.StatusConflict,
+	// A send the sweeper cancelled, asked again under its key: final.
+	"send_cancelled": http.StatusConflict,
 	// The client's body could not be read: its fault, never ours.
 	"truncated_body": http.StatusBadRequest,
 	"malformed_body": http.StatusBadRequest,
@@ -46,6 +49,21 @@ var statusOf = map[string]int{
 	"replayed":            http.StatusForbidden,
 	"rate_limited":        http.StatusTooManyRequests,
 	"concurrency_limited": http.StatusTooManyRequests,
+	// The client went away first (nginx's 499): never a 5xx.
+	"client_closed": StatusClientClosed,
+}
+
+// StatusClientClosed is the status logged for a request whose client
+// closed it before the answer (nginx's convention; no client reads it).
+const StatusClientClosed = 499
+
+// ClientGone returns err as ErrClientClosed when it is the cancellation of
+// r's own context (the client closed the connection), and err otherwise.
+func ClientGone(r *http.Request, err error) error {
+	if err != nil && errors.Is(err, context.Canceled) && errors.Is(r.Context().Err(), context.Canceled) {
+		return fmt.Errorf("%v: %w", err, hongbao.ErrClientClosed)
+	}
+	return err
 }
 
 // Status returns the HTTP status for err.

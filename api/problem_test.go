@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -38,6 +39,8 @@ func TestStatusTable(t *testing.T) {
 		"replayed":               403,
 		"rate_limited":           429,
 		"concurrency_limited":    429,
+		"client_closed":          499,
+		"send_cancelled":         409,
 	}
 	for code, status := range want {
 		err := &hongbao.Error{Code: code, Message: "m"}
@@ -170,5 +173,39 @@ func TestWriteJSON(t *testing.T) {
 	WriteJSON(rec, 200, GrabJSON{CanOpen: true})
 	if got := rec.Body.String(); got != `{"can_open":true}`+"\n" {
 		t.Errorf("grab body = %q", got)
+	}
+}
+
+// TestClientGone: a cancellation is the client's (499 client_closed, never
+// a 5xx) only when the request's own context was cancelled; a canceled
+// context of the server's own making stays an internal fault.
+func TestClientGone(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	gone := httptest.NewRequest(http.MethodPost, "/v1/packets", nil).WithContext(ctx)
+	here := httptest.NewRequest(http.MethodPost, "/v1/packets", nil)
+	canceled := fmt.Errorf("open: %w", context.Canceled)
+	for _, tc := range []struct {
+		name   string
+		r      *http.Request
+		err    error
+		status int
+	}{
+		{"client gone, canceled", gone, canceled, StatusClientClosed},
+		{"client gone, a domain answer first", gone, hongbao.ErrSoldOut, http.StatusConflict},
+		{"client gone, no error", gone, nil, 0},
+		{"client here, canceled by the server", here, canceled, http.StatusInternalServerError},
+		{"client here, busy", here, hongbao.ErrBusy, http.StatusServiceUnavailable},
+	} {
+		err := ClientGone(tc.r, tc.err)
+		if tc.status == 0 {
+			if err != nil {
+				t.Errorf("%s: %v, want nil", tc.name, err)
+			}
+			continue
+		}
+		if got := Status(err); got != tc.status {
+			t.Errorf("%s: status %d (%v), want %d", tc.name, got, err, tc.status)
+		}
 	}
 }

@@ -77,6 +77,7 @@ type Manager struct {
 	jobs   *waiting       // batches waiting for a committer
 	cwg    sync.WaitGroup // committers
 	stop   sync.Once
+	moving frozen // buckets a move froze a moment ago
 }
 
 type shard struct {

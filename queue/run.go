@@ -32,7 +32,12 @@ func (m *Manager) run(id hongbao.PacketID, batch []*request, l *lease) {
 	}
 	m.cfg.Metrics.Batch(len(live))
 	out, err := m.submitWork(Work{ID: id, Users: users(live)})
-	if err != nil && len(live) > 1 {
+	if isMoving(err) {
+		if live, out, err = m.waitMove(id, live, l); len(live) == 0 {
+			return
+		}
+	}
+	if err != nil && len(live) > 1 && !isMoving(err) {
 		// Nothing is known to have committed; apply each open alone so
 		// one bad open cannot fail the others. Opens are idempotent, so
 		// a batch that did commit after all answers already_opened.
@@ -60,6 +65,40 @@ func (m *Manager) run(id hongbao.PacketID, batch []*request, l *lease) {
 	for i, r := range live {
 		m.reply(r, out[i])
 	}
+}
+
+// waitMove submits live again while the packet's bucket is moving (the
+// batch was not applied: the store fails it before any write), after a
+// backoff each time, for up to TxTimeout or until the manager closes.
+// Requests whose client left meanwhile are answered and dropped; what is
+// left is returned with the last outcome.
+func (m *Manager) waitMove(id hongbao.PacketID, live []*request, l *lease) ([]*request, []hongbao.Outcome, error) {
+	began := time.Now()
+	var out []hongbao.Outcome
+	err := error(hongbao.ErrMoving)
+	for round := 0; isMoving(err); round++ {
+		wait := movingBackoff[min(round, len(movingBackoff)-1)]
+		if m.closed.Load() || time.Since(began)+wait > m.cfg.TxTimeout {
+			return live, nil, fmt.Errorf("packet %s: %w", id, hongbao.ErrMoving)
+		}
+		time.Sleep(wait)
+		still := live[:0:0]
+		for _, r := range live {
+			if err := r.ctx.Err(); err != nil {
+				m.reply(r, hongbao.Outcome{Err: err})
+				continue
+			}
+			still = append(still, r)
+		}
+		if live = still; len(live) == 0 {
+			return nil, nil, nil
+		}
+		if err = m.hold(id, l); err != nil {
+			return live, nil, err
+		}
+		out, err = m.submitWork(Work{ID: id, Users: users(live)})
+	}
+	return live, out, err
 }
 
 // job is a work waiting for, then done by, a committer.
@@ -91,36 +130,83 @@ func (m *Manager) commit() {
 	}
 }
 
-// commitJobs applies js in one transaction and answers them. If a merged
-// transaction fails, each packet gets a transaction of its own, so one
-// packet's failure cannot fail the others.
+// commitJobs applies js in one transaction and answers them. Jobs of a
+// bucket found moving a moment ago are answered ErrMoving without a
+// transaction. If a merged transaction fails, each bucket gets a
+// transaction of its own, then (if that fails too) each packet, so one
+// packet's failure, or one frozen bucket, cannot fail the others.
 func (m *Manager) commitJobs(js []*job) {
-	works := make([]Work, len(js))
-	for i, j := range js {
-		works[i] = j.work
+	now := time.Now()
+	live := js[:0:0]
+	for _, j := range js {
+		if m.moving.has(j.work.ID.Bucket(), now) {
+			m.done(j, nil, fmt.Errorf("bucket %d: %w", j.work.ID.Bucket(), hongbao.ErrMoving))
+			continue
+		}
+		live = append(live, j)
 	}
-	out, err := m.applyTx(works)
-	if err != nil && len(js) > 1 {
-		m.cfg.Metrics.Split()
-		m.log.Warn("merged open failed, retrying packet by packet", zap.Stringer("packet_id", js[0].work.ID),
-			zap.Int("packets", len(js)), zap.Error(err))
-		for _, j := range js {
-			one, err := m.applyTx([]Work{j.work})
-			if err == nil {
-				j.out = one[0]
-			}
-			j.err = err
-			close(j.done)
+	if len(live) == 0 {
+		return
+	}
+	out, err := m.applyTx(works(live))
+	if err == nil || len(live) == 1 {
+		m.noteMoving(live, err)
+		for i, j := range live {
+			m.done(j, pick(out, i, err), err)
 		}
 		return
 	}
-	for i, j := range js {
-		if err == nil {
-			j.out = out[i]
+	m.cfg.Metrics.Split()
+	m.log.Warn("merged open failed, retrying bucket by bucket, then packet by packet", zap.Stringer("packet_id", live[0].work.ID),
+		zap.Int("packets", len(live)), zap.Error(err))
+	groups := byBucket(live)
+	for _, g := range groups {
+		var out [][]hongbao.Outcome
+		if len(groups) > 1 {
+			out, err = m.applyTx(works(g))
+		} // else the merged transaction was this bucket's: err is its
+		if err != nil && len(g) > 1 && !isMoving(err) {
+			for _, j := range g {
+				one, err := m.applyTx([]Work{j.work})
+				m.done(j, pick(one, 0, err), err)
+			}
+			continue
 		}
-		j.err = err
-		close(j.done)
+		m.noteMoving(g, err)
+		for i, j := range g {
+			m.done(j, pick(out, i, err), err)
+		}
 	}
+}
+
+// noteMoving remembers the bucket of js (one bucket) when err says it is
+// moving.
+func (m *Manager) noteMoving(js []*job, err error) {
+	if isMoving(err) {
+		m.moving.mark(js[0].work.ID.Bucket(), time.Now())
+	}
+}
+
+// done answers j.
+func (m *Manager) done(j *job, out []hongbao.Outcome, err error) {
+	j.out, j.err = out, err
+	close(j.done)
+}
+
+func works(js []*job) []Work {
+	ws := make([]Work, len(js))
+	for i, j := range js {
+		ws[i] = j.work
+	}
+	return ws
+}
+
+// pick returns the i-th outcome list of a transaction, none if it failed.
+func pick(out [][]hongbao.Outcome, i int, err error) []hongbao.Outcome {
+	if err != nil {
+		return nil
+	}
+	return out[i]
 }
 
 // applyTx runs one transaction. It is shared by several clients, so no

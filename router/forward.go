@@ -19,7 +19,8 @@ import (
 const serversPerRound = 3
 
 // A 421 (wrong_set) means the bucket is switching SETs: the source's fence
-// was taken (its writes wait up to about a second, then get 421) and the
+// was taken (its opens wait in the server's queue for the freeze, well
+// under a second, its sends on the fence, and then get 421) and the
 // new topology is published a few milliseconds later, while the target's
 // servers learn it on a miss at most every 100 ms. The router follows the
 // switch: it refreshes the topology and routes again after a short
@@ -74,6 +75,17 @@ func (rt *Router) forwardTo(r *http.Request, user hongbao.UserID, body []byte, e
 				// The transport resent an attempt on a new connection (it
 				// does so for idempotent requests); sign again elsewhere.
 				lastErr = fmt.Errorf("server %s: %s", srv, resp.code)
+				continue
+			}
+			if resp.code == "forbidden" {
+				// The server refused this router's signature, so it did
+				// nothing: the attempt reached it after the signature's
+				// window (an overloaded server's queue), or the secrets
+				// differ. Never the client's fault: sign again elsewhere,
+				// and say so loudly (a misconfiguration fails every try).
+				lastErr = fmt.Errorf("server %s refused the router's signature", srv)
+				rt.log.Error("a server refused this router's signature (late attempt, clock skew or another secret); trying the next",
+					zap.String("server", srv), zap.String("request_id", api.RequestID(r.Context())))
 				continue
 			}
 			if resp.status == http.StatusMisdirectedRequest {

@@ -59,3 +59,44 @@ func TestTrySignsEachAttempt(t *testing.T) {
 		t.Errorf("3 attempts used %d nonces", len(nonces))
 	}
 }
+
+// TestForwardRetriesARefusedSignature: a server that refuses the router's
+// signature did nothing (here its clock is 30 s ahead, as for an attempt
+// that waited in an overloaded server's queue beyond the window): the
+// router signs again for the next server instead of answering the client
+// 403, and answers 503 unavailable, never 403, when every server refuses.
+func TestForwardRetriesARefusedSignature(t *testing.T) {
+	// The router of the switch tests (a topology in a meta database), with
+	// its secret; this test picks the servers itself.
+	never := func() bool { return false }
+	rt, _ := switchRouter(t, newFakeServer(t, never), newFakeServer(t, never))
+	secret := []byte("router-switch-test-secret-0123456789")
+	server := func(now func() time.Time) string {
+		verifier := api.NewInternal(secret, now)
+		var hs *httptest.Server
+		hs = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			if _, err := verifier.Verify(r, strings.TrimPrefix(hs.URL, "http://"), body); err != nil {
+				api.WriteProblem(w, err, "")
+				return
+			}
+			api.WriteJSON(w, http.StatusOK, map[string]string{"ok": "yes"})
+		}))
+		t.Cleanup(hs.Close)
+		return strings.TrimPrefix(hs.URL, "http://")
+	}
+	late := func() time.Time { return time.Now().Add(api.Window + 20*time.Second) }
+	refusing, refusing2, good := server(late), server(late), server(time.Now)
+	in := httptest.NewRequest(http.MethodPost, "/v1/packets", nil)
+	in.Header.Set("Content-Type", "application/json")
+	body := []byte(`{"total":1000,"count":10}`)
+
+	resp, err := rt.forwardTo(in, 42, body, nil, func() []string { return []string{refusing, good} })
+	if err != nil || resp.status != http.StatusOK {
+		t.Fatalf("a refusing server, then a good one: %+v, %v; want 200 from the good one", resp, err)
+	}
+	_, err = rt.forwardTo(in, 42, body, nil, func() []string { return []string{refusing, refusing2} })
+	if api.Status(err) != http.StatusServiceUnavailable || hongbao.Code(err) != "unavailable" {
+		t.Fatalf("every server refusing: %v (status %d); want 503 unavailable", err, api.Status(err))
+	}
+}

@@ -114,12 +114,10 @@ func (rt *Router) authed(h handler) http.HandlerFunc {
 		user, err := rt.user(r)
 		if err == nil {
 			api.AddField(r.Context(), zap.Stringer("user", user))
-			err = h(w, r, user)
+			err = api.ClientGone(r, h(w, r, user))
 		}
 		if err != nil {
-			if api.Status(err) >= 500 {
-				rt.log.Error("request failed", zap.String("request_id", api.RequestID(r.Context())), zap.Error(err))
-			}
+			api.LogFailure(rt.log, api.RequestID(r.Context()), err)
 			api.WriteProblem(w, err, api.RequestID(r.Context()))
 		}
 	}

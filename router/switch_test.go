@@ -98,9 +98,17 @@ func TestForwardFollowsABucketSwitch(t *testing.T) {
 	}
 	var publishedAt atomic.Int64
 	sa := newFakeServer(t, func() bool { return true }) // SET a gave the bucket up
+	// SET b has not seen the new version for 150 ms, and answers at least
+	// one 421 whenever the router's first attempt comes (a loaded machine
+	// may delay it past those 150 ms).
+	var bRefused atomic.Int64
 	sb := newFakeServer(t, func() bool {
 		p := publishedAt.Load()
-		return p == 0 || time.Since(time.Unix(0, p)) < 150*time.Millisecond
+		late := p == 0 || time.Since(time.Unix(0, p)) < 150*time.Millisecond || bRefused.Load() == 0
+		if late {
+			bRefused.Add(1)
+		}
+		return late
 	})
 	rt, meta := switchRouter(t, sa, sb)
 	open := func(ctx context.Context) (*response, error, time.Duration) {

@@ -42,6 +42,17 @@ func TestWrongSet(t *testing.T) {
 			t.Errorf("open on the wrong SET: %v, want 421 wrong_set", r)
 		}
 	}
+	// A packet of an unowned bucket whose day table this SET never had
+	// (three weeks ahead): not found here means moved away, never 404.
+	ahead, err := hongbao.NewPacketID(time.Now().AddDate(0, 0, 21), 9, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, r := range map[string]reply{"open": h.open(dbtest.FreshUser(), ahead.String()), "grab": h.grab(dbtest.FreshUser(), ahead.String())} {
+		if !r.IsProblem(http.StatusMisdirectedRequest, "wrong_set") {
+			t.Errorf("%s of a packet in an unowned bucket without its day table: %v, want 421 wrong_set", path, r)
+		}
+	}
 	// Concurrent opens too (they may share a batch).
 	var wg sync.WaitGroup
 	for range 20 {

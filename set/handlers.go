@@ -73,7 +73,7 @@ func (s *Server) send(ctx context.Context, id hongbao.PacketID, sender hongbao.U
 		}
 	}
 	if p.Funding == hongbao.Cancelled {
-		return nil, fmt.Errorf("packet %s: %w", p.ID, hongbao.ErrInsufficientFunds)
+		return nil, s.cancelled(ctx, p)
 	}
 	s.cache.SetState(p.ID, p.State())
 	s.known.learnSent(p, created, s.now()) // the first open's transaction need not read the packet either
@@ -82,6 +82,21 @@ func (s *Server) send(ctx context.Context, id hongbao.PacketID, sender hongbao.U
 			zap.Stringer("sender", sender), zap.Int64("total", p.Total), zap.Int("count", p.Count), zap.String("type", string(p.Type)))
 	}
 	return p, nil
+}
+
+// cancelled says why packet p was cancelled: the balance did not cover it
+// (no debit under its key), or the sweeper voided its debit first (the
+// debit could not be made in time; a retry under the same key must not
+// say the balance is short when it is not).
+func (s *Server) cancelled(ctx context.Context, p *hongbao.Packet) error {
+	e, ok, err := s.wallet.Entry(ctx, hongbao.SendKey(p.ID))
+	switch {
+	case err != nil:
+		return fmt.Errorf("why %s was cancelled: %w", p.ID, err)
+	case ok && e.Kind == hongbao.KindVoid:
+		return fmt.Errorf("packet %s: %w", p.ID, hongbao.ErrSendCancelled)
+	}
+	return fmt.Errorf("packet %s: %w", p.ID, hongbao.ErrInsufficientFunds)
 }
 
 // devGrant credits a sender once (the ledger key makes it once) when the

@@ -26,7 +26,7 @@ func outcome(res hongbao.OpenResult, err error) string {
 		return metrics.OutcomeSoldOut
 	case errors.Is(err, hongbao.ErrExpired):
 		return metrics.OutcomeExpired
-	case errors.Is(err, hongbao.ErrBusy), errors.Is(err, context.DeadlineExceeded), errors.Is(err, sql.ErrTxDone):
+	case errors.Is(err, hongbao.ErrBusy), errors.Is(err, hongbao.ErrMoving), errors.Is(err, context.DeadlineExceeded), errors.Is(err, sql.ErrTxDone):
 		return metrics.OutcomeBusy
 	case api.Status(err) < 500:
 		return metrics.OutcomeRejected

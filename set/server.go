@@ -167,10 +167,12 @@ func (s *Server) authed(h handler) http.HandlerFunc {
 		}
 		addField(r.Context(), zap.Stringer("user", user))
 		status, body, err := h(r, user)
+		err = api.ClientGone(r, err)
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || errors.Is(err, sql.ErrTxDone) {
-			// Out of time (or the caller gave up), or the outcome of a
-			// commit is unknown: either way a retry gets the truth (opens
-			// are idempotent).
+			// Out of time, cancelled by this server (not by the client:
+			// ClientGone took that), or the outcome of a commit is
+			// unknown: either way a retry gets the truth (opens are
+			// idempotent).
 			err = fmt.Errorf("%v: %w", err, hongbao.ErrBusy)
 		} else if schema.IsUnreachable(err) {
 			// The SET's MySQL is down or restarting: 503 with
@@ -179,9 +181,7 @@ func (s *Server) authed(h handler) http.HandlerFunc {
 			err = fmt.Errorf("%v: %w", err, hongbao.ErrUnavailable)
 		}
 		if err != nil {
-			if api.Status(err) >= 500 {
-				s.log.Error("request failed", zap.String("request_id", rid), zap.Error(err))
-			}
+			api.LogFailure(s.log, rid, err)
 			api.WriteProblem(w, err, rid)
 			return
 		}
@@ -200,13 +200,31 @@ func (s *Server) withPacket(h packetHandler) handler {
 			return 0, nil, err
 		}
 		status, body, err := h(r, user, id)
-		if errors.Is(err, hongbao.ErrNotFound) && s.recheck != nil && !s.recheck(r.Context(), id.Bucket()) {
-			// Not here because the bucket moved away: let the router
-			// refresh and ask the new owner.
-			return 0, nil, fmt.Errorf("bucket %d: %w", id.Bucket(), hongbao.ErrWrongSet)
+		if errors.Is(err, hongbao.ErrNotFound) {
+			if moved, merr := s.movedAway(r.Context(), id.Bucket()); merr != nil {
+				return 0, nil, merr
+			} else if moved {
+				// Not here because the bucket moved away: let the router
+				// refresh and ask the new owner.
+				return 0, nil, fmt.Errorf("bucket %d: %w", id.Bucket(), hongbao.ErrWrongSet)
+			}
 		}
 		return status, body, err
 	}
+}
+
+// movedAway reports whether bucket b is no longer this SET's, for a packet
+// not found here: by the SET's fence in MySQL, the truth of who may write
+// the bucket (a read of a day table the SET never had answers not found
+// before any fence is checked), or by a refreshed topology. A server whose
+// topology is stale, or whose refresh failed under load, must not answer
+// 404 for a packet that lives in the new owner.
+func (s *Server) movedAway(ctx context.Context, b hongbao.Bucket) (bool, error) {
+	owns, err := s.store.Owns(ctx, b)
+	if err != nil {
+		return false, err
+	}
+	return !owns || s.recheck != nil && !s.recheck(ctx, b), nil
 }
 
 // own refuses a bucket the SET does not own at the current topology

@@ -5,12 +5,14 @@ package store_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"math/rand/v2"
 	"testing"
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store"
 	"github.com/hongbao-dev/hongbao/store/dbtest"
 )
@@ -100,5 +102,79 @@ func TestOpenManyFence(t *testing.T) {
 	}
 	if _, err := stOther.OpenMany(ctx, []store.Work{{ID: c, Users: users(1)}}); err != nil {
 		t.Errorf("the owner of %s: %v", c, err)
+	}
+}
+
+// TestOpenManyFrozenBucket: while a move holds a bucket's fence (its row
+// deleted in a transaction still open), a transaction with a packet of
+// that bucket fails at once with ErrMoving, read or known, and writes
+// nothing, instead of waiting for the freeze with every other packet it
+// carries; the other bucket's packets open meanwhile. When the move gives
+// the bucket back (rollback) the packet opens; when it completes
+// (commit), the answer is wrong_set.
+func TestOpenManyFrozenBucket(t *testing.T) {
+	ctx := t.Context()
+	db := dbtest.DB(t, "a", 6)
+	bs := randomBuckets(2)
+	frozen, free := bs[0], bs[1]
+	set := dbtest.UniqueName("fz")
+	dbtest.Own(t, db, set, []hongbao.Bucket{frozen, free})
+	st := store.New(db, set, dbtest.Shanghai(t), time.Now, rand.Int64N)
+	a := createPacket(t, st, frozen, packetSpec{hongbao.Random, 1000, 5}, hongbao.Funded)
+	d := createPacket(t, st, free, packetSpec{hongbao.Random, 1000, 5}, hongbao.Funded)
+	// What a server knows of a after one open: the known path's works.
+	first, err := st.OpenMany(ctx, []store.Work{{ID: a, Users: []hongbao.UserID{dbtest.FreshUser()}, OpenersUpTo: 100}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := &hongbao.Snapshot{Packet: *first[0].Packet, Openers: first[0].Openers}
+
+	freeze := func() *sql.Tx {
+		t.Helper()
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := schema.Disown(ctx, tx, set, []hongbao.Bucket{frozen}); err != nil {
+			t.Fatal(err)
+		}
+		return tx
+	}
+	tx := freeze()
+	for _, tc := range []struct {
+		name  string
+		works []store.Work
+	}{
+		{"read, with another bucket's packet", []store.Work{{ID: d, Users: []hongbao.UserID{dbtest.FreshUser()}}, {ID: a, Users: []hongbao.UserID{dbtest.FreshUser()}}}},
+		{"read, alone", []store.Work{{ID: a, Users: []hongbao.UserID{dbtest.FreshUser()}}}},
+		{"known", []store.Work{{ID: a, Users: []hongbao.UserID{dbtest.FreshUser()}, Known: known}}},
+	} {
+		began := time.Now()
+		got, err := st.OpenMany(ctx, tc.works)
+		if !errors.Is(err, hongbao.ErrMoving) || got != nil {
+			t.Errorf("%s, bucket frozen: %+v, %v; want ErrMoving", tc.name, got, err)
+		}
+		if took := time.Since(began); took > time.Second {
+			t.Errorf("%s: failed after %v: it waited for the freeze", tc.name, took)
+		}
+	}
+	if p := dbtest.CheckPacket(t, db, a); len(p.Details) != 1 {
+		t.Errorf("packet of the frozen bucket: %d shares, want the 1 before the freeze", len(p.Details))
+	}
+	if got, err := st.OpenMany(ctx, []store.Work{{ID: d, Users: []hongbao.UserID{dbtest.FreshUser()}}}); err != nil || got[0].Outcomes[0].Result.Status != hongbao.Opened {
+		t.Errorf("the other bucket during the freeze: %+v, %v", got, err)
+	}
+	if err := tx.Rollback(); err != nil { // the move gave up: the SET serves the bucket again
+		t.Fatal(err)
+	}
+	if got, err := st.OpenMany(ctx, []store.Work{{ID: a, Users: []hongbao.UserID{dbtest.FreshUser()}}}); err != nil || got[0].Outcomes[0].Result.Status != hongbao.Opened {
+		t.Errorf("after the move gave up: %+v, %v; want opened", got, err)
+	}
+	tx = freeze()
+	if err := tx.Commit(); err != nil { // the move completed
+		t.Fatal(err)
+	}
+	if _, err := st.OpenMany(ctx, []store.Work{{ID: a, Users: []hongbao.UserID{dbtest.FreshUser()}}}); !errors.Is(err, hongbao.ErrWrongSet) {
+		t.Errorf("after the move: %v, want wrong_set", err)
 	}
 }

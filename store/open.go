@@ -78,7 +78,7 @@ func (s *Store) OpenMany(ctx context.Context, works []Work) ([]Batch, error) {
 		return nil, nil
 	}
 	bs, err := s.openMany(ctx, works)
-	if err != nil && ctx.Err() == nil && slices.ContainsFunc(works, func(w Work) bool { return w.Known != nil }) {
+	if err != nil && ctx.Err() == nil && !errors.Is(err, hongbao.ErrMoving) && slices.ContainsFunc(works, func(w Work) bool { return w.Known != nil }) {
 		// Possibly stale knowledge: the opens are idempotent, so apply
 		// them again from what MySQL holds.
 		s.obs.Stale()
@@ -99,6 +99,13 @@ func (s *Store) openMany(ctx context.Context, works []Work) ([]Batch, error) {
 		now := s.now() // fixed for the whole transaction
 		var err error
 		bs, err = s.openTx(ctx, tx, works, now)
+		if schema.IsLockWait(err) {
+			// The only lock an open does not wait for is a bucket's
+			// fence (NOWAIT, see owned): a move froze it. Not retried
+			// here: the queue waits it out without holding a
+			// committer, so other buckets' opens go on.
+			return fmt.Errorf("%v: %w", err, hongbao.ErrMoving)
+		}
 		return err
 	})
 	return bs, err
@@ -218,6 +225,12 @@ func (s *Store) readForOpen(ctx context.Context, tx *sql.Tx, works []Work) (open
 // selecting what: a shared lock on the SET's claim to each of buckets (at
 // least one), which a bucket's move must wait for. It returns the
 // statement and its arguments.
+//
+// NOWAIT: a claim being taken away by a move (its row deleted in the
+// move's open transaction, or that delete waiting for the transactions
+// already holding the lock) fails the statement at once (ErrMoving)
+// instead of holding one transaction of many buckets, and the committer
+// running it, for the whole freeze.
 func (s *Store) owned(what string, buckets []hongbao.Bucket) (string, []any) {
 	args := make([]any, 0, len(buckets)+1)
 	args = append(args, s.set)
@@ -225,7 +238,7 @@ func (s *Store) owned(what string, buckets []hongbao.Bucket) (string, []any) {
 		args = append(args, int(b))
 	}
 	return "SELECT " + what + " FROM hb_fence.owned WHERE set_name = ? AND bucket IN (" +
-		schema.Placeholders(len(buckets), "?") + ") LOCK IN SHARE MODE", args
+		schema.Placeholders(len(buckets), "?") + ") LOCK IN SHARE MODE NOWAIT", args
 }
 
 // bucketsOf returns the distinct buckets of ids, in the order first seen.

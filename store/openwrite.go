@@ -62,7 +62,8 @@ func (s *Store) writeShares(ctx context.Context, tx *sql.Tx, ws writeSet, now ti
 	// The block's text is parsed on every call: one declared time, one SET
 	// name (the outbox rows') and one count of the updated rows keep it
 	// short.
-	q.WriteString("BEGIN NOT ATOMIC DECLARE t DATETIME(3) DEFAULT ?; DECLARE s VARCHAR(64) DEFAULT ?; DECLARE n INT DEFAULT 0;")
+	q.WriteString("BEGIN NOT ATOMIC DECLARE t DATETIME(3) DEFAULT ?; DECLARE s VARCHAR(64) DEFAULT ?; DECLARE n INT DEFAULT 0; " +
+		"DECLARE w INT DEFAULT @@innodb_lock_wait_timeout;")
 	args = append(args, now.UTC().Truncate(time.Millisecond), s.set) // the time as DATETIME(3) keeps it: MySQL may round finer times up
 	args = s.fenceCheck(&q, args, byPacket, ws.known)
 	for _, t := range tables { // a statement per table: MySQL's cost is mostly per statement
@@ -155,7 +156,14 @@ func (s *Store) fenceCheck(q *strings.Builder, args []any, ps map[*hongbao.Packe
 	}
 	buckets := bucketsOf(ids)
 	fq, fargs := s.owned("COUNT(*)", buckets)
-	fmt.Fprintf(q, "IF (%s) <> %d THEN SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = %d, MESSAGE_TEXT = 'buckets not owned'; END IF;", fq, len(buckets), errNotOwned)
+	// NOWAIT is not allowed in a compound statement: the session's lock
+	// wait is 0 for the check alone, and set back however it ends (the
+	// handler re-raises the lock wait or the not-owned signal).
+	fq = strings.TrimSuffix(fq, " NOWAIT")
+	fmt.Fprintf(q, "BEGIN DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN SET innodb_lock_wait_timeout = w; RESIGNAL; END; "+
+		"SET innodb_lock_wait_timeout = 0; "+
+		"IF (%s) <> %d THEN SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = %d, MESSAGE_TEXT = 'buckets not owned'; END IF; END; "+
+		"SET innodb_lock_wait_timeout = w;", fq, len(buckets), errNotOwned)
 	return append(args, fargs...)
 }
 

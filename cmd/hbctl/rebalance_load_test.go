@@ -3,85 +3,15 @@ package main_test
 import (
 	"bufio"
 	"encoding/json"
-	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/router/clustertest"
 )
-
-// opened is an open the router acknowledged.
-type opened struct {
-	id     hongbao.PacketID
-	user   hongbao.UserID
-	amount int64
-}
-
-// load sends and opens packets through the router from workers clients
-// until stop is closed, keeping every acknowledged open and every answer
-// that was not one.
-type load struct {
-	mu     sync.Mutex
-	acks   []opened
-	errors []string
-	sent   []hongbao.PacketID
-	n      atomic.Int64
-}
-
-func (l *load) run(t testing.TB, c *clustertest.Cluster, workers int, stop <-chan struct{}) *sync.WaitGroup {
-	cl := c.Client.Retrying(15 * time.Second)
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				sender := user()
-				r := cl.Send(sender, hongbao.SendRequest{Total: 500, Count: 5, Type: hongbao.Random}, fmt.Sprintf("w%d-%d", w, i))
-				if r.Status != http.StatusCreated && r.Status != http.StatusOK {
-					l.fail("send: " + r.String())
-					continue
-				}
-				id, err := hongbao.ParsePacketID(r.Body.ID)
-				if err != nil {
-					l.fail("send answered id " + r.Body.ID)
-					continue
-				}
-				l.mu.Lock()
-				l.sent = append(l.sent, id)
-				l.mu.Unlock()
-				for range 5 {
-					u := user()
-					o := cl.Open(u, id.String())
-					l.n.Add(1)
-					if o.Status != http.StatusOK || o.Body.Status != hongbao.Opened {
-						l.fail(fmt.Sprintf("open %s: %v", id, o))
-						continue
-					}
-					l.mu.Lock()
-					l.acks = append(l.acks, opened{id, u, o.Body.Amount})
-					l.mu.Unlock()
-				}
-			}
-		})
-	}
-	return &wg
-}
-
-func (l *load) fail(s string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.errors = append(l.errors, s)
-}
 
 // TestRebalanceUnderLoad is the operator's story with clients sending and
 // opening packets all along: add SET c (in the meta database only: its
@@ -103,9 +33,17 @@ func TestRebalanceUnderLoad(t *testing.T) {
 		before[id] = shares
 	}
 
-	l := &load{}
+	// Today's tables of every bucket exist before the crowd comes, as in
+	// production (the archiver creates them days ahead): 2,000 first sends
+	// creating them on demand are a storm of DDL, not the switch.
+	ensureToday(t, c)
+	// 2,000 people, each opening or sending about every 20 s: the crowd the
+	// issue names, at a rate (~100 requests/s) that a -race test binary
+	// beside the other packages' tests on 2 cores can drive.
+	// BenchmarkRebalance measures the same at the rates of a real crowd.
+	l := &load{think: 20 * time.Second}
 	stop := make(chan struct{})
-	wg := l.run(t, c, 24, stop)
+	wg := l.run(t, c, 2000, stop)
 	defer func() {
 		select {
 		case <-stop:
@@ -115,6 +53,15 @@ func TestRebalanceUnderLoad(t *testing.T) {
 		wg.Wait()
 	}()
 
+	// The crowd is under way (each client's first send, then its opens)
+	// before anything moves.
+	warm := time.Now().Add(3 * time.Minute)
+	for l.acked() < 300 && time.Now().Before(warm) {
+		time.Sleep(200 * time.Millisecond)
+	}
+	if n := l.acked(); n < 300 {
+		t.Fatalf("only %d opens acknowledged in 3 minutes of load before the rebalance", n)
+	}
 	c.MustCtl(t, c.AddSetArgs(spare)...)
 	c.StartSet(t, spare)
 	var listed struct {
@@ -137,7 +84,8 @@ func TestRebalanceUnderLoad(t *testing.T) {
 		t.Fatalf("rebalance plan with an empty SET %s: %d moves (%v)", spare, len(plan.Moves), err)
 	}
 
-	began := time.Now()
+	from := time.Now()
+	began := from
 	out := c.MustCtl(t, "rebalance", "apply", "--parallel", "8", "--grace", "500ms")
 	applied := time.Since(began)
 	freezes := freezesOf(t, out)
@@ -151,8 +99,10 @@ func TestRebalanceUnderLoad(t *testing.T) {
 	if n := len(bucketsOf(t, c, spare)); n != 0 {
 		t.Fatalf("SET %s owns %d buckets after the drain", spare, n)
 	}
+	seen := l.window(from, time.Now())
 	close(stop)
 	wg.Wait()
+	t.Logf("clients during the rebalance and the drain: %v", seen)
 	waitOutbox(t, c)
 	if out, err := c.Ctl("set", "remove", spare); err != nil {
 		t.Fatalf("set remove %s: %v\n%s", spare, err, out)
@@ -165,14 +115,25 @@ func TestRebalanceUnderLoad(t *testing.T) {
 	if len(freezes) != 2*len(plan.Moves) {
 		t.Errorf("%d freezes reported for %d moves", len(freezes), 2*len(plan.Moves))
 	}
-	for i, e := range l.errors {
+	// A wrong answer fails the test. Busy answers and timeouts after the
+	// client's retries are what a machine shared with the other packages'
+	// tests gives under 2,000 clients: counted and logged (BenchmarkRebalance
+	// measures them against a control run), and the crowd must still get
+	// its answers.
+	for i, e := range l.wrong {
 		if i == 5 {
-			t.Errorf("... %d client errors in all", len(l.errors))
+			t.Errorf("... %d wrong answers in all", len(l.wrong))
 			break
 		}
 		t.Errorf("a client saw: %s", e)
 	}
-	if len(l.acks) < 100 {
+	if len(l.wrong) > 0 {
+		t.Errorf("%d wrong answers and %d busy or timed out of %d requests; failures by kind:\n%s",
+			len(l.wrong), l.busy, seen.requests, l.kindsTable())
+	} else if l.busy > 0 {
+		t.Logf("%d of %d requests answered busy or timed out after their retries:\n%s", l.busy, seen.requests, l.kindsTable())
+	}
+	if len(l.acks) < 600 {
 		t.Errorf("only %d opens acknowledged during the rebalance", len(l.acks))
 	}
 	lost := 0
@@ -233,8 +194,29 @@ func movesOf(t testing.TB, out string) ([]int, int64) {
 			sum[k] += v
 		}
 	}
-	t.Logf("the slowest %d freezes, mean ms: total %d = fence %d + delta %d + verify %d + handover %d", len(slow),
-		sum["total"]/int64(len(slow)), sum["fence"]/int64(len(slow)), sum["delta"]/int64(len(slow)),
-		sum["verify"]/int64(len(slow)), sum["handover"]/int64(len(slow)))
+	n := int64(len(slow))
+	t.Logf("the slowest %d freezes, mean ms: total %d = fence %d + delta %d + verify %d + handover %d (claim %d, lease %d, commit %d, publish %d)",
+		n, sum["total"]/n, sum["fence"]/n, sum["delta"]/n, sum["verify"]/n, sum["handover"]/n,
+		sum["claim"]/n, sum["lease"]/n, sum["commit"]/n, sum["publish"]/n)
 	return fs, rows
+}
+
+// ensureToday creates today's day tables of every bucket in every SET of
+// the configuration, the SETs at once.
+func ensureToday(t testing.TB, c *clustertest.Cluster) {
+	t.Helper()
+	began := time.Now()
+	var wg sync.WaitGroup
+	for _, s := range c.Sets {
+		wg.Go(func() {
+			if out, err := c.Ctl("schema", "ensure", "--set", s.Name, "--days", "0"); err != nil {
+				t.Errorf("schema ensure --set %s: %v\n%s", s.Name, err, out)
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	t.Logf("today's tables of %d SETs ensured in %v", len(c.Sets), time.Since(began).Round(time.Millisecond))
 }

@@ -103,7 +103,7 @@ func TestInsufficientFunds(t *testing.T) {
 		name string
 		user hongbao.UserID
 		key  string
-	}{{"without key", poor, ""}, {"with key", poor, "poor-1"}, {"never credited", never, "never-1"}} {
+	}{{"without key", poor, ""}, {"with key", poor, "poor-1"}, {"with key, retried", poor, "poor-1"}, {"never credited", never, "never-1"}} {
 		if r := cl.Send(tc.user, req, tc.key); r.Status != http.StatusPaymentRequired || r.Code != "insufficient_funds" {
 			t.Errorf("%s: send of 1000 fen: %v; want 402 insufficient_funds", tc.name, r)
 		}

@@ -97,8 +97,10 @@ func TestSweepPendingSends(t *testing.T) {
 	}
 
 	// Retries after the sweep get its decision.
-	if r := cl.Send(sender, reqs["crash-1"], "crash-1"); r.Status != http.StatusPaymentRequired {
-		t.Errorf("retry of the cancelled crash-1: %v; want 402", r)
+	// The sender's balance covers it: the answer says the send was
+	// cancelled, not that the money is short.
+	if r := cl.Send(sender, reqs["crash-1"], "crash-1"); r.Status != http.StatusConflict || r.Code != "send_cancelled" {
+		t.Errorf("retry of the swept-and-cancelled crash-1: %v; want 409 send_cancelled", r)
 	}
 	if r := cl.Send(sender, reqs["crash-2"], "crash-2"); r.Status != http.StatusCreated || r.Body.ID != ids["crash-2"].String() {
 		t.Errorf("retry of the swept crash-2: %v; want 201 with packet %s", r, ids["crash-2"])

@@ -31,11 +31,11 @@ type Group struct {
 
 // StartReplicated starts a replicated group of a primary and replicas
 // replicas (at least 1) for one test (semi-sync timeout timeout; 0 waits
-// forever, the default for money), removed when the test ends. It may be
-// called from any goroutine.
-func StartReplicated(t testing.TB, timeout time.Duration, replicas int) *Group {
+// forever, the default for money), each member with extra server options;
+// removed when the test ends. It may be called from any goroutine.
+func StartReplicated(t testing.TB, timeout time.Duration, replicas int, extra ...string) *Group {
 	t.Helper()
-	g, err := LaunchReplicated(timeout, replicas)
+	g, err := LaunchReplicated(timeout, replicas, extra...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,18 +45,18 @@ func StartReplicated(t testing.TB, timeout time.Duration, replicas int) *Group {
 
 // LaunchReplicated starts a replicated group for a tool; the caller
 // removes it.
-func LaunchReplicated(timeout time.Duration, replicas int) (*Group, error) {
+func LaunchReplicated(timeout time.Duration, replicas int, extra ...string) (*Group, error) {
 	replicas = max(replicas, 1)
 	g := &Group{Replicas: make([]*MariaDB, replicas)}
 	errs := make([]error, replicas+1)
 	var wg sync.WaitGroup
 	for i := range replicas + 1 {
-		args := replication.ServerArgs(i+1, timeout, i == 0)
+		args := append(replication.ServerArgs(i+1, timeout, i == 0), extra...)
 		m := &g.Primary
 		if i > 0 {
 			args, m = append(args, "--read-only=1"), &g.Replicas[i-1]
 		}
-		wg.Go(func() { *m, errs[i] = launch(args...) })
+		wg.Go(func() { *m, errs[i] = Launch(args...) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {

@@ -58,6 +58,9 @@ type publication struct {
 // publish).
 type FreezeParts struct {
 	Fence, Delta, Verify, Handover time.Duration
+	// The handover's own parts: the target's fence, the journal's lease,
+	// the source's commit, the publish.
+	Claim, Lease, Commit, Publish time.Duration
 }
 
 // Apply moves every bucket of r not done yet, Parallel at a time, and
@@ -316,21 +319,30 @@ func (mv *Mover) freeze(ctx context.Context, m *topology.Move, b *migrate.Bucket
 		}
 		return mv.fail(ctx, m, err)
 	}
+	step := mv.now()
+	since := func(d *time.Duration) {
+		now := mv.now()
+		*d, step = now.Sub(step), now
+	}
 	if err := schema.Claim(ctx, b.To.Live, m.To, version+1, []hongbao.Bucket{m.Bucket}); err != nil {
 		return err
 	}
+	since(&parts.Claim)
 	m.Step = topology.Disowning
 	// The lease: until it ends no server finishes this move for us.
 	if err := mv.Journal.Record(ctx, m, time.Second); err != nil {
 		return err
 	}
+	since(&parts.Lease)
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit the source's fence: %w", err)
 	}
+	since(&parts.Commit)
 	mv.Fault.at(m.Step)
 	if err := mv.publish(ctx, m); err != nil {
 		return err
 	}
+	since(&parts.Publish)
 	m.Step = topology.Published
 	m.FreezeMS = int(mv.now().Sub(began).Milliseconds())
 	parts.Handover = mv.now().Sub(began) - parts.Fence - parts.Delta - parts.Verify

@@ -68,7 +68,9 @@ func (l *Lines) Event(e Event) {
 			out["freeze_ms"], out["took_ms"] = m.FreezeMS, e.Took.Milliseconds()
 			if e.Freeze != (FreezeParts{}) {
 				out["freeze_parts_ms"] = map[string]int64{"fence": e.Freeze.Fence.Milliseconds(), "delta": e.Freeze.Delta.Milliseconds(),
-					"verify": e.Freeze.Verify.Milliseconds(), "handover": e.Freeze.Handover.Milliseconds()}
+					"verify": e.Freeze.Verify.Milliseconds(), "handover": e.Freeze.Handover.Milliseconds(),
+					"claim": e.Freeze.Claim.Milliseconds(), "lease": e.Freeze.Lease.Milliseconds(),
+					"commit": e.Freeze.Commit.Milliseconds(), "publish": e.Freeze.Publish.Milliseconds()}
 			}
 		}
 	case "done":

@@ -124,6 +124,7 @@
       case "concurrency_limited": return "Too many of your requests at once: trying again in " + (p.retryAfter == null ? 1 : p.retryAfter) + " s…";
       case "unavailable": case "timeout": case "body_timeout": case "network": return "The service did not answer; trying again…";
       case "insufficient_funds": return "Your balance is too low for this red packet. Top up, or send less.";
+      case "send_cancelled": return "That send could not be completed in time and was cancelled: nothing was charged. Please send it again.";
       case "invalid_total": return "Enter the total in yuan, like 10 or 8.88 (at least ¥0.01)." + detail;
       case "total_below_count": return "Each share needs at least ¥0.01: put in at least as many fen as shares.";
       case "total_over_limit": return "That total is over the limit for one red packet." + detail;

@@ -138,6 +138,15 @@ type Replication struct {
 	// WaitApplied bounds the wait for a replica to apply what it received
 	// before it is promoted (default 60s).
 	WaitApplied Duration `yaml:"wait_applied"`
+	// ReadReplica makes a SET's servers read packet details (GET
+	// /v1/packets/{id}) from the SET's first replica while it replicates
+	// within MaxReplicaLag; never the open path's reads, which decide
+	// money. A packet the replica lacks (not applied yet) is read from the
+	// primary.
+	ReadReplica bool `yaml:"read_replica"`
+	// MaxReplicaLag is how far behind (Seconds_Behind_Master) the replica
+	// may be and still serve reads (default 1s).
+	MaxReplicaLag Duration `yaml:"max_replica_lag"`
 }
 
 // Cold returns the DSN of the SET's archive.
@@ -199,7 +208,7 @@ func Defaults() *Config {
 		Cache:         Cache{Timeout: Duration(200 * time.Millisecond), Conns: 64},
 		Router:        Router{Listen: "127.0.0.1:8080", RouterLimits: defaultRouterLimits()},
 		Archive:       Archive{RetentionDays: 7, AheadDays: 2},
-		Replication:   Replication{AdminUser: "root", User: "repl", WaitApplied: Duration(time.Minute)},
+		Replication:   Replication{AdminUser: "root", User: "repl", WaitApplied: Duration(time.Minute), MaxReplicaLag: Duration(time.Second)},
 		Admin:         Admin{Router: "127.0.0.1:9080", Server: "127.0.0.1:9081", Settler: "127.0.0.1:9082", DrainGrace: Duration(2 * time.Second)},
 		DBConns:       64,
 		ShutdownGrace: Duration(20 * time.Second),
@@ -250,6 +259,9 @@ func (c *Config) Check() error {
 	}
 	if r := c.Replication; r.SemiSyncTimeout < 0 || r.WaitApplied <= 0 {
 		errs = append(errs, errors.New("replication: semi_sync_timeout must be at least 0 (0: wait forever), wait_applied positive"))
+	}
+	if c.Replication.MaxReplicaLag < 0 {
+		errs = append(errs, errors.New("replication: max_replica_lag must be at least 0"))
 	}
 	if a := c.Archive; a.AheadDays < 0 || a.AheadDays > 7 {
 		errs = append(errs, errors.New("archive: ahead_days must be between 0 and 7"))

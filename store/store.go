@@ -19,18 +19,18 @@ import (
 
 // Store reads and writes the packets of one SET's MySQL.
 type Store struct {
-	db     *sql.DB
-	cold   *sql.DB // archive; nil when reads never follow archived days
+	db   *sql.DB
+	cold *sql.DB // archive; nil when reads never follow archived days
 	// replica serves detail reads while fresh says it is close enough
 	// behind the primary; nil: the primary serves them.
 	replica *sql.DB
 	fresh   func() bool
-	set    string
-	loc    *time.Location
-	now    func() time.Time
-	intn   func(n int64) int64
-	tables *schema.Ensurer
-	obs    *metrics.Store // retries and fence refusals of the open transactions; nil: none
+	set     string
+	loc     *time.Location
+	now     func() time.Time
+	intn    func(n int64) int64
+	tables  *schema.Ensurer
+	obs     *metrics.Store // retries and fence refusals of the open transactions; nil: none
 }
 
 // New returns the Store of SET set on db. loc is the cluster's time zone

@@ -31,8 +31,10 @@ type Config struct {
 	Admin          Admin    `yaml:"admin"`
 	Dashboard      Console  `yaml:"dashboard"`
 	Sets           []Set    `yaml:"sets"`
-	MetaDSN        string   `yaml:"meta_dsn"`   // topology database
-	WalletDSN      string   `yaml:"wallet_dsn"` // accounts and ledger
+	// Replication is how hbctl fails a SET's MySQL over and rejoins it.
+	Replication Replication `yaml:"replication"`
+	MetaDSN     string      `yaml:"meta_dsn"`   // topology database
+	WalletDSN   string      `yaml:"wallet_dsn"` // accounts and ledger
 	// DevGrant credits each sender once on first send (fen); dev only.
 	DevGrant      int64    `yaml:"dev_grant"`
 	DBConns       int      `yaml:"db_conns"` // MySQL pool size per server
@@ -111,9 +113,12 @@ type Coalesce struct {
 
 // Set is one SET: its servers, its MySQL and its memcached.
 type Set struct {
-	Name      string   `yaml:"name"`
-	Servers   []string `yaml:"servers"`
-	MySQLDSN  string   `yaml:"mysql_dsn"`
+	Name     string   `yaml:"name"`
+	Servers  []string `yaml:"servers"`
+	MySQLDSN string   `yaml:"mysql_dsn"`
+	// Replicas are the DSNs of the MySQL's replicas (same account), the
+	// candidates of hbctl set failover.
+	Replicas  []string `yaml:"replicas"`
 	Memcached []string `yaml:"memcached"`
 	// Admin lists the admin listeners of the SET's servers (in the order
 	// of Servers) and SettlerAdmin its settlers': the router's operator
@@ -123,6 +128,38 @@ type Set struct {
 	// ArchiveDSN is the SET's cold store (default: its MySQL, databases
 	// db_xx_archive).
 	ArchiveDSN string `yaml:"archive_dsn"`
+}
+
+// Replication configures replicated SET databases (hbctl set failover and
+// rejoin): the accounts hbctl acts with and the semi-sync timeout it sets.
+type Replication struct {
+	// SemiSyncTimeout is rpl_semi_sync_master_timeout: how long a commit
+	// waits for a replica's acknowledgement before the primary degrades
+	// to asynchronous replication. 0 (the default, for money) waits
+	// forever: no commit is acknowledged that is not on two machines,
+	// and writes stall while no replica answers.
+	SemiSyncTimeout Duration `yaml:"semi_sync_timeout"`
+	// AdminUser and AdminPassword: the operator's account on every SET
+	// database (read_only, KILL, replication: SUPER, READ ONLY ADMIN,
+	// CONNECTION ADMIN, REPLICATION SLAVE ADMIN).
+	AdminUser     string `yaml:"admin_user"`
+	AdminPassword string `yaml:"admin_password"`
+	// User and Password: the account replicas connect with (REPLICATION
+	// SLAVE).
+	User     string `yaml:"user"`
+	Password string `yaml:"password"`
+	// WaitApplied bounds the wait for a replica to apply what it received
+	// before it is promoted (default 60s).
+	WaitApplied Duration `yaml:"wait_applied"`
+	// ReadReplica makes a SET's servers read packet details (GET
+	// /v1/packets/{id}) from the SET's first replica while it replicates
+	// within MaxReplicaLag; never the open path's reads, which decide
+	// money. A packet the replica lacks (not applied yet) is read from the
+	// primary.
+	ReadReplica bool `yaml:"read_replica"`
+	// MaxReplicaLag is how far behind (Seconds_Behind_Master) the replica
+	// may be and still serve reads (default 1s).
+	MaxReplicaLag Duration `yaml:"max_replica_lag"`
 }
 
 // Cold returns the DSN of the SET's archive.
@@ -184,6 +221,7 @@ func Defaults() *Config {
 		Cache:         Cache{Timeout: Duration(200 * time.Millisecond), Conns: 64},
 		Router:        Router{Listen: "127.0.0.1:8080", RouterLimits: defaultRouterLimits(), Coalesce: Coalesce{Batch: 64, InFlight: 2}},
 		Archive:       Archive{RetentionDays: 7, AheadDays: 2},
+		Replication:   Replication{AdminUser: "root", User: "repl", WaitApplied: Duration(time.Minute), MaxReplicaLag: Duration(time.Second)},
 		Admin:         Admin{Router: "127.0.0.1:9080", Server: "127.0.0.1:9081", Settler: "127.0.0.1:9082", DrainGrace: Duration(2 * time.Second)},
 		DBConns:       64,
 		ShutdownGrace: Duration(20 * time.Second),
@@ -234,6 +272,12 @@ func (c *Config) Check() error {
 	}
 	if c.Admin.DrainGrace < 0 || c.Admin.DrainGrace >= c.ShutdownGrace {
 		errs = append(errs, errors.New("admin: drain_grace must be at least 0 and less than shutdown_grace"))
+	}
+	if r := c.Replication; r.SemiSyncTimeout < 0 || r.WaitApplied <= 0 {
+		errs = append(errs, errors.New("replication: semi_sync_timeout must be at least 0 (0: wait forever), wait_applied positive"))
+	}
+	if c.Replication.MaxReplicaLag < 0 {
+		errs = append(errs, errors.New("replication: max_replica_lag must be at least 0"))
 	}
 	if a := c.Archive; a.AheadDays < 0 || a.AheadDays > 7 {
 		errs = append(errs, errors.New("archive: ahead_days must be between 0 and 7"))

@@ -22,6 +22,9 @@ var MetaStatements = []string{
 	`ALTER TABLE sets ADD COLUMN IF NOT EXISTS state VARCHAR(16) NOT NULL DEFAULT 'active'`,
 	`ALTER TABLE sets ADD COLUMN IF NOT EXISTS weight INT NOT NULL DEFAULT 1`,
 	`ALTER TABLE sets ADD COLUMN IF NOT EXISTS archive_dsn TEXT NOT NULL DEFAULT ''`,
+	// The DSNs of the SET's MySQL replicas, one per line; failover swaps
+	// the promoted one with mysql_dsn.
+	`ALTER TABLE sets ADD COLUMN IF NOT EXISTS replicas TEXT NOT NULL DEFAULT ''`,
 	`CREATE TABLE IF NOT EXISTS buckets (
   bucket   INT         NOT NULL PRIMARY KEY,
   set_name VARCHAR(64) NOT NULL

@@ -3,8 +3,10 @@ package schema
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
@@ -15,6 +17,22 @@ import (
 // relies on: times parsed in UTC, a UTC session time zone, one round trip
 // per statement and the pool size given.
 func Open(dsn string, maxConns int) (*sql.DB, error) {
+	c, err := connector(dsn)
+	if err != nil {
+		return nil, err
+	}
+	db := sql.OpenDB(c)
+	tune(db, maxConns)
+	return db, nil
+}
+
+// connector is the driver's connector of dsn with hongbao's session
+// settings (see Open).
+func connector(dsn string) (driver.Connector, error) { return connectorDial(dsn, nil) }
+
+// connectorDial is connector with its own dial function (nil: the
+// driver's).
+func connectorDial(dsn string, dial func(ctx context.Context, network, addr string) (net.Conn, error)) (driver.Connector, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("schema: parse dsn: %w", err)
@@ -34,15 +52,21 @@ func Open(dsn string, maxConns int) (*sql.DB, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 3 * time.Second
 	}
-	connector, err := mysql.NewConnector(cfg)
+	if dial != nil {
+		cfg.DialFunc = dial
+	}
+	c, err := mysql.NewConnector(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("schema: connector: %w", err)
 	}
-	db := sql.OpenDB(connector)
+	return c, nil
+}
+
+// tune sizes a pool.
+func tune(db *sql.DB, maxConns int) {
 	db.SetMaxOpenConns(maxConns)
 	db.SetMaxIdleConns(maxConns)
 	db.SetConnMaxLifetime(30 * time.Minute)
-	return db, nil
 }
 
 // OpenCreate opens the database named in dsn as Open does, creating the

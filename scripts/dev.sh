@@ -78,6 +78,18 @@ alive() {
   return 1
 }
 
+# running PIDFILE PORT: its process is alive and listens on PORT in this
+# network namespace. One alive that does not (a test instance left running
+# in another namespace by a make test that was killed: nothing here would
+# reach it, and tests would fail to connect) is stopped.
+running() {
+  alive "$1" || return 1
+  (: </dev/tcp/127.0.0.1/"$2") 2>/dev/null && return 0
+  echo "$1: pid $(cat "$1") does not listen on 127.0.0.1:$2 here (another network namespace?): stopping it" >&2
+  stop "$1"
+  return 1
+}
+
 # zombie PID: it has exited and not been reaped.
 zombie() { local s; s=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 1; [ "$s" = Z ] || [ "$s" = X ]; }
 
@@ -92,30 +104,74 @@ dying() {
   return 1
 }
 
-# mariadb NAME PORT: a private MariaDB with user hongbao/hongbao on 127.0.0.1:PORT.
+# semi_sync_ms: rpl_semi_sync_master_timeout of the dev SET databases, from
+# HB_REPLICATION_SEMI_SYNC_TIMEOUT (a Go duration in ms or s: 500ms, 10s; the
+# config's replication.semi_sync_timeout): unset or 0 waits forever (a year),
+# the default for money: no commit is acknowledged before the replica has it.
+semi_sync_ms() {
+  local t=${HB_REPLICATION_SEMI_SYNC_TIMEOUT:-0}
+  case "$t" in
+    0|0s|"") echo 31536000000 ;;
+    *ms) echo "${t%ms}" ;;
+    *s) echo $(( ${t%s} * 1000 )) ;;
+    *) echo "HB_REPLICATION_SEMI_SYNC_TIMEOUT: want e.g. 500ms or 10s, got $t" >&2; exit 1 ;;
+  esac
+}
+
+# repl_args DIR SERVER_ID: the options of a member of a replicated SET
+# database (store/replication.ServerArgs): GTIDs in strict mode, every
+# applied transaction logged again, semi-sync waiting AFTER_SYNC. Its role
+# is in its data: a replica has a primary configured (master.info) or is
+# marked DIR.new-replica (being seeded, or an old primary that comes back
+# after a failover, until hbctl set rejoin), is read_only, no semi-sync
+# master and a semi-sync replica, whose crash recovery drops from its binary
+# log what it had not committed (an old primary's commits that waited for an
+# acknowledgement); a primary is a semi-sync master and no semi-sync
+# replica, whose crash recovery commits what is in its binary log (its
+# replica may have it already).
+repl_args() {
+  local dir=$1 id=$2 master=1 ro=0
+  if [ -f "$dir/master.info" ] || [ -f "$dir.new-replica" ]; then master=0; ro=1; fi
+  echo --server-id="$id" --log-bin="$dir/binlog" --log-slave-updates=1 --binlog-format=ROW --sync-binlog=1 \
+    --gtid-strict-mode=1 --rpl-semi-sync-master-enabled=$master --rpl-semi-sync-slave-enabled=$ro \
+    --rpl-semi-sync-master-wait-point=AFTER_SYNC --rpl-semi-sync-master-timeout="$(semi_sync_ms)" \
+    --relay-log-recovery=1 --read-only=$ro
+}
+
+# mariadb NAME PORT [SERVER_ID]: a private MariaDB with user hongbao/hongbao on
+# 127.0.0.1:PORT; with a SERVER_ID, a member of a replicated SET database
+# (see repl_args), with the replication account repl/repl and the operator's
+# hbadmin/hbadmin (hbctl set failover and rejoin act with it).
 mariadb_start() {
-  local name=$1 port=$2
+  local name=$1 port=$2 id=${3:-}
   local dir="$RUN/mariadb-$name" pid="$RUN/mariadb-$name.pid" sock="$RUN/mariadb-$name.sock"
   alive "$pid" && return 0
-  if [ ! -d "$dir/mysql" ]; then
-    rm -rf "$dir"
-    mariadb-install-db --no-defaults --datadir="$dir" --auth-root-authentication-method=normal \
-      --skip-test-db $(as_root_opt --user=root) >"$RUN/mariadb-$name.install.log" 2>&1 ||
-      { cat "$RUN/mariadb-$name.install.log"; exit 1; }
-  fi
+  local binlog=(--skip-log-bin)
+  # A member of a replicated SET database: a thread per connection, no
+  # thread pool. A semi-sync primary's committing threads wait for the
+  # replica's acknowledgement; when they fill the pool's workers (a kill -9
+  # and restart under load: every client reconnects and commits), the
+  # replica's own reconnection waits for a worker to authenticate it, never
+  # gets one, and the server wedges for good (seen in the chaos run: the
+  # binlog group commit leader in Repl_semi_sync_master::commit_trx, the
+  # replica's IO thread "Preparing" for minutes).
+  local threads=pool-of-threads
+  # shellcheck disable=SC2207 # options without spaces
+  [ -n "$id" ] && binlog=($(repl_args "$dir" "$id")) && threads=one-thread-per-connection
+  [ -d "$dir/mysql" ] || mariadb_install "$name" "$dir"
   # Durable commits (flush at every commit, doublewrite on): an open answered
   # "opened" must survive a crash. A 1 GiB buffer pool and a 512 MiB redo log
   # keep the day tables of 1000 buckets in memory and page flushing off the
   # commits' way (HB_MARIADB_BUFFER_POOL=256M on a small laptop). The open
-  # path is point reads and writes by primary key: a thread pool spares the
-  # context switches of a thread per connection, and the optimizer need not
-  # read column statistics for every statement. The table caches hold a
-  # SET's day tables (2,000 a day for 1,000 buckets): MariaDB's defaults
-  # (2,000 open, 400 definitions) leave a crowd over every bucket in
-  # "Opening tables".
+  # path is point reads and writes by primary key: a thread pool (not on
+  # replicated members, above) spares the context switches of a thread per
+  # connection, and the optimizer need not read column statistics for every
+  # statement. The table caches hold a SET's day tables (2,000 a day for
+  # 1,000 buckets): MariaDB's defaults (2,000 open, 400 definitions) leave a
+  # crowd over every bucket in "Opening tables".
   setsid mariadbd --no-defaults --datadir="$dir" --socket="$sock" --port="$port" --bind-address=127.0.0.1 \
-    --pid-file="$pid" $(as_root_opt --user=root) --skip-name-resolve --skip-log-bin \
-    --thread-handling=pool-of-threads --use-stat-tables=never --optimizer-use-condition-selectivity=1 \
+    --pid-file="$pid" $(as_root_opt --user=root) --skip-name-resolve "${binlog[@]}" \
+    --thread-handling="$threads" --use-stat-tables=never --optimizer-use-condition-selectivity=1 \
     --innodb-buffer-pool-size=${HB_MARIADB_BUFFER_POOL:-1G} --innodb-log-file-size=512M --innodb-flush-log-at-trx-commit=1 \
     --max-connections=2000 --table-open-cache=20000 --table-definition-cache=20000 --open-files-limit=65535 \
     --log-error="$RUN/mariadb-$name.log" </dev/null >/dev/null 2>&1 &
@@ -124,10 +180,62 @@ mariadb_start() {
     command mariadb --no-defaults -uroot --socket="$sock" -e 'SELECT 1' >/dev/null 2>&1 && break
     sleep 0.1
   done
+  # Not logged (sql_log_bin = 0): a semi-sync primary without its replica
+  # yet would wait, and a replica's own GTIDs would break strict mode.
+  # GRANT ALL includes READ ONLY ADMIN in MariaDB 10.11, which would let the
+  # application write through read_only: the failover's fence. It is revoked.
   command mariadb --no-defaults -uroot --socket="$sock" -e "
+    SET sql_log_bin = 0;
     CREATE USER IF NOT EXISTS 'hongbao'@'127.0.0.1' IDENTIFIED BY 'hongbao';
-    GRANT ALL ON *.* TO 'hongbao'@'127.0.0.1';" ||
+    GRANT ALL ON *.* TO 'hongbao'@'127.0.0.1';
+    REVOKE READ ONLY ADMIN ON *.* FROM 'hongbao'@'127.0.0.1';
+    CREATE USER IF NOT EXISTS 'repl'@'127.0.0.1' IDENTIFIED BY 'repl';
+    GRANT REPLICATION SLAVE, REPLICATION SLAVE ADMIN, BINLOG MONITOR ON *.* TO 'repl'@'127.0.0.1';
+    CREATE USER IF NOT EXISTS 'hbadmin'@'127.0.0.1' IDENTIFIED BY 'hbadmin';
+    GRANT ALL ON *.* TO 'hbadmin'@'127.0.0.1' WITH GRANT OPTION;" ||
     { tail -20 "$RUN/mariadb-$name.log"; echo "mariadb $name did not start" >&2; exit 1; }
+}
+
+# mariadb_install NAME DIR: a fresh data directory. A loaded host now and
+# then breaks a bootstrap: tried up to three times, from scratch; the
+# last attempt's errors first when all fail.
+mariadb_install() {
+  local name=$1 dir=$2 log="$RUN/mariadb-$1.install.log" attempt
+  for attempt in 1 2 3; do
+    rm -rf "$dir"
+    mariadb-install-db --no-defaults --datadir="$dir" --auth-root-authentication-method=normal \
+      --skip-test-db $(as_root_opt --user=root) >"$log" 2>&1 && return 0
+    echo "mariadb $name: bootstrap attempt $attempt failed" >&2
+  done
+  grep -iE "error|fail|abort" "$log" | head -20 >&2 || true
+  cat "$log"
+  exit 1
+}
+
+# mariadb_replica NAME PORT SERVER_ID PRIMARY: a replica of SET database
+# PRIMARY (a NAME of mariadb_start). The first time it is seeded with a
+# consistent dump of the primary (not logged) and replicates from the GTID
+# position of the dump; afterwards it starts as whatever it is now (after a
+# failover it may be the primary).
+mariadb_replica() {
+  local name=$1 port=$2 id=$3 primary=$4
+  local dir="$RUN/mariadb-$name" sock="$RUN/mariadb-$name.sock" psock="$RUN/mariadb-$primary.sock"
+  if [ -d "$dir/mysql" ]; then mariadb_start "$name" "$port" "$id"; return; fi
+  touch "$dir.new-replica"
+  mariadb_start "$name" "$port" "$id"
+  local dump="$RUN/mariadb-$name.seed.sql" pport gtid
+  { echo "SET sql_log_bin = 0;"
+    mariadb-dump --no-defaults -uroot --socket="$psock" --all-databases --single-transaction --gtid --master-data=2 \
+      --routines --events; } >"$dump" || { echo "could not dump $primary for replica $name" >&2; exit 1; }
+  gtid=$(sed -n "s/^-- SET GLOBAL gtid_slave_pos='\(.*\)';/\1/p" "$dump" | head -1)
+  pport=$(command mariadb --no-defaults -uroot --socket="$psock" -N -e 'SELECT @@port')
+  command mariadb --no-defaults -uroot --socket="$sock" <"$dump"
+  command mariadb --no-defaults -uroot --socket="$sock" -e "
+    SET GLOBAL gtid_slave_pos = '$gtid';
+    CHANGE MASTER TO MASTER_HOST = '127.0.0.1', MASTER_PORT = $pport, MASTER_USER = 'repl', MASTER_PASSWORD = 'repl',
+      MASTER_USE_GTID = slave_pos, MASTER_CONNECT_RETRY = 1;
+    START SLAVE;" || { echo "replica $name did not start replicating" >&2; exit 1; }
+  rm -f "$dir.new-replica" "$dump"
 }
 
 # memcached NAME PORT
@@ -220,13 +328,41 @@ wait_http() { # wait_http URL
   echo "$1 did not answer" >&2; return 1
 }
 
+# Each SET's MariaDB has a replica on the next port (semi-sync AFTER_SYNC;
+# hbctl set failover promotes it): a 3316 -> 3317, b 3326 -> 3327, c 3336 -> 3337.
 infra() {
-  mariadb_start a 3316
-  mariadb_start b 3326
-  mariadb_start c 3336
+  mariadb_start a $(member a)
+  mariadb_start b $(member b)
+  mariadb_start c $(member c)
+  mariadb_replica a-replica $(member a-replica) a
+  mariadb_replica b-replica $(member b-replica) b
+  mariadb_replica c-replica $(member c-replica) c
   memcached_start a 11221
   memcached_start b 11231
   memcached_start c 11241
+}
+
+# member NAME: the port and server ID of SET database NAME (infra's).
+member() {
+  case $1 in
+    a) echo 3316 1 ;; b) echo 3326 11 ;; c) echo 3336 21 ;;
+    a-replica) echo 3317 2 ;; b-replica) echo 3327 12 ;; c-replica) echo 3337 22 ;;
+    *) echo "no SET database named $1" >&2; return 1 ;;
+  esac
+}
+
+# reseed NAME PRIMARY: SET database NAME stopped, thrown away and seeded
+# again as a replica of PRIMARY (its current primary, a name of infra's):
+# what an operator does with an old primary whose rejoin was refused
+# because it holds errant transactions (e.g. DDL of schema ensure in its
+# binary log when it was killed, which crash recovery cannot undo).
+reseed() {
+  local name=$1 primary=$2 m
+  m=$(member "$name") && member "$primary" >/dev/null || exit 1
+  stop "$RUN/mariadb-$name.pid"
+  rm -rf "$RUN/mariadb-$name"
+  # shellcheck disable=SC2086 # port and server ID
+  mariadb_replica "$name" $m "$primary"
 }
 
 # spare_set: SET c, in the meta database only (not in the configuration, so
@@ -235,7 +371,8 @@ infra() {
 spare_set() {
   if ! "$RUN/bin/hbctl" set list -config "$CONFIG" --json | grep -q '"name": "c"'; then
     "$RUN/bin/hbctl" set add c -config "$CONFIG" --servers 127.0.0.1:8085,127.0.0.1:8086 \
-      --mysql "hongbao:hongbao@tcp(127.0.0.1:3336)/" --memcached 127.0.0.1:11241 >>"$RUN/topology.log"
+      --mysql "hongbao:hongbao@tcp(127.0.0.1:3336)/" --replicas "hongbao:hongbao@tcp(127.0.0.1:3337)/" \
+      --memcached 127.0.0.1:11241 >>"$RUN/topology.log"
   fi
 }
 
@@ -325,6 +462,11 @@ test_env() {
   deps
   prometheus_deps
   chromium_deps
+  # Instances left in another network namespace are stopped first.
+  running "$RUN/mariadb-test-a.pid" 13306 || true
+  running "$RUN/mariadb-test-b.pid" 13307 || true
+  running "$RUN/memcached-test-a.pid" 21211 || true
+  running "$RUN/memcached-test-b.pid" 21212 || true
   mariadb_start test-a 13306
   mariadb_start test-b 13307
   memcached_start test-a 21211
@@ -433,8 +575,13 @@ chaos() {
   chaos_env
   down
   up >"$RUN/up.out" 2>&1 || { tail -20 "$RUN/up.out"; echo "chaos: make up failed" >&2; return 1; }
-  local rc=0
-  (cd "$ROOT" && "$RUN/bin/hbchaos" -config "$CONFIG" -run "$RUN" -dev "$ROOT/scripts/dev.sh" "$@") || rc=$?
+  local rc=0 pid
+  # TERM or INT (a test's deadline): hbchaos stopped, the cluster too.
+  (cd "$ROOT" && exec "$RUN/bin/hbchaos" -config "$CONFIG" -run "$RUN" -dev "$ROOT/scripts/dev.sh" "$@") &
+  pid=$!
+  trap 'echo "chaos: stopped" >&2; kill "$pid" 2>/dev/null; wait "$pid"; down; exit 143' TERM INT
+  wait "$pid" || rc=$?
+  trap - TERM INT
   down
   return "$rc"
 }
@@ -490,6 +637,7 @@ case "${1:-}" in
   bench-e2e) shift; bench_deps; down; bench_env; bench_e2e "$@" ;;
   chaos) shift; chaos "$@" ;;
   infra) deps; infra ;;
+  reseed) shift; reseed "$@" ;;
   test-env) test_env; env | grep '^HB_TEST_' | sed "s/^\([^=]*\)=\(.*\)$/export \1='\2'/" ;;
   *) sed -n '2,14p' "$0"; exit 2 ;;
 esac

@@ -35,7 +35,7 @@ serving_again() {
 cleanup() { "$DEV" down >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 
-"$DEV" up >"$RUN/up.out" 2>&1 || { tail -20 "$RUN/up.out"; fail "make up"; }
+"$DEV" up >"$RUN/up.out" 2>&1 || { tail -60 "$RUN/up.out"; fail "make up"; }
 echo "ok: make up"
 
 # 1. Each kind of process, killed with kill -9, is started again by its

@@ -173,9 +173,11 @@ func (s *Server) authed(h handler) http.HandlerFunc {
 		addField(r.Context(), zap.Stringer("user", user))
 		status, body, err := h(r, user)
 		err = api.ClientGone(r, err)
-		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, sql.ErrTxDone) {
-			// Out of time, or the outcome of a commit is unknown: either
-			// way a retry gets the truth (opens are idempotent).
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || errors.Is(err, sql.ErrTxDone) {
+			// Out of time, cancelled by this server (not by the client:
+			// ClientGone took that), or the outcome of a commit is
+			// unknown: either way a retry gets the truth (opens are
+			// idempotent).
 			err = fmt.Errorf("%v: %w", err, hongbao.ErrBusy)
 		} else if schema.IsUnreachable(err) {
 			// The SET's MySQL is down or restarting: 503 with

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -22,22 +26,63 @@ func TestChaosShort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := t.TempDir()
+	// Its cluster's logs stay when it fails.
+	run, err := os.MkdirTemp("", "hbchaos-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			os.RemoveAll(run)
+		}
+	})
+	// Whatever became of the chaos run (killed after its deadline), its
+	// cluster is stopped: scripts/dev.sh down needs only its pid files.
+	t.Cleanup(func() {
+		down := exec.Command(filepath.Join(root, "scripts", "dev.sh"), "down")
+		down.Env = append(os.Environ(), "HB_DEV_RUN="+run)
+		if out, err := down.CombinedOutput(); err != nil {
+			t.Errorf("scripts/dev.sh down: %v\n%s", err, out)
+		}
+	})
+	// Bounded below the test binary's timeout, so that a run that hangs
+	// fails with its output and its cluster stopped (scripts/dev.sh down
+	// on TERM) instead of a timeout's panic that shows nothing.
+	ctx := context.Background()
+	if dl, ok := t.Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, dl.Add(-3*time.Minute))
+		defer cancel()
+	}
 	began := time.Now()
-	cmd := exec.Command(filepath.Join(root, "scripts", "dev.sh"), "chaos",
+	cmd := exec.CommandContext(ctx, filepath.Join(root, "scripts", "dev.sh"), "chaos",
 		"-clients", "200", "-duration", "60s", "-gap", "2s", "-verify-every", "15s", "-drain", "90s")
 	cmd.Env = append(os.Environ(), "HB_DEV_RUN="+run, "HB_MARIADB_BUFFER_POOL=128M", "HB_LIMITS_EXPIRY=15s")
-	out, err := cmd.CombinedOutput()
-	t.Logf("scripts/dev.sh chaos (%v):\n%s", time.Since(began).Round(time.Second), out)
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 2 * time.Minute
+	var out bytes.Buffer
+	cmd.Stdout = io.MultiWriter(&out, lineLogger{t})
+	cmd.Stderr = cmd.Stdout
+	err = cmd.Run()
+	t.Logf("scripts/dev.sh chaos took %v (logs of its cluster: %s)", time.Since(began).Round(time.Second), run)
 	if err != nil {
 		t.Fatalf("hbchaos: %v", err)
 	}
 	for _, want := range []string{"| lost | **0**", "| doubled | **0**", "after the run: passes", "OK: every invariant holds"} {
-		if !strings.Contains(string(out), want) {
+		if !strings.Contains(out.String(), want) {
 			t.Errorf("the report does not say %q", want)
 		}
 	}
-	if strings.Contains(string(out), "NOT RECOVERED") {
+	if strings.Contains(out.String(), "NOT RECOVERED") {
 		t.Error("a fault was not recovered from")
 	}
+}
+
+// lineLogger logs what the chaos run prints as it prints it (go test -v
+// shows it at once): a run that dies or hangs shows how far it got.
+type lineLogger struct{ t *testing.T }
+
+func (l lineLogger) Write(p []byte) (int, error) {
+	l.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
 }

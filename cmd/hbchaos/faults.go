@@ -3,7 +3,9 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -14,6 +16,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/hongbao-dev/hongbao/configs"
 	"github.com/hongbao-dev/hongbao/schema"
@@ -81,21 +85,36 @@ func (d *dev) inject(ctx context.Context, kind string) fault {
 		f.target = "hbarchive ensure -set " + set.Name
 		f.recovery, f.err = d.killArchiver(ctx, set.Name)
 	case killMariaDB:
-		f.target = "MariaDB " + set.Name
-		f.recovery, f.err = d.killInfra(ctx, "mariadb-"+set.Name, func() error { return pingSQL(ctx, set.MySQLDSN) })
+		name, dsn := d.primary(ctx, set)
+		f.target = "MariaDB " + name
+		f.recovery, f.err = d.killInfra(ctx, "mariadb-"+name, func() error { return pingSQL(ctx, dsn) })
 	case killMemcached:
 		f.target = "memcached " + set.Name
 		f.recovery, f.err = d.killInfra(ctx, "memcached-"+set.Name, func() error { return pingMemcached(set.Memcached[0]) })
 	case pauseMariaDB:
 		pause := time.Duration(2000+d.rng.IntN(4000)) * time.Millisecond
-		f.target = fmt.Sprintf("MariaDB %s for %.1f s", set.Name, pause.Seconds())
-		f.recovery, f.err = d.pause(ctx, "mariadb-"+set.Name, pause, func() error { return pingSQL(ctx, set.MySQLDSN) })
+		name, dsn := d.primary(ctx, set)
+		f.target = fmt.Sprintf("MariaDB %s for %.1f s", name, pause.Seconds())
+		f.recovery, f.err = d.pause(ctx, "mariadb-"+name, pause, func() error { return pingSQL(ctx, dsn) })
 	case failover:
-		f.target = "SET " + set.Name
 		if !d.replica {
-			f.skipped = "the configuration names no replicas (failover is another change of issue 14)"
+			f.target, f.skipped = "SET "+set.Name, "the configuration names no replicas"
 			break
 		}
+		// The meta and wallet databases stay on their server: a SET whose
+		// MariaDB holds them is not failed over.
+		var ok []configs.Set
+		for _, s := range d.sets {
+			if len(s.Replicas) > 0 && !sameServer(s.MySQLDSN, d.cfg.MetaDSN) && !sameServer(s.MySQLDSN, d.cfg.WalletDSN) {
+				ok = append(ok, s)
+			}
+		}
+		if len(ok) == 0 {
+			f.target, f.skipped = "SET "+set.Name, "every SET with replicas holds the meta or wallet database"
+			break
+		}
+		set = ok[d.rng.IntN(len(ok))]
+		f.target = "SET " + set.Name
 		f.recovery, f.err = d.failover(ctx, set)
 	}
 	return f
@@ -196,11 +215,27 @@ func (d *dev) killArchiver(ctx context.Context, set string) (time.Duration, erro
 	return time.Since(t0), nil
 }
 
-// failover kills SET set's primary MariaDB and fails over to its replica
-// with hbctl set failover; recovered when the SET's configured database
-// answers writes again.
+// failover kills SET set's primary MariaDB (as the meta database names
+// it) and fails over with hbctl set failover, which promotes its replica;
+// the killed server is started again as a replica (scripts/dev.sh's
+// .new-replica mark: read-only, a semi-sync replica whose crash recovery
+// drops what no replica acknowledged) and hbctl set rejoin makes it the new
+// primary's replica. When rejoin refuses it (errant transactions: DDL in
+// its binary log, e.g. of schema ensure or the archiver, which crash
+// recovery cannot undo) it is thrown away and seeded again from the new
+// primary (scripts/dev.sh reseed), as an operator would, and rejoined.
+//
+// The dev cluster has one replica per SET: by default its writes would
+// stall from the failover until a replica follows the new primary, and a
+// reseed's dump of a primary whose commits wait for an acknowledgement
+// may wait behind them. So a SET with one replica fails over with
+// --accept-single-copy (what TestFailoverSingleReplica tests apart):
+// acknowledged on one machine until the rejoin, while no other fault hits
+// (faults come one at a time). Recovered when rejoin succeeded and the
+// router is ready.
 func (d *dev) failover(ctx context.Context, set configs.Set) (time.Duration, error) {
-	old, err := d.pid("mariadb-" + set.Name)
+	name, _ := d.primary(ctx, set)
+	old, err := d.pid("mariadb-" + name)
 	if err != nil {
 		return 0, err
 	}
@@ -208,10 +243,102 @@ func (d *dev) failover(ctx context.Context, set configs.Set) (time.Duration, err
 	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
 		return 0, err
 	}
-	if out, err := exec.CommandContext(ctx, filepath.Join(d.bin, "hbctl"), "set", "failover", set.Name, "-config", d.config).CombinedOutput(); err != nil {
+	args := []string{"set", "failover", set.Name, "-config", d.config}
+	if len(set.Replicas) == 1 {
+		args = append(args, "--accept-single-copy")
+	}
+	if out, err := d.hbctl(ctx, args...); err != nil {
 		return time.Since(t0), fmt.Errorf("hbctl set failover %s: %w\n%s", set.Name, err, out)
 	}
+	mark := filepath.Join(d.run, "mariadb-"+name+".new-replica")
+	if err := os.WriteFile(mark, nil, 0o644); err != nil {
+		return time.Since(t0), err
+	}
+	if out, err := exec.CommandContext(ctx, d.script, "infra").CombinedOutput(); err != nil {
+		return time.Since(t0), fmt.Errorf("scripts/dev.sh infra after the failover of %s: %w\n%s", set.Name, err, out)
+	}
+	if err := d.rejoin(ctx, set, name); err != nil {
+		return time.Since(t0), err
+	}
+	if err := os.Remove(mark); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return time.Since(t0), err
+	}
 	return until(ctx, t0, func() error { return httpOK("http://" + d.cfg.Router.Listen + "/readyz") })
+}
+
+// rejoin runs hbctl set rejoin until it succeeds (at most 90 s); when it
+// refuses the old primary old for errant transactions, old is seeded
+// again from the SET's new primary (scripts/dev.sh reseed) and rejoined.
+func (d *dev) rejoin(ctx context.Context, set configs.Set, old string) error {
+	errant, err := d.tryRejoin(ctx, set)
+	if err != nil || !errant {
+		return err
+	}
+	primary, _ := d.primary(ctx, set)
+	if out, err := exec.CommandContext(ctx, d.script, "reseed", old, primary).CombinedOutput(); err != nil {
+		return fmt.Errorf("scripts/dev.sh reseed %s %s: %w\n%s", old, primary, err, out)
+	}
+	if errant, err = d.tryRejoin(ctx, set); errant {
+		return fmt.Errorf("%s still has errant transactions after its reseed", old)
+	}
+	return err
+}
+
+// tryRejoin runs hbctl set rejoin until it succeeds or refuses for errant
+// transactions (errant true), at most 90 s.
+func (d *dev) tryRejoin(ctx context.Context, set configs.Set) (errant bool, err error) {
+	_, err = until(ctx, time.Now(), func() error {
+		out, err := d.hbctl(ctx, "set", "rejoin", set.Name, "-config", d.config)
+		if err != nil && strings.Contains(string(out), "errant") {
+			errant = true
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("hbctl set rejoin %s: %w\n%s", set.Name, err, out)
+		}
+		return nil
+	})
+	return errant, err
+}
+
+// hbctl runs the dev cluster's hbctl.
+func (d *dev) hbctl(ctx context.Context, args ...string) ([]byte, error) {
+	return exec.CommandContext(ctx, filepath.Join(d.bin, "hbctl"), args...).CombinedOutput()
+}
+
+// primary returns scripts/dev.sh's name of SET set's primary MariaDB
+// (mariadb-NAME) and its DSN, as the meta database names it (after a
+// failover, one of its replicas); the configuration's when the meta
+// database does not answer.
+func (d *dev) primary(ctx context.Context, set configs.Set) (name, dsn string) {
+	dsn = set.MySQLDSN
+	if d.cfg.MetaDSN != "" {
+		if db, err := schema.Open(d.cfg.MetaDSN, 1); err == nil {
+			c, cancel := context.WithTimeout(ctx, 2*time.Second)
+			var cur string
+			if db.QueryRowContext(c, "SELECT mysql_dsn FROM sets WHERE name = ?", set.Name).Scan(&cur) == nil {
+				dsn = cur
+			}
+			cancel()
+			db.Close()
+		}
+	}
+	for i, r := range set.Replicas {
+		if sameServer(dsn, r) {
+			if i == 0 {
+				return set.Name + "-replica", dsn
+			}
+			return fmt.Sprintf("%s-replica%d", set.Name, i+1), dsn
+		}
+	}
+	return set.Name, dsn
+}
+
+// sameServer reports whether two DSNs reach the same address.
+func sameServer(a, b string) bool {
+	ca, err1 := mysql.ParseDSN(a)
+	cb, err2 := mysql.ParseDSN(b)
+	return err1 == nil && err2 == nil && ca.Addr == cb.Addr
 }
 
 // until polls ok every 50 ms for up to 90 s; it returns the time since t0

@@ -66,7 +66,7 @@ func cmdTopology(ctx context.Context, e *env, args []string) error {
 func topologyInit(ctx context.Context, e *env, cfg *configs.Config, meta *sql.DB) error {
 	infos := make([]topology.Set, len(cfg.Sets))
 	for i, s := range cfg.Sets {
-		infos[i] = topology.Set{Name: s.Name, Servers: s.Servers, MySQLDSN: s.MySQLDSN, Memcached: s.Memcached}
+		infos[i] = topology.Set{Name: s.Name, Servers: s.Servers, MySQLDSN: s.MySQLDSN, Replicas: s.Replicas, Memcached: s.Memcached}
 	}
 	t, err := topology.Init(ctx, meta, infos)
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/hongbao-dev/hongbao/cmd/internal/settings"
 	"github.com/hongbao-dev/hongbao/configs"
 	"github.com/hongbao-dev/hongbao/metrics"
+	"github.com/hongbao-dev/hongbao/router/topology"
 	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/set/settle"
 	"github.com/hongbao-dev/hongbao/store"
@@ -69,11 +70,17 @@ func run(args []string) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	db, err := schema.Open(sc.MySQLDSN, 8)
+	// A switchable pool: after a failover of the SET's MySQL (a new DSN in
+	// the topology) it dials the new primary, without a restart.
+	live, err := schema.OpenSwitch(sc.MySQLDSN, 8)
 	if err != nil {
 		return err
 	}
+	db := live.DB()
 	defer db.Close()
+	if err := followPrimary(ctx, cfg, sc.Name, live, log); err != nil {
+		return err
+	}
 	if err := schema.EnsureSet(ctx, db); err != nil {
 		return err
 	}
@@ -90,6 +97,7 @@ func run(args []string) error {
 	ready := func(ctx context.Context) error {
 		return errors.Join(db.PingContext(ctx), wl.DB().PingContext(ctx))
 	}
+
 	metrics.Ready(reg, admin.Now(ctx, ready))
 	adm, err := admin.Start(admin.Address(*adminAddr, cfg.Admin.Settler), admin.Handler(reg, ready), log)
 	if err != nil {
@@ -99,5 +107,31 @@ func run(args []string) error {
 	log.Info("settling")
 	st.Run(ctx)
 	log.Info("stopped")
+	return nil
+}
+
+// followPrimary watches the topology (when there is a meta database) and
+// points live at the SET's MySQL as it names it.
+func followPrimary(ctx context.Context, cfg *configs.Config, name string, live *schema.Switch, log *zap.Logger) error {
+	if cfg.MetaDSN == "" {
+		return nil
+	}
+	meta, err := topology.OpenMeta(ctx, cfg.MetaDSN, false)
+	if err != nil {
+		return err
+	}
+	w, err := topology.NewWatcher(ctx, meta, time.Second, log)
+	if err != nil {
+		meta.Close()
+		return err
+	}
+	go func() { w.Run(ctx); meta.Close() }()
+	go w.FollowSet(ctx, name, func(s topology.Set) {
+		if switched, err := live.To(s.MySQLDSN); err != nil {
+			log.Error("cannot follow the SET's MySQL", zap.Error(err))
+		} else if switched {
+			log.Warn("the SET's MySQL moved: new connections go to the new primary")
+		}
+	})
 	return nil
 }

@@ -43,9 +43,9 @@ import (
 )
 
 // productionMariaDB returns the server options of scripts/dev.sh that
-// shape the open path's cost, which a cluster's MariaDBs share: a thread
-// pool (no thread switch per connection: a crowd of 2,000 clients keeps
-// hundreds of connections open) and no column statistics.
+// shape the open path's cost, which a cluster's MariaDBs share: no column
+// statistics. (dev.sh's thread pool is left out: under a crowd it served
+// worse on this 2-core test host, and it wedges with semi-sync.)
 func productionMariaDB() []string {
 	return []string{"--use-stat-tables=never", "--optimizer-use-condition-selectivity=1"}
 }
@@ -66,6 +66,17 @@ type Options struct {
 	// DevGrant is the configuration's dev_grant: when positive the router
 	// serves the red-packet page's dev sign-in and top-up.
 	DevGrant int64
+	// Replicated names the SETs whose MariaDB is a replicated group
+	// (dbtest.StartReplicated: a primary and Replicas read-only replicas,
+	// at least 1,
+	// semi-sync AFTER_SYNC, SemiSyncTimeout, 0 waiting forever): the
+	// configuration lists the replica, the servers connect as the
+	// application's account (which read_only stops) and hbctl set failover
+	// works. The meta and wallet databases stay on the first SET's MariaDB,
+	// so replicate and fail over another SET.
+	Replicated      []string
+	Replicas        int
+	SemiSyncTimeout time.Duration
 	// Spare SETs get their MariaDB, memcached and addresses but are in
 	// neither the configuration nor the topology, and run no process:
 	// a test adds one with `hbctl set add` and starts it with StartSet.
@@ -97,10 +108,13 @@ const (
 
 // Set is one SET of the cluster.
 type Set struct {
-	Name      string
-	Servers   []string // process names of its servers: "a1", "a2"...
-	Addrs     []string // their listen addresses, in the same order
-	DSN       string   // its private MariaDB, root, no database selected
+	Name    string
+	Servers []string // process names of its servers: "a1", "a2"...
+	Addrs   []string // their listen addresses, in the same order
+	DSN     string   // its private MariaDB, root, no database selected
+	// Group is its replicated MariaDB (Options.Replicated), nil otherwise;
+	// DSN is then its primary's at the start.
+	Group     *dbtest.Group
 	Memcached string   // its private memcached
 	Admin     []string // its servers' admin listeners, in the order of Addrs
 	// SettlerAdmin is its settler's admin listener ("" without settlers).
@@ -130,7 +144,7 @@ type Cluster struct {
 	routerAddr string
 	secret     string
 	signer     *hongbao.Signer
-	dbs        map[string]*sql.DB
+	dbs        map[string]*schema.Switch
 	wallet     *wallet.Wallet
 
 	mu     sync.Mutex
@@ -149,7 +163,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 	began := time.Now()
 	bin := build(t, "hbserver", "hbrouter", "hbsettler", "hbctl")
 	built := time.Now()
-	c := &Cluster{t: t, opts: opts, dir: t.TempDir(), bin: bin, dbs: map[string]*sql.DB{}, procs: map[string]*Process{}}
+	c := &Cluster{t: t, opts: opts, dir: t.TempDir(), bin: bin, dbs: map[string]*schema.Switch{}, procs: map[string]*Process{}}
 	c.secret = "clustertest-user-secret-" + strconv.FormatInt(began.UnixNano(), 36)
 	c.InternalSecret = "clustertest-internal-secret-0123456789"
 	c.signer = hongbao.NewSigner([]byte(c.secret))
@@ -162,7 +176,14 @@ func Start(t testing.TB, opts Options) *Cluster {
 	for i := range all {
 		s := &all[i]
 		s.Name = string(rune('a' + i))
-		wg.Go(func() { s.DSN = dbtest.StartMariaDB(g, productionMariaDB()...).DSN })
+		if slices.Contains(opts.Replicated, s.Name) {
+			wg.Go(func() {
+				s.Group = dbtest.StartReplicated(g, opts.SemiSyncTimeout, opts.Replicas, productionMariaDB()...)
+				s.DSN = s.Group.Primary.DSN
+			})
+		} else {
+			wg.Go(func() { s.DSN = dbtest.StartMariaDB(g, productionMariaDB()...).DSN })
+		}
 		wg.Go(func() { s.Memcached = dbtest.StartMemcached(g).Addr })
 	}
 	wg.Wait()
@@ -192,12 +213,13 @@ func Start(t testing.TB, opts Options) *Cluster {
 	c.VerifyTextfile, c.ArchiveTextfile = filepath.Join(c.dir, "hbverify.prom"), filepath.Join(c.dir, "hbarchive.prom")
 	WriteConfig(t, c.Config, Config{Secret: c.secret, InternalSecret: c.InternalSecret, Expiry: opts.Expiry,
 		Router: c.routerAddr, RouterExtra: opts.RouterYAML, MetaDSN: c.MetaDSN, WalletDSN: c.WalletDSN, Sets: c.Sets,
-		Extra: fmt.Sprintf("dev_grant: %d\narchive:\n  textfile: %q\ndashboard:\n  verify_textfile: %q\n",
-			opts.DevGrant, c.ArchiveTextfile, c.VerifyTextfile)})
+		Extra: fmt.Sprintf("dev_grant: %d\narchive:\n  textfile: %q\ndashboard:\n  verify_textfile: %q\n"+
+			"replication:\n  semi_sync_timeout: %s\n  admin_user: root\n  admin_password: \"\"\n  user: %s\n  password: %s\n  wait_applied: 30s\n",
+			opts.DevGrant, c.ArchiveTextfile, c.VerifyTextfile, opts.SemiSyncTimeout, dbtest.ReplUser, dbtest.ReplPassword)})
 
 	c.MustCtl(t, "topology", "init")
 	for _, s := range all {
-		db, err := schema.Open(s.DSN, 8)
+		db, err := schema.OpenSwitch(s.DSN, 8)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -394,7 +416,32 @@ func (c *Cluster) DB(set string) *sql.DB {
 	if db == nil {
 		c.t.Fatalf("clustertest: no SET %q", set)
 	}
-	return db
+	return db.DB()
+}
+
+// Follow points DB(set) at the member of replicated SET set's group that
+// the meta database names its primary (after hbctl set failover), and
+// returns it.
+func (c *Cluster) Follow(t testing.TB, set string) *dbtest.MariaDB {
+	t.Helper()
+	s := c.Set(set)
+	if s.Group == nil {
+		t.Fatalf("clustertest: SET %s is not replicated", set)
+	}
+	var dsn string
+	if err := c.DB(c.Sets[0].Name).QueryRow("SELECT mysql_dsn FROM hb_meta.sets WHERE name = ?", set).Scan(&dsn); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range s.Group.Members() {
+		if m.AppDSN() == dsn {
+			if _, err := c.dbs[set].To(m.DSN); err != nil {
+				t.Fatal(err)
+			}
+			return m
+		}
+	}
+	t.Fatalf("clustertest: SET %s's MySQL %q is none of its group", set, dsn)
+	return nil
 }
 
 // Wallet returns the wallet (accounts, ledger).
@@ -407,7 +454,7 @@ func (c *Cluster) WalletDB() *sql.DB { return c.wallet.DB() }
 // topology.
 func (c *Cluster) SetOf(id hongbao.PacketID) (string, error) {
 	var name string
-	err := c.dbs[c.Sets[0].Name].QueryRow("SELECT set_name FROM hb_meta.buckets WHERE bucket = ?", int(id.Bucket())).Scan(&name)
+	err := c.DB(c.Sets[0].Name).QueryRow("SELECT set_name FROM hb_meta.buckets WHERE bucket = ?", int(id.Bucket())).Scan(&name)
 	if err != nil {
 		return "", fmt.Errorf("clustertest: SET of %s: %w", id, err)
 	}
@@ -490,7 +537,7 @@ func (c *Cluster) stop() {
 		}
 	}
 	for _, db := range c.dbs {
-		db.Close()
+		db.DB().Close()
 	}
 	if c.wallet != nil {
 		c.wallet.Close()

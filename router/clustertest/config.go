@@ -88,8 +88,19 @@ shutdown_grace: 5s
 		for i, a := range s.Addrs {
 			addrs[i] = strconv.Quote(a)
 		}
+		dsn := s.DSN
+		if s.Group != nil {
+			dsn = s.Group.Primary.AppDSN()
+		}
 		fmt.Fprintf(&b, "  - name: %q\n    servers: [%s]\n    mysql_dsn: %q\n    memcached: [%q]\n",
-			s.Name, strings.Join(addrs, ", "), s.DSN, s.Memcached)
+			s.Name, strings.Join(addrs, ", "), dsn, s.Memcached)
+		if s.Group != nil {
+			rs := make([]string, len(s.Group.Replicas))
+			for i, r := range s.Group.Replicas {
+				rs[i] = strconv.Quote(r.AppDSN())
+			}
+			fmt.Fprintf(&b, "    replicas: [%s]\n", strings.Join(rs, ", "))
+		}
 		writeAdmin(&b, s)
 	}
 	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {

@@ -86,6 +86,22 @@ func RemoveSet(ctx context.Context, meta *sql.DB, name string) (int64, error) {
 	})
 }
 
+// Failover publishes primary as SET name's MySQL and replicas as its
+// replicas (the old primary among them), in one new version: servers and
+// settlers move their pools to it when they see the version.
+func Failover(ctx context.Context, meta *sql.DB, name, primary string, replicas []string) (int64, error) {
+	return change(ctx, meta, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, "UPDATE sets SET mysql_dsn = ?, replicas = ? WHERE name = ?", primary, JoinDSNs(replicas), name)
+		if err != nil {
+			return fmt.Errorf("topology: failover of %s: %w", name, err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("%w: %s", ErrNoSet, name)
+		}
+		return nil
+	})
+}
+
 // change runs fn in a transaction holding the version row and bumps the
 // version: every change of the topology is one new version.
 func change(ctx context.Context, meta *sql.DB, fn func(*sql.Tx) error) (int64, error) {

@@ -17,9 +17,12 @@ import (
 
 // Set describes one SET.
 type Set struct {
-	Name      string
-	Servers   []string
-	MySQLDSN  string
+	Name     string
+	Servers  []string
+	MySQLDSN string
+	// Replicas are the DSNs of the MySQL's replicas: failover promotes
+	// one and swaps it with MySQLDSN.
+	Replicas  []string
 	Memcached []string
 	// ArchiveDSN is the SET's cold store ("": its own MySQL).
 	ArchiveDSN string
@@ -84,18 +87,18 @@ func Load(ctx context.Context, meta *sql.DB) (*Map, error) {
 		}
 		return nil, fmt.Errorf("topology: version: %w", err)
 	}
-	rows, err := meta.QueryContext(ctx, "SELECT name, servers, mysql_dsn, memcached, archive_dsn, state, weight FROM sets ORDER BY name")
+	rows, err := meta.QueryContext(ctx, "SELECT name, servers, mysql_dsn, replicas, memcached, archive_dsn, state, weight FROM sets ORDER BY name")
 	if err != nil {
 		return nil, fmt.Errorf("topology: sets: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var in Set
-		var servers, mcs string
-		if err := rows.Scan(&in.Name, &servers, &in.MySQLDSN, &mcs, &in.ArchiveDSN, &in.State, &in.Weight); err != nil {
+		var servers, replicas, mcs string
+		if err := rows.Scan(&in.Name, &servers, &in.MySQLDSN, &replicas, &mcs, &in.ArchiveDSN, &in.State, &in.Weight); err != nil {
 			return nil, fmt.Errorf("topology: sets: %w", err)
 		}
-		in.Servers, in.Memcached = split(servers), split(mcs)
+		in.Servers, in.Replicas, in.Memcached = split(servers), splitDSNs(replicas), split(mcs)
 		t.Sets = append(t.Sets, in)
 	}
 	if err := rows.Err(); err != nil {
@@ -133,6 +136,18 @@ func loadBuckets(ctx context.Context, meta *sql.DB, t *Map) error {
 	return nil
 }
 
+// splitDSNs reads the replicas column: DSNs one per line (a DSN may hold
+// a comma).
+func splitDSNs(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, "\n")
+}
+
+// JoinDSNs is the replicas column of dsns.
+func JoinDSNs(dsns []string) string { return strings.Join(dsns, "\n") }
+
 func split(s string) []string {
 	if s == "" {
 		return nil
@@ -162,6 +177,9 @@ func Init(ctx context.Context, meta *sql.DB, sets []Set) (*Map, error) {
 		return nil, fmt.Errorf("topology: init: %w", err)
 	}
 	for _, s := range sets {
+		if err := keepPrimary(ctx, tx, &s); err != nil {
+			return nil, err
+		}
 		if err := upsertSet(ctx, tx, s); err != nil {
 			return nil, err
 		}
@@ -180,6 +198,28 @@ func Init(ctx context.Context, meta *sql.DB, sets []Set) (*Map, error) {
 	return Load(ctx, meta)
 }
 
+// keepPrimary keeps the primary a failover chose: when the meta database
+// has the same MySQL servers for s as the configuration, in another role
+// order, s takes the meta database's order.
+func keepPrimary(ctx context.Context, tx *sql.Tx, s *Set) error {
+	var primary, replicas string
+	err := tx.QueryRowContext(ctx, "SELECT mysql_dsn, replicas FROM sets WHERE name = ?", s.Name).Scan(&primary, &replicas)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("topology: set %s: %w", s.Name, err)
+	}
+	have := append([]string{primary}, splitDSNs(replicas)...)
+	want := append([]string{s.MySQLDSN}, s.Replicas...)
+	slices.Sort(have)
+	slices.Sort(want)
+	if slices.Equal(have, want) {
+		s.MySQLDSN, s.Replicas = primary, splitDSNs(replicas)
+	}
+	return nil
+}
+
 // bump sets the version to one more than version, read FOR UPDATE in tx.
 func bump(ctx context.Context, tx *sql.Tx, version int64) error {
 	if _, err := tx.ExecContext(ctx, "INSERT INTO version (id, version) VALUES (1, ?) ON DUPLICATE KEY UPDATE version = ?",
@@ -194,10 +234,10 @@ func upsertSet(ctx context.Context, tx *sql.Tx, s Set) error {
 	if s.Weight <= 0 {
 		s.Weight = 1
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO sets (name, servers, mysql_dsn, memcached, archive_dsn, state, weight) VALUES (?,?,?,?,?,?,?)
-		ON DUPLICATE KEY UPDATE servers = VALUES(servers), mysql_dsn = VALUES(mysql_dsn), memcached = VALUES(memcached),
+	if _, err := tx.ExecContext(ctx, `INSERT INTO sets (name, servers, mysql_dsn, replicas, memcached, archive_dsn, state, weight) VALUES (?,?,?,?,?,?,?,?)
+		ON DUPLICATE KEY UPDATE servers = VALUES(servers), mysql_dsn = VALUES(mysql_dsn), replicas = VALUES(replicas), memcached = VALUES(memcached),
 		archive_dsn = VALUES(archive_dsn)`,
-		s.Name, strings.Join(s.Servers, ","), s.MySQLDSN, strings.Join(s.Memcached, ","), s.ArchiveDSN, Active, s.Weight); err != nil {
+		s.Name, strings.Join(s.Servers, ","), s.MySQLDSN, JoinDSNs(s.Replicas), strings.Join(s.Memcached, ","), s.ArchiveDSN, Active, s.Weight); err != nil {
 		return fmt.Errorf("topology: set %s: %w", s.Name, err)
 	}
 	return nil

@@ -125,3 +125,25 @@ func (w *Watcher) Run(ctx context.Context) {
 		}
 	}
 }
+
+// FollowSet calls fn with SET name as each new version of the topology
+// describes it (looked at every 100 ms), until ctx ends: a SET's servers
+// and settler follow its MySQL primary through a failover this way.
+func (w *Watcher) FollowSet(ctx context.Context, name string, fn func(Set)) {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	seen := int64(-1)
+	for {
+		if m := w.Current(); m.Version != seen {
+			seen = m.Version
+			if s, ok := m.Set(name); ok {
+				fn(*s)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}

@@ -12,12 +12,14 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/store/replication"
 )
 
 // env returns a required variable; without it the test fails, never skips,
@@ -167,7 +169,8 @@ func bufferPool() string {
 }
 
 // Launch starts a private MariaDB for a tool (the benchmark's crash runs),
-// with extra server options; the caller removes it. A start that fails is tried again from scratch, up
+// with extra server options (without a --log-bin among them the binary
+// log is off); the caller removes it. A start that fails is tried again from scratch, up
 // to four times: the port picked may be taken before mariadbd binds it, and
 // a loaded host now and then breaks a bootstrap.
 func Launch(extra ...string) (*MariaDB, error) {
@@ -212,24 +215,29 @@ func startMariaDB(extra []string) (m *MariaDB, err error) {
 	if out, err := install.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("mariadb-install-db: %v\n%s", err, out)
 	}
+	binlog := "--skip-log-bin"
+	if slices.ContainsFunc(extra, func(a string) bool { return strings.HasPrefix(a, "--log-bin") }) {
+		binlog = "--log-bin=" + dir + "/data/binlog"
+	}
 	m.args = append([]string{"--no-defaults", "--datadir=" + dir + "/data",
 		"--socket=" + dir + "/sock", "--tmpdir=" + dir + "/tmp", fmt.Sprintf("--port=%d", m.Port), "--bind-address=127.0.0.1",
-		"--skip-name-resolve", "--skip-log-bin", "--innodb-buffer-pool-size=" + bufferPool(), "--innodb-log-file-size=16M",
+		"--skip-name-resolve", binlog, "--innodb-buffer-pool-size=" + bufferPool(), "--innodb-log-file-size=16M",
 		"--max-connections=2000", "--log-error=" + dir + "/error.log",
 		// Sized for a SET's day tables (1,000 buckets make 2,000 tables a
 		// day): with MariaDB's defaults (2,000 open, 400 definitions) a
 		// crowd spread over every bucket spends its statements in
 		// "Opening tables".
 		"--table-open-cache=20000", "--table-definition-cache=20000", "--open-files-limit=65535"}, user...)
-	m.args = append(m.args, extra...)
+	m.args = append(m.args, slices.DeleteFunc(slices.Clone(extra), func(a string) bool { return strings.HasPrefix(a, "--log-bin") })...)
 	if err := m.Restart(); err != nil {
 		return nil, err
 	}
-	// root@localhost only: grant root over TCP through the socket.
+	// root@localhost only: grant root over TCP through the socket. Not
+	// logged: a semi-sync primary without its replica yet would wait.
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		grant := exec.Command("mariadb", "--no-defaults", "-uroot", "--socket="+dir+"/sock", "-e",
-			"CREATE USER IF NOT EXISTS 'root'@'127.0.0.1'; GRANT ALL ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION;")
+			"SET sql_log_bin = 0; CREATE USER IF NOT EXISTS 'root'@'127.0.0.1'; GRANT ALL ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION;")
 		out, err := grant.CombinedOutput()
 		if err == nil {
 			break
@@ -246,7 +254,16 @@ func startMariaDB(extra []string) (m *MariaDB, err error) {
 
 // Restart starts the server on its data and port again, after Stop (a
 // kill -9): InnoDB recovers what was committed.
+//
+// A member of a replicated pair comes back in the role its data says: a
+// replica (a primary configured, master.info) or a primary.
 func (m *MariaDB) Restart() error {
+	for i, a := range m.args {
+		if strings.HasPrefix(a, "--rpl-semi-sync-master-enabled=") {
+			_, err := os.Stat(m.dir + "/data/master.info")
+			m.args[i] = replication.MasterArg(err != nil)
+		}
+	}
 	m.cmd = exec.Command("mariadbd", m.args...)
 	if err := m.cmd.Start(); err != nil {
 		return fmt.Errorf("mariadbd: %w", err)

@@ -32,7 +32,7 @@ func Sets(ctx context.Context, c *configs.Config) ([]configs.Set, error) {
 	out := make([]configs.Set, 0, len(m.Sets))
 	for _, s := range m.Sets {
 		sc, _ := c.Set(s.Name) // the zero Set when the file does not name it
-		sc.Name, sc.Servers, sc.MySQLDSN, sc.Memcached = s.Name, s.Servers, s.MySQLDSN, s.Memcached
+		sc.Name, sc.Servers, sc.MySQLDSN, sc.Replicas, sc.Memcached = s.Name, s.Servers, s.MySQLDSN, s.Replicas, s.Memcached
 		if s.ArchiveDSN != "" {
 			sc.ArchiveDSN = s.ArchiveDSN
 		}

@@ -1,0 +1,468 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/hongbao-dev/hongbao/configs"
+	"github.com/hongbao-dev/hongbao/router/topology"
+	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/store/replication"
+)
+
+// Why a failover loses no acknowledged write. Every SET database is a
+// semi-synchronous primary waiting AFTER_SYNC with no degrade (a timeout
+// of a year, replication.semi_sync_timeout 0): a commit is written to the
+// primary's binary log, then waits until a replica has it in its relay log
+// and says so, and only then commits in InnoDB and returns to the server,
+// which only then answers "opened". So every acknowledged commit is in the
+// replica's relay log, and a commit the replica never received was never
+// acknowledged (nor visible to anyone: InnoDB did not commit it).
+// Failover then:
+//
+//  1. fences the old primary when it answers: read_only (the application's
+//     account cannot bypass it) and every application connection killed,
+//     so nothing in flight commits later; its binary log position is then
+//     final;
+//  2. stops the replica's receiving thread when the old primary does not
+//     answer: from then on nobody acknowledges the old primary's commits,
+//     so (no degrade) it can acknowledge none to its clients, even if it
+//     was only paused and goes on later: it stays without a semi-sync
+//     replica;
+//  3. waits until the replica has applied everything it received
+//     (MASTER_GTID_WAIT on the old primary's position, or on the
+//     replica's Gtid_IO_Pos when the old one is gone);
+//  4. promotes it: replication stopped and forgotten, a semi-sync primary
+//     with the configured timeout, read_only off;
+//  5. publishes it in the meta database as the SET's MySQL, the old
+//     primary becoming one of its replicas, in a new topology version:
+//     servers and settlers move their pools to it within a second.
+//
+// Meanwhile the SET's writes fail (read-only, connection killed or
+// refused): servers answer 503 and clients retry.
+//
+// Rejoin makes the old primary a replica of the new one, unless it holds
+// transactions the new one lacks (errant: written to its binary log but
+// never acknowledged, e.g. in flight when it was killed or paused): those
+// are named and it is left fenced, to be rebuilt from the new primary.
+
+// dbTimeout bounds each step against a database that may be paused (a
+// stopped process accepts TCP connections and answers nothing).
+const dbTimeout = 5 * time.Second
+
+func cmdFailover(ctx context.Context, e *env, verb, name, cfgPath string, o failoverOptions) error {
+	cfg, err := configs.Load(cfgPath, e.environ)
+	if err != nil {
+		return err
+	}
+	if cfg.MetaDSN == "" {
+		return usageError{"set " + verb + ": needs a meta database (meta_dsn)"}
+	}
+	meta, err := topology.OpenMeta(ctx, cfg.MetaDSN, false)
+	if err != nil {
+		return err
+	}
+	defer meta.Close()
+	t, err := topology.Load(ctx, meta)
+	if err != nil {
+		return err
+	}
+	s, ok := t.Set(name)
+	if !ok {
+		return usageError{fmt.Sprintf("set %s: no SET named %q", verb, name)}
+	}
+	f := &failover{e: e, cfg: cfg.Replication, set: *s}
+	if verb == "rejoin" {
+		return f.rejoinAll(ctx)
+	}
+	return f.run(ctx, meta, o)
+}
+
+// failover is one failover or rejoin of a SET's MySQL.
+type failover struct {
+	e   *env
+	cfg configs.Replication
+	set topology.Set
+}
+
+// admin opens a pool on dsn's server as the operator, with short timeouts:
+// a read waits at most dbTimeout, so a paused server (a stopped process
+// accepts TCP connections and answers nothing) is an error, not a hang.
+func (f *failover) admin(dsn string) (*sql.DB, error) { return f.adminWait(dsn, dbTimeout) }
+
+// adminWait is admin with reads waiting up to read (a statement that
+// waits on the server, e.g. MASTER_GTID_WAIT, needs longer).
+func (f *failover) adminWait(dsn string, read time.Duration) (*sql.DB, error) {
+	c, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("dsn: %w", err)
+	}
+	c.User, c.Passwd, c.DBName = f.cfg.AdminUser, f.cfg.AdminPassword, ""
+	c.Timeout, c.ReadTimeout, c.WriteTimeout = 2*time.Second, read, dbTimeout
+	return schema.Open(c.FormatDSN(), 2)
+}
+
+func (f *failover) say(format string, args ...any) { fmt.Fprintf(f.e.stdout, format+"\n", args...) }
+
+// failoverOptions are hbctl set failover's flags.
+type failoverOptions struct {
+	to         string // the replica to promote; "": the most advanced
+	singleCopy bool   // --accept-single-copy
+}
+
+// candidate is a replica that stopped receiving from the old primary and
+// applied all it received.
+type candidate struct {
+	dsn string
+	pos replication.State // Gtid_IO_Pos: everything it received
+	raw string
+}
+
+// run fails SET f.set over to its most advanced replica (or o.to).
+func (f *failover) run(ctx context.Context, meta *sql.DB, o failoverOptions) error {
+	s := f.set
+	if len(s.Replicas) == 0 {
+		return fmt.Errorf("SET %s has no replica to fail over to (sets[].replicas, hbctl set add --replicas)", s.Name)
+	}
+	if o.to != "" && !slices.Contains(s.Replicas, o.to) {
+		return usageError{fmt.Sprintf("flag --to: %q is not a replica of SET %s (%s)", o.to, s.Name, strings.Join(s.Replicas, " "))}
+	}
+	began := time.Now()
+	fenced, err := f.fenceOld(ctx)
+	if err != nil {
+		return err
+	}
+	cands, err := f.stopReceiving(ctx, fenced)
+	if err != nil {
+		return err
+	}
+	best, err := pick(cands, o.to)
+	if err != nil {
+		return err
+	}
+	others := slices.DeleteFunc(slices.Clone(cands), func(c candidate) bool { return c.dsn == best.dsn })
+	if err := f.promote(ctx, best, len(others) == 0 && o.singleCopy); err != nil {
+		return err
+	}
+
+	// The other replicas follow the new primary before it is published,
+	// so that its first commits find a replica to acknowledge them.
+	f.set.MySQLDSN = best.dsn
+	followers := 0
+	for _, c := range others {
+		if err := f.rejoin(ctx, c.dsn); err != nil {
+			f.say("replica %s: %v", addrOf(c.dsn), err)
+			continue
+		}
+		followers++
+	}
+	replicas := append(slices.DeleteFunc(slices.Clone(s.Replicas), func(r string) bool { return r == best.dsn }), s.MySQLDSN)
+	v, err := topology.Failover(ctx, meta, s.Name, best.dsn, replicas)
+	if err != nil {
+		return fmt.Errorf("%w (the promoted %s is writable: publish it by running failover again with --to it)", err, addrOf(best.dsn))
+	}
+	f.set.Replicas = replicas
+	f.say("SET %s's MySQL is %s at topology version %d (failover took %v); servers and settlers follow within a second.",
+		s.Name, addrOf(best.dsn), v, time.Since(began).Round(time.Millisecond))
+	switch {
+	case followers > 0:
+		f.say("%d replica(s) follow it: the SET keeps writing, each commit on two machines", followers)
+	case o.singleCopy:
+		f.say("WARNING: no replica follows it and --accept-single-copy: it replicates asynchronously, commits "+
+			"are acknowledged on this one machine until a replica connects (hbctl set rejoin %s)", s.Name)
+	default:
+		f.say("WARNING: no replica follows it: every commit waits for one (semi-sync, wait forever), the SET's "+
+			"writes stall until a replica connects (hbctl set rejoin %s, or a fresh copy); "+
+			"--accept-single-copy would have let it write on one machine", s.Name)
+	}
+	f.say("the old primary %s: hbctl set rejoin %s makes it a replica once it runs", addrOf(s.MySQLDSN), s.Name)
+	return nil
+}
+
+// fenceOld fences the old primary where it answers; it reports whether it
+// did and the GTID position it stopped at.
+func (f *failover) fenceOld(ctx context.Context) (pos string, err error) {
+	old := f.set.MySQLDSN
+	db, err := f.admin(old)
+	if err != nil {
+		return "", err
+	}
+	defer db.Close()
+	// A paused server accepts the connection and answers nothing: a
+	// primary that does not answer a ping within 2 s is treated as gone.
+	pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)
+	err = db.PingContext(pctx)
+	pcancel()
+	fctx, cancel := context.WithTimeout(ctx, 2*dbTimeout)
+	defer cancel()
+	if err == nil {
+		err = replication.Fence(fctx, db)
+	}
+	if err == nil {
+		pos, err = replication.BinlogPos(fctx, db)
+	}
+	if err != nil {
+		f.say("old primary %s does not answer (%v): not fenced; the replicas stop receiving from it, "+
+			"so it can acknowledge no commit (semi-sync without degrade)", addrOf(old), err)
+		return "", nil
+	}
+	f.say("fenced the old primary %s (read_only, connections killed twice) at GTID %q", addrOf(old), pos)
+	return pos, nil
+}
+
+// stopReceiving lets each replica apply what the fenced old primary wrote
+// (fenced: its position), stops every replica's receiving thread, and
+// waits until each applied what it received. Unless the old primary was
+// fenced, a replica that cannot be stopped refuses the failover: it might
+// still acknowledge the old primary's commits. One that refuses the
+// connection is down and acknowledges nothing.
+func (f *failover) stopReceiving(ctx context.Context, fenced string) ([]candidate, error) {
+	if fenced != "" {
+		for _, r := range f.set.Replicas {
+			if err := f.waitApplied(ctx, r, fenced); err != nil {
+				f.say("replica %s: %v", addrOf(r), err)
+			}
+		}
+	}
+	var cands []candidate
+	for _, r := range f.set.Replicas {
+		var st replication.Status
+		err := f.on(ctx, r, func(ctx context.Context, db *sql.DB) (err error) {
+			if err := replication.StopIO(ctx, db); err != nil {
+				return err
+			}
+			st, err = replication.ReplicaStatus(ctx, db)
+			return err
+		})
+		switch {
+		case err != nil && (fenced != "" || errors.Is(err, syscall.ECONNREFUSED)):
+			f.say("replica %s is not a candidate: %v", addrOf(r), err)
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("replica %s does not answer (%w): it might still acknowledge the old primary's "+
+				"commits, nothing was promoted; stop it (or make it unreachable from the old primary) and run failover again", addrOf(r), err)
+		}
+		if err := f.waitApplied(ctx, r, st.IOPos); err != nil {
+			f.say("replica %s is not a candidate: %v", addrOf(r), err)
+			continue
+		}
+		pos, err := replication.ParseState(st.IOPos)
+		if err != nil {
+			return nil, err
+		}
+		f.say("replica %s received and applied up to GTID %q", addrOf(r), st.IOPos)
+		cands = append(cands, candidate{dsn: r, pos: pos, raw: st.IOPos})
+	}
+	if len(cands) == 0 {
+		return nil, fmt.Errorf("SET %s: no replica can be promoted (nothing was promoted)", f.set.Name)
+	}
+	return cands, nil
+}
+
+// pick returns the most advanced candidate (the first of them when
+// several received the same), or to, which must be as advanced.
+func pick(cands []candidate, to string) (candidate, error) {
+	best := cands[0]
+	for _, c := range cands[1:] {
+		if replication.Behind(best.pos, c.pos) {
+			best = c
+		}
+	}
+	if to == "" {
+		return best, nil
+	}
+	for _, c := range cands {
+		if c.dsn == to {
+			if replication.Behind(c.pos, best.pos) {
+				return candidate{}, fmt.Errorf("flag --to: %s received up to %q, %s more (%q): promoting it would lose transactions; nothing was promoted",
+					addrOf(to), c.raw, addrOf(best.dsn), best.raw)
+			}
+			return c, nil
+		}
+	}
+	return candidate{}, fmt.Errorf("flag --to: %s cannot be promoted (see above); nothing was promoted", addrOf(to))
+}
+
+// promote makes c the primary: writable, a semi-sync primary with the
+// configured timeout; singleCopy lets it replicate asynchronously while no
+// replica is connected.
+func (f *failover) promote(ctx context.Context, c candidate, singleCopy bool) error {
+	err := f.on(ctx, c.dsn, func(ctx context.Context, db *sql.DB) error {
+		return replication.Promote(ctx, db, f.cfg.SemiSyncTimeout.D(), !singleCopy)
+	})
+	if err != nil {
+		return fmt.Errorf("promote %s: %w", addrOf(c.dsn), err)
+	}
+	f.say("promoted %s (writable, semi-sync primary) at GTID %q", addrOf(c.dsn), c.raw)
+	return nil
+}
+
+// waitApplied waits until dsn's server applied pos, at most
+// replication.wait_applied (and its connection a little longer).
+func (f *failover) waitApplied(ctx context.Context, dsn, pos string) error {
+	d := f.cfg.WaitApplied.D()
+	db, err := f.adminWait(dsn, d+dbTimeout)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(ctx, d+2*dbTimeout)
+	defer cancel()
+	return replication.WaitApplied(ctx, db, pos, d)
+}
+
+// on runs fn on dsn's server as the operator, bounded by dbTimeout.
+func (f *failover) on(ctx context.Context, dsn string, fn func(context.Context, *sql.DB) error) error {
+	db, err := f.admin(dsn)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(ctx, dbTimeout)
+	defer cancel()
+	return fn(ctx, db)
+}
+
+// rejoinAll makes every replica of the SET that does not replicate from its
+// primary a replica of it.
+func (f *failover) rejoinAll(ctx context.Context) error {
+	if len(f.set.Replicas) == 0 {
+		return fmt.Errorf("SET %s has no replicas", f.set.Name)
+	}
+	host, port, err := replication.Addr(f.set.MySQLDSN)
+	if err != nil {
+		return err
+	}
+	var failed []string
+	for _, r := range f.set.Replicas {
+		var st replication.Status
+		if err := f.on(ctx, r, func(ctx context.Context, db *sql.DB) (err error) {
+			st, err = replication.ReplicaStatus(ctx, db)
+			return err
+		}); err != nil {
+			failed = append(failed, fmt.Sprintf("%s: not reachable (%v): start it, then run rejoin again", addrOf(r), err))
+			continue
+		}
+		if st.Configured && st.MasterHost == host && st.MasterPort == port && st.IORunning == "Yes" && st.SQLRunning == "Yes" {
+			f.say("%s already replicates from %s", addrOf(r), addrOf(f.set.MySQLDSN))
+			continue
+		}
+		if err := f.rejoin(ctx, r); err != nil {
+			failed = append(failed, fmt.Sprintf("%s: %v", addrOf(r), err))
+		}
+	}
+	if len(failed) < len(f.set.Replicas) {
+		// A replica follows: a primary promoted with --accept-single-copy
+		// waits for acknowledgements again, even if it loses it later.
+		if err := f.on(ctx, f.set.MySQLDSN, func(ctx context.Context, db *sql.DB) error {
+			return replication.WaitNoReplica(ctx, db, true)
+		}); err != nil {
+			failed = append(failed, fmt.Sprintf("the primary %s: %v", addrOf(f.set.MySQLDSN), err))
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("rejoin of SET %s:\n  %s", f.set.Name, strings.Join(failed, "\n  "))
+	}
+	return nil
+}
+
+// rejoin fences the server of dsn, refuses when it has errant
+// transactions, and makes it a replica of the SET's primary.
+func (f *failover) rejoin(ctx context.Context, dsn string) error {
+	db, err := f.admin(dsn)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	pdb, err := f.admin(f.set.MySQLDSN)
+	if err != nil {
+		return err
+	}
+	defer pdb.Close()
+	ctx, cancel := context.WithTimeout(ctx, 4*dbTimeout)
+	defer cancel()
+	// Its binary log is read before the fence too: an old primary that was
+	// paused holds commits waiting for a semi-sync acknowledgement nobody
+	// sends, and SET GLOBAL read_only waits behind them (the fence times
+	// out); its errant transactions are named all the same.
+	mine, err := replication.BinlogState(ctx, db)
+	if err != nil {
+		return fmt.Errorf("not reachable (%w): start it, then run rejoin again", err)
+	}
+	theirs, err := replication.BinlogState(ctx, pdb)
+	if err != nil {
+		return fmt.Errorf("the primary %s: %w", addrOf(f.set.MySQLDSN), err)
+	}
+	fenceErr := replication.Fence(ctx, db)
+	if fenceErr == nil {
+		if mine, err = replication.BinlogState(ctx, db); err != nil {
+			return err
+		}
+	}
+	if errant := replication.Errant(mine, theirs); len(errant) > 0 {
+		fenced := "it stays read-only"
+		if fenceErr != nil {
+			fenced = fmt.Sprintf("it could not be fenced (%v: commits there wait for a semi-sync acknowledgement); "+
+				"it is out of the topology, stop it", fenceErr)
+		}
+		return fmt.Errorf("refused: it has transactions the primary %s lacks (errant, never acknowledged to a client): %s; "+
+			"%s: rebuild it from the primary (a fresh copy), it must not replicate",
+			addrOf(f.set.MySQLDSN), replication.List(errant, 20), fenced)
+	}
+	if fenceErr != nil {
+		return fmt.Errorf("not fenced (%w): start it, then run rejoin again", fenceErr)
+	}
+	host, port, err := replication.Addr(f.set.MySQLDSN)
+	if err != nil {
+		return err
+	}
+	if err := replication.Follow(ctx, db, replication.Source{Host: host, Port: port, User: f.cfg.User, Password: f.cfg.Password}, true); err != nil {
+		return err
+	}
+	if err := replication.SetTimeout(ctx, db, f.cfg.SemiSyncTimeout.D()); err != nil {
+		return err
+	}
+	for ctx.Err() == nil {
+		st, err := replication.ReplicaStatus(ctx, db)
+		if err != nil {
+			return err
+		}
+		if st.IORunning == "Yes" && st.SQLRunning == "Yes" {
+			f.say("%s replicates from %s (read-only), from GTID %q", addrOf(dsn), addrOf(f.set.MySQLDSN), st.SlavePos)
+			return nil
+		}
+		if st.LastError != "" && st.IORunning == "No" {
+			return fmt.Errorf("replication does not start: %s", st.LastError)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("replication did not start within %v", 4*dbTimeout)
+}
+
+// addrOf is a DSN's address, for messages (no password).
+func addrOf(dsn string) string {
+	if c, err := mysql.ParseDSN(dsn); err == nil {
+		return c.Addr
+	}
+	return "?"
+}
+
+// replicaDSNs checks --replicas: DSNs separated by spaces.
+func replicaDSNs(s string) ([]string, error) {
+	var out []string
+	for _, d := range strings.Fields(s) {
+		if _, err := mysql.ParseDSN(d); err != nil {
+			return nil, usageError{fmt.Sprintf("flag --replicas: not a MySQL DSN: %q", d)}
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}

@@ -1,12 +1,19 @@
 package main_test
 
 import (
+	"database/sql"
 	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/router/clustertest"
+	"github.com/hongbao-dev/hongbao/store/dbtest"
 )
 
 // BenchmarkRebalance measures the operator's story on a loaded fleet: SETs
@@ -43,13 +50,13 @@ func BenchmarkRebalance(b *testing.B) {
 	c.StartSet(b, spare)
 	b.ResetTimer()
 	began := time.Now()
-	out := c.MustCtl(b, "rebalance", "apply", "--parallel", "4", "--grace", "1s")
+	out1 := c.MustCtl(b, "rebalance", "apply", "--parallel", "4", "--grace", "1s")
 	third := time.Since(began)
-	freezes, rows := movesOf(b, out)
+	freezes, rows := movesOf(b, out1)
 	began2 := time.Now()
-	out = c.MustCtl(b, "set", "drain", spare, "--parallel", "4", "--grace", "1s")
+	out2 := c.MustCtl(b, "set", "drain", spare, "--parallel", "4", "--grace", "1s")
 	back := time.Since(began2)
-	f2, r2 := movesOf(b, out)
+	f2, r2 := movesOf(b, out2)
 	b.StopTimer()
 	moving := l.window(began, time.Now())
 	close(stop)
@@ -76,6 +83,9 @@ func BenchmarkRebalance(b *testing.B) {
 	b.Logf("%d clients, think %v: during the rebalance and the drain: %v", *clientsFlag, *thinkFlag, moving)
 	b.Logf("failures by kind, whole run:\n%s", l.kindsTable())
 	// A wrong answer is a defect at any load, not a measure.
+	if len(l.wrong) > 0 {
+		diagnose(b, c, l.wrong, out1, out2)
+	}
 	for i, e := range l.wrong {
 		if i == 10 {
 			b.Errorf("... %d wrong answers in all", len(l.wrong))
@@ -94,3 +104,67 @@ var (
 	thinkFlag   = flag.Duration("think", 8*time.Second, "BenchmarkRebalance: each client's pause between two requests (0: none)")
 	controlFlag = flag.Duration("control", 60*time.Second, "BenchmarkRebalance: how long the load runs alone before the rebalance")
 )
+
+// diagnose logs, for each packet a wrong answer named, where it is: its
+// row on every SET, the fences of its bucket, the bucket's moves in the
+// journal and the apply lines that moved it; and keeps the processes'
+// logs in a directory that outlives the benchmark.
+func diagnose(b *testing.B, c *clustertest.Cluster, wrong []string, applies ...string) {
+	b.Helper()
+	seen := map[hongbao.PacketID]bool{}
+	for _, w := range wrong {
+		f := strings.Fields(w)
+		if len(f) < 2 || f[0] != "open" {
+			continue
+		}
+		id, err := hongbao.ParsePacketID(strings.TrimSuffix(f[1], ":"))
+		if err != nil || seen[id] {
+			continue
+		}
+		seen[id] = true
+		bucket := id.Bucket()
+		packets := id.Table(dbtest.Shanghai(b)).Packets()
+		for _, s := range append(slices.Clone(c.Sets), c.Spares...) {
+			db := c.DB(s.Name)
+			var funding, remaining int
+			err := db.QueryRow("SELECT funding, remaining_count FROM "+packets+" WHERE id = ?", id).Scan(&funding, &remaining)
+			var fence int
+			ferr := db.QueryRow("SELECT COUNT(*) FROM hb_fence.owned WHERE set_name = ? AND bucket = ?", s.Name, int(bucket)).Scan(&fence)
+			b.Logf("packet %s (bucket %d) on SET %s: funding %d, remaining %d, err %v; fence rows %d (%v)", id, bucket, s.Name, funding, remaining, err, fence, ferr)
+		}
+		meta, err := sql.Open("mysql", c.MetaDSN)
+		if err == nil {
+			rows, err := meta.Query("SELECT rebalance_id, from_set, to_set, step, freeze_ms, started_at, updated_at, error FROM moves WHERE bucket = ?", int(bucket))
+			for err == nil && rows.Next() {
+				var r, fz int
+				var from, to, step, msg string
+				var started, updated sql.NullString
+				if err := rows.Scan(&r, &from, &to, &step, &fz, &started, &updated, &msg); err == nil {
+					b.Logf("  journal: rebalance %d %s -> %s %s freeze %d ms, %s .. %s %q", r, from, to, step, fz, started.String, updated.String, msg)
+				}
+			}
+			if rows != nil {
+				rows.Close()
+			}
+			meta.Close()
+		}
+		for _, out := range applies {
+			for _, line := range strings.Split(out, "\n") {
+				if strings.Contains(line, fmt.Sprintf(`"bucket":%d,`, bucket)) {
+					b.Logf("  apply: %s", line)
+				}
+			}
+		}
+	}
+	keep, err := os.MkdirTemp("", "rebalance-logs-")
+	if err != nil {
+		b.Log(err)
+		return
+	}
+	for _, p := range c.Processes() {
+		if data, err := os.ReadFile(p.Log); err == nil {
+			_ = os.WriteFile(filepath.Join(keep, filepath.Base(p.Log)), data, 0o644)
+		}
+	}
+	b.Logf("the processes' logs are kept in %s", keep)
+}

@@ -43,7 +43,7 @@ func (s span) String() string {
 // digest is what one chunk holds on one side.
 type digest struct {
 	rows  int64
-	hash  uint64 // XOR of the rows' 64-bit hashes (CRC-32 and CRC-32C of every column): order-free
+	hash  uint64 // XOR of the rows' 64-bit hashes (CRC-32, CRC-32C and their product, over every column): order-free
 	money int64  // the chunk's money column summed, for people to read
 }
 
@@ -90,11 +90,22 @@ func (m *Bucket) columns(ctx context.Context, t table) (string, error) {
 	if len(cols) == 0 {
 		return "", errNoTable // on neither side (yet): empty
 	}
-	// 64 bits per row from two checksums the CPU computes in hardware:
-	// MD5's hex string and its conversion cost several times more, and
-	// the digests are computed under the freeze.
+	// 64 bits per row from two checksums the CPU computes in hardware
+	// (MD5's hex string and its conversion cost several times more, and
+	// the digests are computed under the freeze), made non-linear by
+	// their product. A CRC alone is affine: the change of a row's hash is
+	// a function of the change of its bytes and their distance from the
+	// end, whatever the rest of the row. Two sends of one chunk funded
+	// between two passes (funding, the last column, 0 -> 1 in both) then
+	// changed their rows' CRCs by the same bits, and the chunk's XOR did
+	// not change at all: the funding was never copied, and the moved
+	// packets stayed pending on the new owner, their sends answered
+	// (BenchmarkRebalance found them). With the product the change of a
+	// row's hash depends on the row's content, so such changes do not
+	// cancel. 32 x 32 bits fit in BIGINT UNSIGNED.
 	row := "CONCAT_WS('#'," + strings.Join(cols, ",") + ")"
-	expr = "((CRC32(" + row + ") << 32) | CRC32C(" + row + "))"
+	a, b := "CRC32("+row+")", "CRC32C("+row+")"
+	expr = "(((" + a + " << 32) | " + b + ") ^ (" + a + " * " + b + "))"
 	m.mu.Lock()
 	if m.cols == nil {
 		m.cols = map[string]string{}

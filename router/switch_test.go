@@ -60,7 +60,7 @@ func switchRouter(t *testing.T, sa, sb *fakeServer) (*Router, *sql.DB) {
 		t.Fatal(err)
 	}
 	cfg.DBName = dbtest.UniqueName("hb_meta_switch_")
-	meta, err := topology.OpenMeta(ctx, cfg.FormatDSN(), true)
+	meta, err := topology.OpenMeta(ctx, cfg.FormatDSN(), nil, true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,7 +66,7 @@ func cmdFailover(ctx context.Context, e *env, verb, name, cfgPath string, o fail
 	if cfg.MetaDSN == "" {
 		return usageError{"set " + verb + ": needs a meta database (meta_dsn)"}
 	}
-	meta, err := topology.OpenMeta(ctx, cfg.MetaDSN, false)
+	meta, err := topology.OpenMeta(ctx, cfg.MetaDSN, cfg.CoreMembers(), false)
 	if err != nil {
 		return err
 	}

@@ -228,7 +228,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var err error
-	if c.wallet, err = wallet.Open(ctx, c.WalletDSN, 8, time.Now); err != nil {
+	if c.wallet, err = wallet.Open(ctx, c.WalletDSN, nil, 8, time.Now); err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range c.Sets {

@@ -330,7 +330,11 @@ wait_http() { # wait_http URL
 
 # Each SET's MariaDB has a replica on the next port (semi-sync AFTER_SYNC;
 # hbctl set failover promotes it): a 3316 -> 3317, b 3326 -> 3327, c 3336 -> 3337.
+# The core group (the meta and wallet databases, hbctl core failover) is
+# replicated the same way: 3346 -> 3347.
 infra() {
+  mariadb_start core $(member core)
+  mariadb_replica core-replica $(member core-replica) core
   mariadb_start a $(member a)
   mariadb_start b $(member b)
   mariadb_start c $(member c)
@@ -342,9 +346,10 @@ infra() {
   memcached_start c 11241
 }
 
-# member NAME: the port and server ID of SET database NAME (infra's).
+# member NAME: the port and server ID of SET or core database NAME (infra's).
 member() {
   case $1 in
+    core) echo 3346 31 ;; core-replica) echo 3347 32 ;;
     a) echo 3316 1 ;; b) echo 3326 11 ;; c) echo 3336 21 ;;
     a-replica) echo 3317 2 ;; b-replica) echo 3327 12 ;; c-replica) echo 3337 22 ;;
     *) echo "no SET database named $1" >&2; return 1 ;;

@@ -34,7 +34,14 @@ type timedLoad struct {
 	mu     sync.Mutex
 	acks   []ack
 	sent   []hongbao.PacketID
+	sends  []sendAck // sent's senders, in the same order
 	errors []string
+}
+
+// sendAck is a send the router acknowledged: by whom, and when.
+type sendAck struct {
+	from hongbao.UserID
+	at   time.Time
 }
 
 func (l *timedLoad) run(c *clustertest.Cluster, workers int, stop <-chan struct{}) *sync.WaitGroup {
@@ -48,7 +55,8 @@ func (l *timedLoad) run(c *clustertest.Cluster, workers int, stop <-chan struct{
 					return
 				default:
 				}
-				r := cl.Send(user(), hongbao.SendRequest{Total: 500, Count: 5, Type: hongbao.Random}, fmt.Sprintf("fw%d-%d", w, i))
+				from := user()
+				r := cl.Send(from, hongbao.SendRequest{Total: 500, Count: 5, Type: hongbao.Random}, fmt.Sprintf("fw%d-%d", w, i))
 				id, err := hongbao.ParsePacketID(r.Body.ID)
 				if r.Status != http.StatusCreated || err != nil {
 					l.fail("send: " + r.String())
@@ -56,6 +64,7 @@ func (l *timedLoad) run(c *clustertest.Cluster, workers int, stop <-chan struct{
 				}
 				l.mu.Lock()
 				l.sent = append(l.sent, id)
+				l.sends = append(l.sends, sendAck{from, r.Answered})
 				l.mu.Unlock()
 				for range 5 {
 					u := user()

@@ -451,6 +451,8 @@ Admin listeners (loopback only): /metrics (Prometheus), /livez, /readyz, /debug/
   server a1   http://127.0.0.1:9081/metrics   a2 :9082   b1 :9083   b2 :9084   c1 :9087   c2 :9088
   settler a   http://127.0.0.1:9085/metrics   b :9086   c :9089
 
+The meta and wallet databases: the core group, 127.0.0.1:3346 -> 3347 (.run/bin/hbctl core status;
+hbctl core failover promotes its replica, every process follows it).
 SETs a and b own the buckets; SET c owns none yet. Grow the fleet onto it, live:
   .run/bin/hbctl set list                       # buckets, packets, rows, health of each SET
   .run/bin/hbctl rebalance plan                 # the fewest moves that even out the load

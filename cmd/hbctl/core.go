@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"net"
 	"slices"
 	"time"
 
@@ -41,6 +42,9 @@ func cmdCore(ctx context.Context, e *env, args []string) error {
 	}
 	if verb != "failover" && (*to != "" || *single) {
 		return usageError{fmt.Sprintf("core %s: flags --to and --accept-single-copy are for failover", verb)}
+	}
+	if _, _, err := net.SplitHostPort(*to); *to != "" && err != nil {
+		return usageError{fmt.Sprintf("flag --to: %q is not host:port (a member of core.replicas, or meta_dsn's server)", *to)}
 	}
 	cfg, err := configs.Load(*cfgPath, e.environ)
 	if err != nil {

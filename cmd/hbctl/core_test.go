@@ -3,7 +3,6 @@ package main_test
 import (
 	"context"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -26,23 +25,8 @@ const devGrant = 1_000_000_000
 // wallet balance is exact and hbctl verify holds.
 func TestCoreFailoverKilledPrimary(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{DevGrant: devGrant, Core: 2})
-	l := &timedLoad{}
-	stop := make(chan struct{})
-	wg := l.run(c, 16, stop)
-	time.Sleep(3 * time.Second)
-	c.Core.Primary.Stop()
-	killed := time.Now()
-	out := c.MustCtl(t, "core", "failover")
-	took := time.Since(killed)
-	t.Logf("hbctl core failover (%v):\n%s", took.Round(time.Millisecond), out)
-	for _, want := range []string{"does not answer", "promoted 127.0.0.1:", "1 replica(s) follow it", "failover epoch"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("failover's report lacks %q:\n%s", want, out)
-		}
-	}
-	time.Sleep(4 * time.Second)
-	close(stop)
-	wg.Wait()
+	l, killed, took := failoverUnderLoad(t, c, c.Core.Primary, []string{"core", "failover"},
+		"does not answer", "promoted 127.0.0.1:", "1 replica(s) follow it", "failover epoch")
 	primary := writableMember(t, c.Core)
 	if primary == nil || primary == c.Core.Primary {
 		t.Fatalf("no replica of the core group was promoted")

@@ -79,6 +79,9 @@ func cmdFailover(ctx context.Context, e *env, verb, name, cfgPath string, o fail
 	if !ok {
 		return usageError{fmt.Sprintf("set %s: no SET named %q", verb, name)}
 	}
+	if len(s.Replicas) == 0 {
+		return fmt.Errorf("SET %s has no replicas (sets[].replicas, hbctl set add --replicas)", s.Name)
+	}
 	g := &group{name: "SET " + s.Name, primary: s.MySQLDSN, replicas: s.Replicas, rejoinCmd: "hbctl set rejoin " + s.Name,
 		publish: func(ctx context.Context, primary string, replicas []string) (string, error) {
 			v, err := topology.Failover(ctx, meta, s.Name, primary, replicas)

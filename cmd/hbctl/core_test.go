@@ -2,7 +2,9 @@ package main_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -132,6 +134,64 @@ func TestLosingSetAKeepsSetBSending(t *testing.T) {
 	}
 	if err := a.Restart(); err != nil {
 		t.Fatal(err)
+	}
+	waitOutbox(t, c)
+	c.CheckInvariants(t)
+}
+
+// TestCoreRejoin: the core group with one replica, its primary killed on
+// a quiet cluster. hbctl core failover --accept-single-copy lets the lone
+// promoted replica write at once: sends go on, the processes follow it.
+// The old primary restarted comes back writable with its old epoch (as
+// one never fenced): the processes stay on the new primary, a send's
+// debit is there and not on the old one. hbctl core rejoin makes it a
+// replica of the new primary, and hbctl core status says so.
+func TestCoreRejoin(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Options{DevGrant: devGrant, Sets: 1, ServersPerSet: 1, Core: 1})
+	p, r := c.Core.Primary, c.Core.Replicas[0]
+	bs := bucketsOf(t, c, "a")
+	sendInto(t, c, bs[0], 2, 2)
+	waitOutbox(t, c)
+	p.Stop()
+	out := c.MustCtl(t, "core", "failover", "--accept-single-copy")
+	t.Logf("hbctl core failover --accept-single-copy:\n%s", out)
+	if !strings.Contains(out, "--accept-single-copy: it replicates asynchronously") {
+		t.Errorf("failover of a core group with one replica does not warn that it writes on one machine:\n%s", out)
+	}
+	if writableMember(t, c.Core) != r {
+		t.Fatal("the core group's replica is not writable after the failover")
+	}
+	sendInto(t, c, bs[1], 2, 2)
+
+	if err := p.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	id, _ := sendInto(t, c, bs[2], 2, 2)
+	for _, m := range []struct {
+		db   *dbtest.MariaDB
+		want int
+	}{{p, 0}, {r, 1}} {
+		db, err := schema.Open(m.db.DSN, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := dbtest.Count(t, db, "SELECT COUNT(*) FROM hb_wallet.ledger WHERE entry_key = ?", hongbao.SendKey(id))
+		db.Close()
+		if n != m.want {
+			t.Errorf("the debit of %s is %d times on port %d, want %d (old primary %d, new %d)", id, n, m.db.Port, m.want, p.Port, r.Port)
+		}
+	}
+
+	out = c.MustCtl(t, "core", "rejoin")
+	t.Logf("hbctl core rejoin:\n%s", out)
+	checkFollowers(t, c.Core, r, nil)
+	st := c.MustCtl(t, "core", "status")
+	t.Logf("hbctl core status:\n%s", st)
+	for _, want := range []string{fmt.Sprintf("primary 127.0.0.1:%d", r.Port), fmt.Sprintf("127.0.0.1:%d: read-only", p.Port),
+		fmt.Sprintf("replicates from 127.0.0.1:%d (IO Yes, SQL Yes)", r.Port)} {
+		if !strings.Contains(st, want) {
+			t.Errorf("hbctl core status lacks %q", want)
+		}
 	}
 	waitOutbox(t, c)
 	c.CheckInvariants(t)

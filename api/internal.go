@@ -72,14 +72,24 @@ func (a *Internal) Sign(r *http.Request, user hongbao.UserID) error {
 	if err != nil {
 		return fmt.Errorf("sign: %w", err)
 	}
+	a.sign(r, user, body)
+	return nil
+}
+
+// sign sets the signature headers of r, whose body is body, for user (0:
+// none, a batch).
+func (a *Internal) sign(r *http.Request, user hongbao.UserID, body []byte) {
 	var nonce [16]byte
 	_, _ = rand.Read(nonce[:]) // crypto/rand.Read never fails (Go 1.24+)
-	r.Header.Set(HeaderUser, user.String())
+	if user != 0 {
+		r.Header.Set(HeaderUser, user.String())
+	} else {
+		r.Header.Del(HeaderUser)
+	}
 	r.Header.Set(HeaderTime, strconv.FormatInt(a.now().UnixMilli(), 10))
 	r.Header.Set(HeaderNonce, base64.RawURLEncoding.EncodeToString(nonce[:]))
 	sum := sha256.Sum256(body)
 	r.Header.Set(HeaderSig, base64.RawURLEncoding.EncodeToString(a.mac(r, r.URL.Host, sum[:])))
-	return nil
 }
 
 // bodyOf returns a copy of r's body without consuming it.
@@ -103,6 +113,19 @@ func bodyOf(r *http.Request) ([]byte, error) {
 // It does not check the nonce against earlier requests: the server's nonce
 // memory does, after Verify.
 func (a *Internal) Verify(r *http.Request, self string, body []byte) (Signed, error) {
+	s, err := a.verify(r, self, body)
+	if err != nil {
+		return Signed{}, err
+	}
+	if s.User, err = hongbao.ParseUserID(r.Header.Get(HeaderUser)); err != nil {
+		return Signed{}, fmt.Errorf("user: %w", ErrForbidden)
+	}
+	return s, nil
+}
+
+// verify checks the MAC, the time and the form of the nonce; the user
+// header is the caller's to read.
+func (a *Internal) verify(r *http.Request, self string, body []byte) (Signed, error) {
 	for _, h := range append([]string{HeaderTime, HeaderNonce, HeaderSig}, signedHeaders...) {
 		if len(r.Header.Values(h)) > 1 {
 			return Signed{}, fmt.Errorf("header %s repeated: %w", h, ErrForbidden)
@@ -129,9 +152,6 @@ func (a *Internal) Verify(r *http.Request, self string, body []byte) (Signed, er
 		return Signed{}, fmt.Errorf("nonce: %w", ErrForbidden)
 	}
 	copy(s.Nonce[:], n)
-	if s.User, err = hongbao.ParseUserID(r.Header.Get(HeaderUser)); err != nil {
-		return Signed{}, fmt.Errorf("user: %w", ErrForbidden)
-	}
 	return s, nil
 }
 

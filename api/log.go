@@ -88,6 +88,10 @@ func (w *statusWriter) WriteHeader(code int) {
 	w.ResponseWriter.WriteHeader(code)
 }
 
+// Unwrap gives http.ResponseController the writer underneath (to flush a
+// streamed answer).
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
 // LogFailure logs a request's error answer: a fault of the server (5xx) at
 // error level, each one a bug to look at; a 503 (busy, unavailable: load
 // or a dependency's outage, which clients retry and the metrics count) at

@@ -15,8 +15,9 @@ import (
 // router-signed user header the router never sends malformed; an open
 // already made is answered 200 already_opened, not the problem
 // already_opened; client_closed is logged for a client that left before
-// its answer, which nobody reads.
-var internalCodes = []string{"wrong_set", "duplicate_id", "invalid_user", "already_opened", "client_closed"}
+// its answer, which nobody reads; malformed_batch and batch_too_large
+// refuse a router's batch (router -> server only), never a client's request.
+var internalCodes = []string{"wrong_set", "duplicate_id", "invalid_user", "already_opened", "client_closed", "malformed_batch", "batch_too_large"}
 
 func TestOpenAPIIsValidJSON31(t *testing.T) {
 	var doc struct {

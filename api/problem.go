@@ -49,6 +49,9 @@ var statusOf = map[string]int{
 	"replayed":            http.StatusForbidden,
 	"rate_limited":        http.StatusTooManyRequests,
 	"concurrency_limited": http.StatusTooManyRequests,
+	// A router's batch (router -> server only) that is not one.
+	"malformed_batch": http.StatusBadRequest,
+	"batch_too_large": http.StatusRequestEntityTooLarge,
 	// The client went away first (nginx's 499): never a 5xx.
 	"client_closed": StatusClientClosed,
 }

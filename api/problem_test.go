@@ -39,6 +39,8 @@ func TestStatusTable(t *testing.T) {
 		"replayed":               403,
 		"rate_limited":           429,
 		"concurrency_limited":    429,
+		"malformed_batch":        400,
+		"batch_too_large":        413,
 		"client_closed":          499,
 		"send_cancelled":         409,
 	}

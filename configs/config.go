@@ -101,6 +101,19 @@ type Admin struct {
 type Router struct {
 	Listen       string `yaml:"listen"`
 	RouterLimits `yaml:",inline"`
+	// Coalesce batches the concurrent requests bound for one server into
+	// one signed exchange (POST /internal/v1/batch).
+	Coalesce Coalesce `yaml:"coalesce"`
+}
+
+// Coalesce configures the router's request coalescing.
+type Coalesce struct {
+	// Batch is the most requests in one batch; 0 turns coalescing off
+	// (each request is one exchange with its server).
+	Batch int `yaml:"batch"`
+	// InFlight is how many batches may be in flight to one server: while
+	// fewer are, a request leaves at once; others gather for the next.
+	InFlight int `yaml:"in_flight"`
 }
 
 // Set is one SET: its servers, its MySQL and its memcached.
@@ -143,6 +156,15 @@ type Replication struct {
 	// WaitApplied bounds the wait for a replica to apply what it received
 	// before it is promoted (default 60s).
 	WaitApplied Duration `yaml:"wait_applied"`
+	// ReadReplica makes a SET's servers read packet details (GET
+	// /v1/packets/{id}) from the SET's first replica while it replicates
+	// within MaxReplicaLag; never the open path's reads, which decide
+	// money. A packet the replica lacks (not applied yet) is read from the
+	// primary.
+	ReadReplica bool `yaml:"read_replica"`
+	// MaxReplicaLag is how far behind (Seconds_Behind_Master) the replica
+	// may be and still serve reads (default 1s).
+	MaxReplicaLag Duration `yaml:"max_replica_lag"`
 }
 
 // Core names the members of the core group, the replicated MariaDB that
@@ -257,9 +279,9 @@ func Defaults() *Config {
 		Queue: Queue{Size: 1024, Batch: 256, Idle: Duration(5 * time.Second), TxTimeout: Duration(5 * time.Second), SlotCap: 2,
 			Merge: 64, Committers: 4, Memo: 1_000_000},
 		Cache:         Cache{Timeout: Duration(200 * time.Millisecond), Conns: 64},
-		Router:        Router{Listen: "127.0.0.1:8080", RouterLimits: defaultRouterLimits()},
+		Router:        Router{Listen: "127.0.0.1:8080", RouterLimits: defaultRouterLimits(), Coalesce: Coalesce{Batch: 64, InFlight: 2}},
 		Archive:       Archive{RetentionDays: 7, AheadDays: 2},
-		Replication:   Replication{AdminUser: "root", User: "repl", WaitApplied: Duration(time.Minute)},
+		Replication:   Replication{AdminUser: "root", User: "repl", WaitApplied: Duration(time.Minute), MaxReplicaLag: Duration(time.Second)},
 		Admin:         Admin{Router: "127.0.0.1:9080", Server: "127.0.0.1:9081", Settler: "127.0.0.1:9082", DrainGrace: Duration(2 * time.Second)},
 		DBConns:       64,
 		ShutdownGrace: Duration(20 * time.Second),
@@ -305,6 +327,9 @@ func (c *Config) Check() error {
 	if err := c.Router.check(); err != nil {
 		errs = append(errs, err)
 	}
+	if co := c.Router.Coalesce; co.Batch < 0 || co.Batch > 512 || co.InFlight < 0 {
+		errs = append(errs, errors.New("router.coalesce: batch must be 0 (off) to 512, in_flight not negative"))
+	}
 	if c.Admin.DrainGrace < 0 || c.Admin.DrainGrace >= c.ShutdownGrace {
 		errs = append(errs, errors.New("admin: drain_grace must be at least 0 and less than shutdown_grace"))
 	}
@@ -313,6 +338,9 @@ func (c *Config) Check() error {
 	}
 	if err := c.checkCore(); err != nil {
 		errs = append(errs, err)
+	}
+	if c.Replication.MaxReplicaLag < 0 {
+		errs = append(errs, errors.New("replication: max_replica_lag must be at least 0"))
 	}
 	if a := c.Archive; a.AheadDays < 0 || a.AheadDays > 7 {
 		errs = append(errs, errors.New("archive: ahead_days must be between 0 and 7"))

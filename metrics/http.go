@@ -111,3 +111,7 @@ func (w *statusWriter) WriteHeader(code int) {
 	w.status = code
 	w.ResponseWriter.WriteHeader(code)
 }
+
+// Unwrap gives http.ResponseController the writer underneath (to flush a
+// streamed answer).
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

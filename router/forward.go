@@ -141,8 +141,20 @@ func (rt *Router) refreshTopology(ctx context.Context) {
 	}
 }
 
-// try makes one attempt at server srv.
+// try makes one attempt at server srv: in a batch when the router
+// coalesces, else alone.
 func (rt *Router) try(r *http.Request, srv string, user hongbao.UserID, body []byte, extra map[string]string) (*response, error) {
+	if rt.coalesce != nil {
+		resp, err := rt.tryBatched(r, srv, user, body, extra)
+		if !errors.Is(err, errCoalescerClosed) && !errors.Is(err, errNoBatch) {
+			return resp, err
+		}
+	}
+	return rt.trySingle(r, srv, user, body, extra)
+}
+
+// trySingle makes one attempt at server srv in an exchange of its own.
+func (rt *Router) trySingle(r *http.Request, srv string, user hongbao.UserID, body []byte, extra map[string]string) (*response, error) {
 	ctx, cancel := context.WithTimeout(r.Context(), rt.timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, r.Method, "http://"+srv+r.URL.RequestURI(), bytes.NewReader(body))

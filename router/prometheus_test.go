@@ -58,6 +58,10 @@ func TestClusterPrometheusSeesTheLoad(t *testing.T) {
 	prom.WaitFor(t, `sum(hongbao_http_requests_total{`+open+`,code="200"})`, 60, 10*time.Second)
 	prom.WaitFor(t, `sum(hongbao_http_requests_total{`+open+`,code="409"})`, 30, 10*time.Second)
 	prom.WaitFor(t, `sum(hongbao_http_request_duration_seconds_count{`+open+`})`, 90, 10*time.Second)
+	// The servers count every open too, coalesced into batches or not.
+	serverOpen := `job="hongbao-server",route="POST /v1/packets/{id}/open"`
+	prom.WaitFor(t, `sum(hongbao_http_requests_total{`+serverOpen+`,code="200"})`, 60, 10*time.Second)
+	prom.WaitFor(t, `sum(hongbao_http_requests_total{`+serverOpen+`,code="409"})`, 30, 10*time.Second)
 	prom.WaitFor(t, `sum(max by (set) (hongbao_outbox_rows))`, 50, 10*time.Second)
 	if age, _, err := prom.Value(`max(hongbao_outbox_oldest_age_seconds)`); err != nil || age <= 0 {
 		t.Errorf("outbox oldest age %v (%v) with 50 credits waiting, want > 0", age, err)

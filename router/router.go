@@ -2,6 +2,7 @@ package router
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net"
@@ -37,6 +38,7 @@ type Router struct {
 	page             http.Handler
 	devTTL           time.Duration
 	refreshed        atomic.Int64 // unix nanos of the last topology refresh a 421 asked for
+	coalesce         *coalescer   // nil: one exchange per request
 }
 
 // Deps are the Router's collaborators.
@@ -57,6 +59,9 @@ type Deps struct {
 	// (POST /dev/token mints a token for a typed user ID) and top-up
 	// (POST /v1/dev/topup). Never in production.
 	DevTokenTTL time.Duration
+	// Coalescing batches concurrent requests bound for one server; the
+	// zero value sends each request alone.
+	Coalescing Coalescing
 }
 
 // New returns a Router.
@@ -64,11 +69,25 @@ func New(d Deps) *Router {
 	if d.Timeout <= 0 {
 		d.Timeout = 15 * time.Second
 	}
-	return &Router{topo: d.Topology, health: d.Health, signer: d.Signer, internal: d.Internal,
+	rt := &Router{topo: d.Topology, health: d.Health, signer: d.Signer, internal: d.Internal,
 		minter: hongbao.NewMinter(d.Now), client: d.Client, now: d.Now, log: d.Log, timeout: d.Timeout,
 		open: newLimiter(d.Limits.Open, d.Limits.MaxUsers), grab: newLimiter(d.Limits.Grab, d.Limits.MaxUsers),
 		send: newLimiter(d.Limits.Send, d.Limits.MaxUsers), maxPerAddress: d.Limits.MaxPerAddress, http: d.HTTP,
 		page: d.Page, devTTL: d.DevTokenTTL}
+	if d.Coalescing.Batch > 0 {
+		rt.coalesce = newCoalescer(d.Coalescing, d.Timeout, rt.sendBatch)
+	}
+	return rt
+}
+
+// Close stops the router's own goroutines, after its HTTP server has
+// stopped taking requests: the batches in flight are answered, or, when
+// ctx ends first, cancelled.
+func (rt *Router) Close(ctx context.Context) error {
+	if rt.coalesce == nil {
+		return nil
+	}
+	return rt.coalesce.close(ctx)
 }
 
 // NewClient returns the keep-alive client a router uses towards servers.
@@ -225,12 +244,17 @@ func readResponse(resp *http.Response) (*response, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &response{status: resp.StatusCode, header: resp.Header, body: body}
-	if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") {
-		var prob api.Problem
-		if json.Unmarshal(body, &prob) == nil {
-			p.code = prob.Code
-		}
+	return &response{status: resp.StatusCode, header: resp.Header, body: body, code: codeOfProblem(resp.Header.Get("Content-Type"), body)}, nil
+}
+
+// problemCode is the code of a problem answer, or "".
+func codeOfProblem(contentType string, body []byte) string {
+	if !strings.HasPrefix(contentType, "application/problem+json") {
+		return ""
 	}
-	return p, nil
+	var prob api.Problem
+	if json.Unmarshal(body, &prob) != nil {
+		return ""
+	}
+	return prob.Code
 }

@@ -44,6 +44,7 @@ type Server struct {
 	memo    *soldOut     // openers of packets that sold out here
 	known   *known       // small packets opened here that still take opens
 	openers *openerCache // committed shares on their way to memcached
+	runners *runners     // of batches' sub-requests
 	http    *metrics.HTTP
 	opens   *metrics.Opens
 }
@@ -96,6 +97,7 @@ func NewServer(d Deps) *Server {
 		limits: d.Limits, loc: d.Loc, now: d.Now, log: d.Log, memo: newSoldOut(d.SoldOutMemo), known: newKnown(d.SoldOutMemo), openers: newOpenerCache(d.Cache),
 		http: d.HTTP, opens: d.Opens}
 	s.queue = queue.New(d.Queue, s.apply, d.Cache, d.Log)
+	s.runners = newRunners(batchRunners)
 	s.ready.Store(true)
 	return s
 }
@@ -105,6 +107,7 @@ func (s *Server) Close(ctx context.Context) error {
 	s.ready.Store(false)
 	err := s.queue.Close(ctx)
 	s.openers.close()
+	s.runners.close()
 	return err
 }
 
@@ -148,7 +151,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		api.WriteProblem(w, &hongbao.Error{Code: "not_found", Message: "no such endpoint"}, requestID(r.Context()))
 	})
-	return s.logged(s.http.Wrap(mux))
+	h := s.logged(s.http.Wrap(mux))
+	mux.HandleFunc("POST "+api.BatchPath, s.handleBatch(h))
+	return h
 }
 
 // handler is an API handler: it returns the status and body, or an error
@@ -201,30 +206,32 @@ func (s *Server) withPacket(h packetHandler) handler {
 		}
 		status, body, err := h(r, user, id)
 		if errors.Is(err, hongbao.ErrNotFound) {
-			if moved, merr := s.movedAway(r.Context(), id.Bucket()); merr != nil {
-				return 0, nil, merr
-			} else if moved {
-				// Not here because the bucket moved away: let the router
-				// refresh and ask the new owner.
-				return 0, nil, fmt.Errorf("bucket %d: %w", id.Bucket(), hongbao.ErrWrongSet)
-			}
+			err = s.confirmNotFound(r.Context(), id, err)
 		}
 		return status, body, err
 	}
 }
 
-// movedAway reports whether bucket b is no longer this SET's, for a packet
-// not found here: by the SET's fence in MySQL, the truth of who may write
-// the bucket (a read of a day table the SET never had answers not found
-// before any fence is checked), or by a refreshed topology. A server whose
-// topology is stale, or whose refresh failed under load, must not answer
-// 404 for a packet that lives in the new owner.
-func (s *Server) movedAway(ctx context.Context, b hongbao.Bucket) (bool, error) {
-	owns, err := s.store.Owns(ctx, b)
-	if err != nil {
-		return false, err
+// confirmNotFound settles a not-found answer (notFound) for packet id
+// before a client is told: a read that found nothing may have raced with
+// the bucket's move (away, so the packet lives in the new owner; or here,
+// arriving with it), and a server whose topology is stale, or whose
+// refresh failed under load, must not answer 404 for a packet that
+// exists. The SET's fence is the truth of who may write the bucket: one
+// snapshot holding the fence and not the packet confirms the 404
+// (Store.Absent). Not owned: 421, the router refreshes and asks the new
+// owner. There after all: busy, and the retry finds it.
+func (s *Server) confirmNotFound(ctx context.Context, id hongbao.PacketID, notFound error) error {
+	absent, err := s.store.Absent(ctx, id)
+	switch {
+	case err != nil:
+		return err
+	case !absent:
+		return fmt.Errorf("packet %s found on a second look (its bucket arrived meanwhile): %w", id, hongbao.ErrBusy)
+	case s.recheck != nil && !s.recheck(ctx, id.Bucket()):
+		return fmt.Errorf("bucket %d: %w", id.Bucket(), hongbao.ErrWrongSet)
 	}
-	return !owns || s.recheck != nil && !s.recheck(ctx, b), nil
+	return notFound
 }
 
 // own refuses a bucket the SET does not own at the current topology

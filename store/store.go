@@ -19,14 +19,18 @@ import (
 
 // Store reads and writes the packets of one SET's MySQL.
 type Store struct {
-	db     *sql.DB
-	cold   *sql.DB // archive; nil when reads never follow archived days
-	set    string
-	loc    *time.Location
-	now    func() time.Time
-	intn   func(n int64) int64
-	tables *schema.Ensurer
-	obs    *metrics.Store // retries and fence refusals of the open transactions; nil: none
+	db   *sql.DB
+	cold *sql.DB // archive; nil when reads never follow archived days
+	// replica serves detail reads while fresh says it is close enough
+	// behind the primary; nil: the primary serves them.
+	replica *sql.DB
+	fresh   func() bool
+	set     string
+	loc     *time.Location
+	now     func() time.Time
+	intn    func(n int64) int64
+	tables  *schema.Ensurer
+	obs     *metrics.Store // retries and fence refusals of the open transactions; nil: none
 }
 
 // New returns the Store of SET set on db. loc is the cluster's time zone
@@ -48,6 +52,15 @@ func (s *Store) WithMetrics(m *metrics.Store) *Store {
 // the archive (cold) database, so archived packets stay readable.
 func (s *Store) WithArchive(cold *sql.DB) *Store {
 	s.cold = cold
+	return s
+}
+
+// WithReplica makes detail reads (Packet) use replica, a read-only copy
+// of the SET's MySQL, while fresh reports it replicating close behind.
+// The open path never reads it: what a share is worth is decided on the
+// primary only.
+func (s *Store) WithReplica(replica *sql.DB, fresh func() bool) *Store {
+	s.replica, s.fresh = replica, fresh
 	return s
 }
 
@@ -190,6 +203,14 @@ func insertPacket(ctx context.Context, tx *sql.Tx, t hongbao.DayTable, n NewPack
 // not in its day table is looked for in the archive.
 func (s *Store) Packet(ctx context.Context, id hongbao.PacketID) (*hongbao.Packet, []hongbao.Record, error) {
 	t := s.Table(id)
+	if s.replica != nil && s.fresh() {
+		// Any failure falls back to the primary: a packet sent a moment
+		// ago may not be applied on the replica yet (not found there), or
+		// the replica went away since fresh was last measured.
+		if p, recs, err := readPacket(ctx, s.replica, t.Packets(), t.Details(), id); err == nil {
+			return p, recs, nil
+		}
+	}
 	p, recs, err := readPacket(ctx, s.db, t.Packets(), t.Details(), id)
 	if errors.Is(err, hongbao.ErrNotFound) && s.cold != nil {
 		// The ID names its day, so an archived packet is one lookup away.

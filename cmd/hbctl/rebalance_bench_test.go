@@ -75,6 +75,14 @@ func BenchmarkRebalance(b *testing.B) {
 	b.Logf("%d clients, think %v: control (%v, nothing moving): %v", *clientsFlag, *thinkFlag, *controlFlag, control)
 	b.Logf("%d clients, think %v: during the rebalance and the drain: %v", *clientsFlag, *thinkFlag, moving)
 	b.Logf("failures by kind, whole run:\n%s", l.kindsTable())
+	// A wrong answer is a defect at any load, not a measure.
+	for i, e := range l.wrong {
+		if i == 10 {
+			b.Errorf("... %d wrong answers in all", len(l.wrong))
+			break
+		}
+		b.Errorf("wrong answer: %s", e)
+	}
 }
 
 // The fleet of BenchmarkRebalance: packets in every bucket, and clients
@@ -83,6 +91,6 @@ func BenchmarkRebalance(b *testing.B) {
 var (
 	fillFlag    = flag.Int("fill", 200, "BenchmarkRebalance: packets in every bucket before the rebalance")
 	clientsFlag = flag.Int("clients", 2000, "BenchmarkRebalance: concurrent clients sending and opening meanwhile")
-	thinkFlag   = flag.Duration("think", 2*time.Second, "BenchmarkRebalance: each client's pause between two requests (0: none)")
+	thinkFlag   = flag.Duration("think", 8*time.Second, "BenchmarkRebalance: each client's pause between two requests (0: none)")
 	controlFlag = flag.Duration("control", 60*time.Second, "BenchmarkRebalance: how long the load runs alone before the rebalance")
 )

@@ -82,7 +82,8 @@ func run(args []string) error {
 	rt := router.New(router.Deps{Topology: topo, Health: health, Signer: hongbao.NewSigner([]byte(cfg.Secret)),
 		Internal: api.NewInternal([]byte(cfg.InternalSecret), time.Now), Client: client, Now: time.Now, Log: log,
 		Limits: limits(cfg.Router.RouterLimits),
-		HTTP:   metrics.NewHTTP(reg), Page: web.Handler(), DevTokenTTL: devTokenTTL(cfg)})
+		HTTP:   metrics.NewHTTP(reg), Page: web.Handler(), DevTokenTTL: devTokenTTL(cfg),
+		Coalescing: router.Coalescing{Batch: cfg.Router.Coalesce.Batch, InFlight: cfg.Router.Coalesce.InFlight}})
 	ready := func(ctx context.Context) error { return rt.Ready(ctx, 5*time.Second) }
 	metrics.Ready(reg, admin.Now(ctx, ready))
 	metrics.RegisterHealthyServers(reg, rt.HealthyPerSet)
@@ -120,6 +121,10 @@ func run(args []string) error {
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace.D())
 	defer cancel()
 	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	// No request is left: the coalescer has nothing more to send.
+	if err := rt.Close(sctx); err != nil {
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	return nil

@@ -29,6 +29,7 @@ import (
 	"github.com/hongbao-dev/hongbao/set"
 	"github.com/hongbao-dev/hongbao/store"
 	"github.com/hongbao-dev/hongbao/store/cache"
+	"github.com/hongbao-dev/hongbao/store/replication"
 	"github.com/hongbao-dev/hongbao/store/wallet"
 )
 
@@ -109,21 +110,32 @@ func run(args []string) error {
 	if topo != nil {
 		go finishMoves(bg, cfg.MetaDSN, cfg.CoreMembers(), db, sc.Name, log)
 	}
+	reg := metrics.NewRegistry()
 	coldSw, err := schema.OpenSwitch(sc.Cold(), 4)
 	if err != nil {
 		return err
 	}
 	cold := coldSw.DB()
 	defer cold.Close()
+	replica, err := schema.OpenSwitch(replicaOf(sc.MySQLDSN, sc.Replicas), 4)
+	if err != nil {
+		return err
+	}
+	defer replica.DB().Close()
+	st := store.New(db, sc.Name, cfg.Location(), time.Now, rand.Int64N).WithArchive(cold).WithMetrics(metrics.NewStore(reg))
+	if cfg.Replication.ReadReplica {
+		lag := replication.NewLag(replica.DB(), cfg.Replication.MaxReplicaLag.D())
+		go lag.Run(bg, time.Second)
+		st = st.WithReplica(replica.DB(), lag.Fresh)
+	}
 	if topo != nil {
-		go topo.FollowSet(bg, sc.Name, func(s topology.Set) { followPrimary(log, s, live, coldSw) })
+		go topo.FollowSet(bg, sc.Name, func(s topology.Set) { followPrimary(log, s, live, coldSw, replica) })
 	}
 	wl, err := wallet.Open(bg, cfg.WalletDSN, cfg.CoreMembers(), cfg.DBConns, time.Now)
 	if err != nil {
 		return err
 	}
 	defer wl.Close()
-	reg := metrics.NewRegistry()
 	q := settings.Queue(cfg)
 	q.Metrics = metrics.NewQueue(reg)
 	srv := set.NewServer(set.Deps{
@@ -131,7 +143,7 @@ func run(args []string) error {
 		Recheck:     recheck,
 		Wallet:      wl,
 		DevGrant:    cfg.DevGrant,
-		Store:       store.New(db, sc.Name, cfg.Location(), time.Now, rand.Int64N).WithArchive(cold).WithMetrics(metrics.NewStore(reg)),
+		Store:       st,
 		Cache:       cache.New(sc.Memcached, cfg.Cache.Timeout.D(), cfg.Cache.Conns, log).WithMetrics(metrics.NewCache(reg)),
 		Auth:        api.NewInternal([]byte(cfg.InternalSecret), time.Now),
 		Self:        selfAddr(*listen, *advertise),
@@ -192,17 +204,28 @@ func follow(ctx context.Context, cfg *configs.Config, log *zap.Logger) (*topolog
 	return w, nil
 }
 
-// followPrimary points the pools at the SET's MySQL (and cold store) as
-// the topology names them.
-func followPrimary(log *zap.Logger, s topology.Set, live, cold *schema.Switch) {
+// replicaOf is the DSN detail reads may use: the first replica, or the
+// primary when there is none (which never measures fresh, so its pool
+// stays unused).
+func replicaOf(primary string, replicas []string) string {
+	if len(replicas) > 0 {
+		return replicas[0]
+	}
+	return primary
+}
+
+// followPrimary points the pools at the SET's MySQL (and cold store, and
+// the replica for reads) as the topology names them.
+func followPrimary(log *zap.Logger, s topology.Set, live, cold, replica *schema.Switch) {
 	for _, p := range []struct {
-		sw  *schema.Switch
-		dsn string
-	}{{live, s.MySQLDSN}, {cold, s.Cold()}} {
+		what string
+		sw   *schema.Switch
+		dsn  string
+	}{{"primary", live, s.MySQLDSN}, {"archive", cold, s.Cold()}, {"read replica", replica, replicaOf(s.MySQLDSN, s.Replicas)}} {
 		if switched, err := p.sw.To(p.dsn); err != nil {
-			log.Error("cannot follow the SET's MySQL", zap.Error(err))
+			log.Error("cannot follow the SET's MySQL", zap.String("pool", p.what), zap.Error(err))
 		} else if switched {
-			log.Warn("the SET's MySQL moved: new connections go to the new primary", zap.String("to", addr(p.dsn)))
+			log.Warn("the SET's MySQL moved: new connections go to its new address", zap.String("pool", p.what), zap.String("to", addr(p.dsn)))
 		}
 	}
 }

@@ -215,6 +215,17 @@ type Status struct {
 	IOPos      string // Gtid_IO_Pos: the GTIDs received into the relay log
 	SlavePos   string // @@gtid_slave_pos: the GTIDs applied (SHOW SLAVE STATUS lacks Gtid_Slave_Pos)
 	LastError  string // the IO or SQL thread's last error
+	// Lag is Seconds_Behind_Master, whole seconds; LagKnown is false when
+	// MariaDB reports none (NULL: a thread is not running).
+	Lag      time.Duration
+	LagKnown bool
+}
+
+// Fresh reports whether the replica replicates (both threads running)
+// and applies within max of its primary: fit to serve reads that may
+// trail the primary by that much.
+func (s Status) Fresh(max time.Duration) bool {
+	return s.Configured && s.IORunning == "Yes" && s.SQLRunning == "Yes" && s.LagKnown && s.Lag <= max
 }
 
 // ReplicaStatus reads db's SHOW SLAVE STATUS.
@@ -248,6 +259,9 @@ func ReplicaStatus(ctx context.Context, db *sql.DB) (Status, error) {
 	s := Status{Configured: true, MasterHost: get("Master_Host"), IORunning: get("Slave_IO_Running"),
 		SQLRunning: get("Slave_SQL_Running"), IOPos: get("Gtid_IO_Pos")}
 	s.MasterPort, _ = strconv.Atoi(get("Master_Port"))
+	if secs, err := strconv.Atoi(get("Seconds_Behind_Master")); err == nil {
+		s.Lag, s.LagKnown = time.Duration(secs)*time.Second, true
+	}
 	s.LastError = strings.TrimSpace(get("Last_IO_Error") + " " + get("Last_SQL_Error"))
 	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 		return Status{}, fmt.Errorf("replication: status: %w", err)

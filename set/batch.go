@@ -1,0 +1,144 @@
+package set
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"strings"
+
+	"go.uber.org/zap"
+
+	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/api"
+)
+
+// batchUser is the context key of a sub-request's user: the batch's
+// signature, checked once for the whole body, vouches for it. Only this
+// package can set it, so no request from outside can carry it.
+type batchUser struct{}
+
+// handleBatch serves a router's batch (api.BatchPath): it reads the body
+// (at most api.MaxBatchBytes), checks the router's signature over all of
+// it and the nonce, then runs every sub-request concurrently through
+// apiHandler, the server's own handler, exactly as if it had come alone
+// (logged and measured each, opens of one packet meeting in its queue).
+// Each sub-response is streamed as soon as it is ready, tagged with its
+// sub-request's index, so a slow sub-request holds back no other answer.
+// A batch refused as a whole (signature, replay, form, size) is answered
+// as one problem: the router applies it to every sub-request.
+func (s *Server) handleBatch(apiHandler http.Handler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		items, err := s.batch(w, r)
+		if err != nil {
+			api.WriteProblem(w, err, requestID(r.Context()))
+			return
+		}
+		addField(r.Context(), zap.Int("items", len(items)))
+		type ready struct {
+			index  int
+			answer api.BatchAnswer
+		}
+		done := make(chan ready, len(items)) // a runner never waits for the writer
+		for i := range items {
+			s.runners.run(func() { done <- ready{i, s.runItem(r, apiHandler, &items[i])} })
+		}
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.WriteHeader(http.StatusOK)
+		rc := http.NewResponseController(w) // flushes through the logging and metrics writers
+		buf := api.AppendAnswersStart(nil)
+		for n := 0; n < len(items); {
+			a := <-done
+			buf = api.AppendAnswer(buf, a.index, a.answer)
+			n++
+			for more := true; more && n < len(items); { // what else is ready goes in the same write
+				select {
+				case a := <-done:
+					buf = api.AppendAnswer(buf, a.index, a.answer)
+					n++
+				default:
+					more = false
+				}
+			}
+			// A failed write (the router went away) is not the sub-requests'
+			// business: they run to their end all the same.
+			if _, err := w.Write(buf); err == nil {
+				_ = rc.Flush() // the router went away: the sub-requests run on all the same
+			}
+			buf = buf[:0]
+		}
+	}
+}
+
+// batch reads, authenticates and decodes a batch.
+func (s *Server) batch(w http.ResponseWriter, r *http.Request) ([]api.BatchItem, error) {
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, api.MaxBatchBytes))
+	if err != nil {
+		return nil, api.BodyError(err)
+	}
+	signed, err := s.auth.VerifyBatch(r, s.selfAddr(r), raw)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.nonces.use(signed.Nonce, s.now()); err != nil {
+		return nil, err
+	}
+	return api.DecodeBatch(raw)
+}
+
+// runItem runs one sub-request through h and returns its answer. The
+// sub-request's context is the batch's: a router gives up on a batch as a
+// whole, never on one sub-request (a client that left is the router's to
+// forget).
+func (s *Server) runItem(batch *http.Request, h http.Handler, it *api.BatchItem) api.BatchAnswer {
+	w := &itemWriter{header: make(http.Header, 4)}
+	ctx := context.WithValue(batch.Context(), batchUser{}, it.User)
+	r, err := http.NewRequestWithContext(ctx, it.Method, it.Target, bytes.NewReader(it.Body))
+	switch {
+	case err != nil:
+		api.WriteProblem(w, &hongbao.InvalidError{Code: "invalid_target", Field: "target", Message: "not a request target"}, it.RequestID)
+	case strings.HasPrefix(r.URL.Path, "/internal/"):
+		api.WriteProblem(w, &hongbao.Error{Code: "not_found", Message: "no such endpoint inside a batch"}, it.RequestID)
+	default:
+		r.RemoteAddr, r.RequestURI = batch.RemoteAddr, it.Target
+		for _, hd := range it.Header {
+			r.Header.Set(hd.Name, hd.Value)
+		}
+		if it.RequestID != "" {
+			r.Header.Set(api.RequestIDHeader, it.RequestID)
+		}
+		h.ServeHTTP(w, r)
+	}
+	a := api.BatchAnswer{Status: w.status, Body: w.body.Bytes()}
+	if a.Status == 0 {
+		a.Status = http.StatusOK
+	}
+	for _, name := range api.BatchResponseHeaders {
+		if v := w.header.Get(name); v != "" {
+			a.Header = append(a.Header, api.Header{Name: name, Value: v})
+		}
+	}
+	return a
+}
+
+// itemWriter collects one sub-response.
+type itemWriter struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (w *itemWriter) Header() http.Header { return w.header }
+
+func (w *itemWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+}
+
+func (w *itemWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.body.Write(b)
+}

@@ -6,12 +6,14 @@ package configs
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"reflect"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.yaml.in/yaml/v3"
@@ -35,6 +37,9 @@ type Config struct {
 	Replication Replication `yaml:"replication"`
 	MetaDSN     string      `yaml:"meta_dsn"`   // topology database
 	WalletDSN   string      `yaml:"wallet_dsn"` // accounts and ledger
+	// Core is the replicated MariaDB group of the meta and wallet
+	// databases (meta_dsn's and wallet_dsn's server is one member).
+	Core Core `yaml:"core"`
 	// DevGrant credits each sender once on first send (fen); dev only.
 	DevGrant      int64    `yaml:"dev_grant"`
 	DBConns       int      `yaml:"db_conns"` // MySQL pool size per server
@@ -162,6 +167,61 @@ type Replication struct {
 	MaxReplicaLag Duration `yaml:"max_replica_lag"`
 }
 
+// Core names the members of the core group, the replicated MariaDB that
+// holds the meta and wallet databases apart from every SET's: losing it
+// stops no SET's opens, and hbctl core failover promotes one of its
+// replicas. The server of meta_dsn and wallet_dsn is the member the group
+// started with; every process probes all the members and follows the
+// writable one with the highest failover epoch, so the configuration
+// need not change after a failover.
+type Core struct {
+	// Replicas are the addresses (host:port) of the group's other
+	// members; meta_dsn's and wallet_dsn's account and databases are
+	// used on each. None: the meta and wallet server is not replicated.
+	Replicas []string `yaml:"replicas"`
+}
+
+// CoreMembers returns the addresses of the core group's members, the
+// server of meta_dsn first; nil when the group has no replicas.
+func (c *Config) CoreMembers() []string {
+	if len(c.Core.Replicas) == 0 {
+		return nil
+	}
+	return append([]string{dsnAddr(c.MetaDSN)}, c.Core.Replicas...)
+}
+
+// dsnAddr is a DSN's network address ("" when it does not parse).
+func dsnAddr(dsn string) string {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return ""
+	}
+	return cfg.Addr
+}
+
+// checkCore validates the core group: addresses of distinct members, the meta
+// and wallet databases on the same one.
+func (c *Config) checkCore() error {
+	if len(c.Core.Replicas) == 0 {
+		return nil
+	}
+	meta, wallet := dsnAddr(c.MetaDSN), dsnAddr(c.WalletDSN)
+	if meta == "" || meta != wallet {
+		return fmt.Errorf("core: replicas need meta_dsn and wallet_dsn on the same server (meta %q, wallet %q)", meta, wallet)
+	}
+	seen := map[string]bool{meta: true}
+	for i, r := range c.Core.Replicas {
+		if _, _, err := net.SplitHostPort(r); err != nil {
+			return fmt.Errorf("core: replicas[%d]: %q is not host:port: %w", i, r, err)
+		}
+		if seen[r] {
+			return fmt.Errorf("core: replicas[%d]: %s is listed twice (or is meta_dsn's server)", i, r)
+		}
+		seen[r] = true
+	}
+	return nil
+}
+
 // Cold returns the DSN of the SET's archive.
 func (s Set) Cold() string {
 	if s.ArchiveDSN != "" {
@@ -275,6 +335,9 @@ func (c *Config) Check() error {
 	}
 	if r := c.Replication; r.SemiSyncTimeout < 0 || r.WaitApplied <= 0 {
 		errs = append(errs, errors.New("replication: semi_sync_timeout must be at least 0 (0: wait forever), wait_applied positive"))
+	}
+	if err := c.checkCore(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.Replication.MaxReplicaLag < 0 {
 		errs = append(errs, errors.New("replication: max_replica_lag must be at least 0"))

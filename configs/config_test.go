@@ -3,6 +3,7 @@ package configs
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -74,6 +75,9 @@ func TestLoadDev(t *testing.T) {
 	if _, err := c.Logger("test"); err != nil {
 		t.Errorf("Logger: %v", err)
 	}
+	if got := c.CoreMembers(); !slices.Equal(got, []string{"127.0.0.1:3346", "127.0.0.1:3347"}) {
+		t.Errorf("CoreMembers() = %q, want the core primary then its replica", got)
+	}
 }
 
 func TestLoadEnvOverrides(t *testing.T) {
@@ -104,7 +108,7 @@ func TestLoadEnvOverrides(t *testing.T) {
 	if c.Secret != "an-override-secret-of-32-bytes!!" {
 		t.Errorf("secret = %q", c.Secret)
 	}
-	if c.WalletDSN != "hongbao:hongbao@tcp(127.0.0.1:3316)/hb_wallet" {
+	if c.WalletDSN != "hongbao:hongbao@tcp(127.0.0.1:3346)/hb_wallet" {
 		t.Errorf("wallet_dsn = %q", c.WalletDSN)
 	}
 	if c.LogLevel != "warn" || c.Router.Listen != "0.0.0.0:9000" || c.Limits.Expiry.D() != time.Hour ||
@@ -156,6 +160,14 @@ func TestLoadErrors(t *testing.T) {
 		{"repeated SET name", func(t *testing.T) string {
 			return writeConfig(t, replace(t, "  - name: b", "  - name: a"))
 		}, nil, []string{"sets[1]"}},
+		{"core replica not host:port", func(t *testing.T) string {
+			return writeConfig(t, replace(t, `replicas: ["127.0.0.1:3347"]`, `replicas: ["hongbao:hongbao@tcp(127.0.0.1:3347)/"]`))
+		}, nil, []string{"core: replicas[0]", "host:port"}},
+		{"core replica is the primary", func(t *testing.T) string {
+			return writeConfig(t, replace(t, `replicas: ["127.0.0.1:3347"]`, `replicas: ["127.0.0.1:3346"]`))
+		}, nil, []string{"core: replicas[0]", "twice"}},
+		{"core with wallet elsewhere", nil, []string{`HB_WALLET_DSN=hongbao:hongbao@tcp(127.0.0.1:3316)/hb_wallet`},
+			[]string{"core:", "wallet_dsn"}},
 		{"SET without DSN", func(t *testing.T) string {
 			return writeConfig(t, replace(t, `    mysql_dsn: "hongbao:hongbao@tcp(127.0.0.1:3326)/"`, ""))
 		}, nil, []string{"mysql_dsn"}},

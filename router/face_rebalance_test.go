@@ -25,7 +25,7 @@ import (
 func journalRebalance(t *testing.T, c *clustertest.Cluster) string {
 	t.Helper()
 	ctx := context.Background()
-	meta, err := topology.OpenMeta(ctx, c.MetaDSN, false)
+	meta, err := topology.OpenMeta(ctx, c.MetaDSN, nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -319,7 +319,7 @@ func sendOnSet(t *testing.T, c *clustertest.Cluster, set string) {
 		key := "on-" + set + "-" + strconv.Itoa(i)
 		var owner string
 		b := hongbao.BucketFor(sender, []byte(key))
-		if err := c.DB(c.Sets[0].Name).QueryRow("SELECT set_name FROM hb_meta.buckets WHERE bucket = ?", int(b)).Scan(&owner); err != nil {
+		if err := c.Meta().QueryRow("SELECT set_name FROM hb_meta.buckets WHERE bucket = ?", int(b)).Scan(&owner); err != nil {
 			t.Fatal(err)
 		}
 		if owner != set {

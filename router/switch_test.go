@@ -166,7 +166,7 @@ func freshMeta(t *testing.T, prefix string) *sql.DB {
 		t.Fatal(err)
 	}
 	cfg.DBName = dbtest.UniqueName(prefix)
-	meta, err := topology.OpenMeta(context.Background(), cfg.FormatDSN(), true)
+	meta, err := topology.OpenMeta(context.Background(), cfg.FormatDSN(), nil, true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,6 +27,8 @@ type Switch struct {
 	conns int
 	mu    sync.Mutex
 	cur   atomic.Pointer[target]
+	// onClose runs when the pool closes (OpenGroup's follower stops).
+	onClose func()
 }
 
 // target is one DSN's connector and its generation, with the network
@@ -149,6 +151,15 @@ func (c switchConnector) Connect(ctx context.Context) (driver.Conn, error) {
 }
 
 func (c switchConnector) Driver() driver.Driver { return mysql.MySQLDriver{} }
+
+// Close is called by the pool's Close (database/sql closes a connector
+// that is an io.Closer).
+func (c switchConnector) Close() error {
+	if c.s.onClose != nil {
+		c.s.onClose()
+	}
+	return nil
+}
 
 // mysqlConn is every interface the go-sql-driver connection implements
 // that database/sql uses: context methods (one round trip with

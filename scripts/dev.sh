@@ -330,7 +330,11 @@ wait_http() { # wait_http URL
 
 # Each SET's MariaDB has a replica on the next port (semi-sync AFTER_SYNC;
 # hbctl set failover promotes it): a 3316 -> 3317, b 3326 -> 3327, c 3336 -> 3337.
+# The core group (the meta and wallet databases, hbctl core failover) is
+# replicated the same way: 3346 -> 3347.
 infra() {
+  mariadb_start core $(member core)
+  mariadb_replica core-replica $(member core-replica) core
   mariadb_start a $(member a)
   mariadb_start b $(member b)
   mariadb_start c $(member c)
@@ -342,9 +346,10 @@ infra() {
   memcached_start c 11241
 }
 
-# member NAME: the port and server ID of SET database NAME (infra's).
+# member NAME: the port and server ID of SET or core database NAME (infra's).
 member() {
   case $1 in
+    core) echo 3346 31 ;; core-replica) echo 3347 32 ;;
     a) echo 3316 1 ;; b) echo 3326 11 ;; c) echo 3336 21 ;;
     a-replica) echo 3317 2 ;; b-replica) echo 3327 12 ;; c-replica) echo 3337 22 ;;
     *) echo "no SET database named $1" >&2; return 1 ;;
@@ -446,6 +451,8 @@ Admin listeners (loopback only): /metrics (Prometheus), /livez, /readyz, /debug/
   server a1   http://127.0.0.1:9081/metrics   a2 :9082   b1 :9083   b2 :9084   c1 :9087   c2 :9088
   settler a   http://127.0.0.1:9085/metrics   b :9086   c :9089
 
+The meta and wallet databases: the core group, 127.0.0.1:3346 -> 3347 (.run/bin/hbctl core status;
+hbctl core failover promotes its replica, every process follows it).
 SETs a and b own the buckets; SET c owns none yet. Grow the fleet onto it, live:
   .run/bin/hbctl set list                       # buckets, packets, rows, health of each SET
   .run/bin/hbctl rebalance plan                 # the fewest moves that even out the load

@@ -38,6 +38,14 @@ trap cleanup EXIT
 "$DEV" up >"$RUN/up.out" 2>&1 || { tail -60 "$RUN/up.out"; fail "make up"; }
 echo "ok: make up"
 
+# The core group (the meta and wallet databases) runs on its own MariaDB
+# with a replica, apart from the SETs'.
+core=$("$RUN/bin/hbctl" core status -config "$ROOT/configs/dev.yaml" 2>&1) || fail "hbctl core status: $core"
+grep -q "127.0.0.1:3346: writable, epoch 0" <<<"$core" &&
+  grep -q "127.0.0.1:3347: read-only, epoch 0, replicates from 127.0.0.1:3346 (IO Yes, SQL Yes)" <<<"$core" ||
+  fail "the core group is not a primary and its replica: $core"
+echo "ok: the core group runs, 3346 -> 3347"
+
 # 1. Each kind of process, killed with kill -9, is started again by its
 #    supervisor: nobody runs make up.
 for p in "server-a1 http://127.0.0.1:8081/readyz" "server-b2 http://127.0.0.1:8084/readyz" \

@@ -82,7 +82,7 @@ func endToEnd(ctx context.Context, o options, env *benchEnv, w io.Writer) error 
 		return err
 	}
 	defer os.RemoveAll(x.tokens)
-	if x.wallet, err = wallet.Open(ctx, env.cfg.WalletDSN, 2, time.Now); err != nil {
+	if x.wallet, err = wallet.Open(ctx, env.cfg.WalletDSN, env.cfg.CoreMembers(), 2, time.Now); err != nil {
 		return err
 	}
 	defer x.wallet.Close()

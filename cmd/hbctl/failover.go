@@ -66,7 +66,7 @@ func cmdFailover(ctx context.Context, e *env, verb, name, cfgPath string, o fail
 	if cfg.MetaDSN == "" {
 		return usageError{"set " + verb + ": needs a meta database (meta_dsn)"}
 	}
-	meta, err := topology.OpenMeta(ctx, cfg.MetaDSN, false)
+	meta, err := topology.OpenMeta(ctx, cfg.MetaDSN, cfg.CoreMembers(), false)
 	if err != nil {
 		return err
 	}
@@ -79,18 +79,44 @@ func cmdFailover(ctx context.Context, e *env, verb, name, cfgPath string, o fail
 	if !ok {
 		return usageError{fmt.Sprintf("set %s: no SET named %q", verb, name)}
 	}
-	f := &failover{e: e, cfg: cfg.Replication, set: *s}
+	if len(s.Replicas) == 0 {
+		return fmt.Errorf("SET %s has no replicas (sets[].replicas, hbctl set add --replicas)", s.Name)
+	}
+	g := &group{name: "SET " + s.Name, primary: s.MySQLDSN, replicas: s.Replicas, rejoinCmd: "hbctl set rejoin " + s.Name,
+		publish: func(ctx context.Context, primary string, replicas []string) (string, error) {
+			v, err := topology.Failover(ctx, meta, s.Name, primary, replicas)
+			if err != nil {
+				return "", fmt.Errorf("%w (the promoted %s is writable: publish it by running failover again with --to it)", err, addrOf(primary))
+			}
+			return fmt.Sprintf("at topology version %d; servers and settlers follow within a second", v), nil
+		}}
+	f := &failover{e: e, cfg: cfg.Replication, g: g}
 	if verb == "rejoin" {
 		return f.rejoinAll(ctx)
 	}
-	return f.run(ctx, meta, o)
+	return f.run(ctx, o)
 }
 
-// failover is one failover or rejoin of a SET's MySQL.
+// group is a replicated MariaDB that failover and rejoin act on: a SET's
+// database, or the core group of the meta and wallet databases.
+type group struct {
+	name      string   // for messages: "SET b", "the core group"
+	primary   string   // DSN of its primary
+	replicas  []string // DSNs of its replicas
+	rejoinCmd string   // the command that rejoins the old primary
+	// stamp, when set, runs on the promoted replica (of DSN dsn) before
+	// it turns writable: the core group's failover epoch.
+	stamp func(ctx context.Context, db *sql.DB, dsn string) error
+	// publish makes the promoted primary known (the old primary among
+	// the replicas) and says how processes follow it.
+	publish func(ctx context.Context, primary string, replicas []string) (string, error)
+}
+
+// failover is one failover or rejoin of a group.
 type failover struct {
 	e   *env
 	cfg configs.Replication
-	set topology.Set
+	g   *group
 }
 
 // admin opens a pool on dsn's server as the operator, with short timeouts:
@@ -126,14 +152,14 @@ type candidate struct {
 	raw string
 }
 
-// run fails SET f.set over to its most advanced replica (or o.to).
-func (f *failover) run(ctx context.Context, meta *sql.DB, o failoverOptions) error {
-	s := f.set
-	if len(s.Replicas) == 0 {
-		return fmt.Errorf("SET %s has no replica to fail over to (sets[].replicas, hbctl set add --replicas)", s.Name)
+// run fails the group over to its most advanced replica (or o.to).
+func (f *failover) run(ctx context.Context, o failoverOptions) error {
+	g := f.g
+	if len(g.replicas) == 0 {
+		return fmt.Errorf("%s has no replica to fail over to", g.name)
 	}
-	if o.to != "" && !slices.Contains(s.Replicas, o.to) {
-		return usageError{fmt.Sprintf("flag --to: %q is not a replica of SET %s (%s)", o.to, s.Name, strings.Join(s.Replicas, " "))}
+	if o.to != "" && !slices.Contains(g.replicas, o.to) {
+		return usageError{fmt.Sprintf("flag --to: %q is not a replica of %s (%s)", o.to, g.name, strings.Join(g.replicas, " "))}
 	}
 	began := time.Now()
 	fenced, err := f.fenceOld(ctx)
@@ -155,7 +181,8 @@ func (f *failover) run(ctx context.Context, meta *sql.DB, o failoverOptions) err
 
 	// The other replicas follow the new primary before it is published,
 	// so that its first commits find a replica to acknowledge them.
-	f.set.MySQLDSN = best.dsn
+	old := g.primary
+	g.primary = best.dsn
 	followers := 0
 	for _, c := range others {
 		if err := f.rejoin(ctx, c.dsn); err != nil {
@@ -164,33 +191,32 @@ func (f *failover) run(ctx context.Context, meta *sql.DB, o failoverOptions) err
 		}
 		followers++
 	}
-	replicas := append(slices.DeleteFunc(slices.Clone(s.Replicas), func(r string) bool { return r == best.dsn }), s.MySQLDSN)
-	v, err := topology.Failover(ctx, meta, s.Name, best.dsn, replicas)
+	replicas := append(slices.DeleteFunc(slices.Clone(g.replicas), func(r string) bool { return r == best.dsn }), old)
+	how, err := g.publish(ctx, best.dsn, replicas)
 	if err != nil {
-		return fmt.Errorf("%w (the promoted %s is writable: publish it by running failover again with --to it)", err, addrOf(best.dsn))
+		return err
 	}
-	f.set.Replicas = replicas
-	f.say("SET %s's MySQL is %s at topology version %d (failover took %v); servers and settlers follow within a second.",
-		s.Name, addrOf(best.dsn), v, time.Since(began).Round(time.Millisecond))
+	g.replicas = replicas
+	f.say("%s's primary is %s %s (failover took %v).", g.name, addrOf(best.dsn), how, time.Since(began).Round(time.Millisecond))
 	switch {
 	case followers > 0:
-		f.say("%d replica(s) follow it: the SET keeps writing, each commit on two machines", followers)
+		f.say("%d replica(s) follow it: %s keeps writing, each commit on two machines", followers, g.name)
 	case o.singleCopy:
 		f.say("WARNING: no replica follows it and --accept-single-copy: it replicates asynchronously, commits "+
-			"are acknowledged on this one machine until a replica connects (hbctl set rejoin %s)", s.Name)
+			"are acknowledged on this one machine until a replica connects (%s)", g.rejoinCmd)
 	default:
-		f.say("WARNING: no replica follows it: every commit waits for one (semi-sync, wait forever), the SET's "+
-			"writes stall until a replica connects (hbctl set rejoin %s, or a fresh copy); "+
-			"--accept-single-copy would have let it write on one machine", s.Name)
+		f.say("WARNING: no replica follows it: every commit waits for one (semi-sync, wait forever), %s's "+
+			"writes stall until a replica connects (%s, or a fresh copy); "+
+			"--accept-single-copy would have let it write on one machine", g.name, g.rejoinCmd)
 	}
-	f.say("the old primary %s: hbctl set rejoin %s makes it a replica once it runs", addrOf(s.MySQLDSN), s.Name)
+	f.say("the old primary %s: %s makes it a replica once it runs", addrOf(old), g.rejoinCmd)
 	return nil
 }
 
 // fenceOld fences the old primary where it answers; it reports whether it
 // did and the GTID position it stopped at.
 func (f *failover) fenceOld(ctx context.Context) (pos string, err error) {
-	old := f.set.MySQLDSN
+	old := f.g.primary
 	db, err := f.admin(old)
 	if err != nil {
 		return "", err
@@ -226,14 +252,14 @@ func (f *failover) fenceOld(ctx context.Context) (pos string, err error) {
 // connection is down and acknowledges nothing.
 func (f *failover) stopReceiving(ctx context.Context, fenced string) ([]candidate, error) {
 	if fenced != "" {
-		for _, r := range f.set.Replicas {
+		for _, r := range f.g.replicas {
 			if err := f.waitApplied(ctx, r, fenced); err != nil {
 				f.say("replica %s: %v", addrOf(r), err)
 			}
 		}
 	}
 	var cands []candidate
-	for _, r := range f.set.Replicas {
+	for _, r := range f.g.replicas {
 		var st replication.Status
 		err := f.on(ctx, r, func(ctx context.Context, db *sql.DB) (err error) {
 			if err := replication.StopIO(ctx, db); err != nil {
@@ -262,7 +288,7 @@ func (f *failover) stopReceiving(ctx context.Context, fenced string) ([]candidat
 		cands = append(cands, candidate{dsn: r, pos: pos, raw: st.IOPos})
 	}
 	if len(cands) == 0 {
-		return nil, fmt.Errorf("SET %s: no replica can be promoted (nothing was promoted)", f.set.Name)
+		return nil, fmt.Errorf("%s: no replica can be promoted (nothing was promoted)", f.g.name)
 	}
 	return cands, nil
 }
@@ -295,8 +321,12 @@ func pick(cands []candidate, to string) (candidate, error) {
 // configured timeout; singleCopy lets it replicate asynchronously while no
 // replica is connected.
 func (f *failover) promote(ctx context.Context, c candidate, singleCopy bool) error {
+	var stamp func(context.Context, *sql.DB) error
+	if f.g.stamp != nil {
+		stamp = func(ctx context.Context, db *sql.DB) error { return f.g.stamp(ctx, db, c.dsn) }
+	}
 	err := f.on(ctx, c.dsn, func(ctx context.Context, db *sql.DB) error {
-		return replication.Promote(ctx, db, f.cfg.SemiSyncTimeout.D(), !singleCopy)
+		return replication.Promote(ctx, db, f.cfg.SemiSyncTimeout.D(), !singleCopy, stamp)
 	})
 	if err != nil {
 		return fmt.Errorf("promote %s: %w", addrOf(c.dsn), err)
@@ -334,15 +364,15 @@ func (f *failover) on(ctx context.Context, dsn string, fn func(context.Context, 
 // rejoinAll makes every replica of the SET that does not replicate from its
 // primary a replica of it.
 func (f *failover) rejoinAll(ctx context.Context) error {
-	if len(f.set.Replicas) == 0 {
-		return fmt.Errorf("SET %s has no replicas", f.set.Name)
+	if len(f.g.replicas) == 0 {
+		return fmt.Errorf("%s has no replicas", f.g.name)
 	}
-	host, port, err := replication.Addr(f.set.MySQLDSN)
+	host, port, err := replication.Addr(f.g.primary)
 	if err != nil {
 		return err
 	}
 	var failed []string
-	for _, r := range f.set.Replicas {
+	for _, r := range f.g.replicas {
 		var st replication.Status
 		if err := f.on(ctx, r, func(ctx context.Context, db *sql.DB) (err error) {
 			st, err = replication.ReplicaStatus(ctx, db)
@@ -352,24 +382,24 @@ func (f *failover) rejoinAll(ctx context.Context) error {
 			continue
 		}
 		if st.Configured && st.MasterHost == host && st.MasterPort == port && st.IORunning == "Yes" && st.SQLRunning == "Yes" {
-			f.say("%s already replicates from %s", addrOf(r), addrOf(f.set.MySQLDSN))
+			f.say("%s already replicates from %s", addrOf(r), addrOf(f.g.primary))
 			continue
 		}
 		if err := f.rejoin(ctx, r); err != nil {
 			failed = append(failed, fmt.Sprintf("%s: %v", addrOf(r), err))
 		}
 	}
-	if len(failed) < len(f.set.Replicas) {
+	if len(failed) < len(f.g.replicas) {
 		// A replica follows: a primary promoted with --accept-single-copy
 		// waits for acknowledgements again, even if it loses it later.
-		if err := f.on(ctx, f.set.MySQLDSN, func(ctx context.Context, db *sql.DB) error {
+		if err := f.on(ctx, f.g.primary, func(ctx context.Context, db *sql.DB) error {
 			return replication.WaitNoReplica(ctx, db, true)
 		}); err != nil {
-			failed = append(failed, fmt.Sprintf("the primary %s: %v", addrOf(f.set.MySQLDSN), err))
+			failed = append(failed, fmt.Sprintf("the primary %s: %v", addrOf(f.g.primary), err))
 		}
 	}
 	if len(failed) > 0 {
-		return fmt.Errorf("rejoin of SET %s:\n  %s", f.set.Name, strings.Join(failed, "\n  "))
+		return fmt.Errorf("rejoin of %s:\n  %s", f.g.name, strings.Join(failed, "\n  "))
 	}
 	return nil
 }
@@ -382,7 +412,7 @@ func (f *failover) rejoin(ctx context.Context, dsn string) error {
 		return err
 	}
 	defer db.Close()
-	pdb, err := f.admin(f.set.MySQLDSN)
+	pdb, err := f.admin(f.g.primary)
 	if err != nil {
 		return err
 	}
@@ -399,7 +429,7 @@ func (f *failover) rejoin(ctx context.Context, dsn string) error {
 	}
 	theirs, err := replication.BinlogState(ctx, pdb)
 	if err != nil {
-		return fmt.Errorf("the primary %s: %w", addrOf(f.set.MySQLDSN), err)
+		return fmt.Errorf("the primary %s: %w", addrOf(f.g.primary), err)
 	}
 	fenceErr := replication.Fence(ctx, db)
 	if fenceErr == nil {
@@ -415,12 +445,12 @@ func (f *failover) rejoin(ctx context.Context, dsn string) error {
 		}
 		return fmt.Errorf("refused: it has transactions the primary %s lacks (errant, never acknowledged to a client): %s; "+
 			"%s: rebuild it from the primary (a fresh copy), it must not replicate",
-			addrOf(f.set.MySQLDSN), replication.List(errant, 20), fenced)
+			addrOf(f.g.primary), replication.List(errant, 20), fenced)
 	}
 	if fenceErr != nil {
 		return fmt.Errorf("not fenced (%w): start it, then run rejoin again", fenceErr)
 	}
-	host, port, err := replication.Addr(f.set.MySQLDSN)
+	host, port, err := replication.Addr(f.g.primary)
 	if err != nil {
 		return err
 	}
@@ -436,7 +466,7 @@ func (f *failover) rejoin(ctx context.Context, dsn string) error {
 			return err
 		}
 		if st.IORunning == "Yes" && st.SQLRunning == "Yes" {
-			f.say("%s replicates from %s (read-only), from GTID %q", addrOf(dsn), addrOf(f.set.MySQLDSN), st.SlavePos)
+			f.say("%s replicates from %s (read-only), from GTID %q", addrOf(dsn), addrOf(f.g.primary), st.SlavePos)
 			return nil
 		}
 		if st.LastError != "" && st.IORunning == "No" {

@@ -34,7 +34,14 @@ type timedLoad struct {
 	mu     sync.Mutex
 	acks   []ack
 	sent   []hongbao.PacketID
+	sends  []sendAck // sent's senders, in the same order
 	errors []string
+}
+
+// sendAck is a send the router acknowledged: by whom, and when.
+type sendAck struct {
+	from hongbao.UserID
+	at   time.Time
 }
 
 func (l *timedLoad) run(c *clustertest.Cluster, workers int, stop <-chan struct{}) *sync.WaitGroup {
@@ -48,7 +55,8 @@ func (l *timedLoad) run(c *clustertest.Cluster, workers int, stop <-chan struct{
 					return
 				default:
 				}
-				r := cl.Send(user(), hongbao.SendRequest{Total: 500, Count: 5, Type: hongbao.Random}, fmt.Sprintf("fw%d-%d", w, i))
+				from := user()
+				r := cl.Send(from, hongbao.SendRequest{Total: 500, Count: 5, Type: hongbao.Random}, fmt.Sprintf("fw%d-%d", w, i))
 				id, err := hongbao.ParsePacketID(r.Body.ID)
 				if r.Status != http.StatusCreated || err != nil {
 					l.fail("send: " + r.String())
@@ -56,6 +64,7 @@ func (l *timedLoad) run(c *clustertest.Cluster, workers int, stop <-chan struct{
 				}
 				l.mu.Lock()
 				l.sent = append(l.sent, id)
+				l.sends = append(l.sends, sendAck{from, r.Answered})
 				l.mu.Unlock()
 				for range 5 {
 					u := user()
@@ -141,23 +150,8 @@ func (l *timedLoad) check(t *testing.T, c *clustertest.Cluster, set string, sinc
 func TestFailoverKilledPrimary(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{DevGrant: 1_000_000_000, Replicated: []string{"b"}, Replicas: 2})
 	b := c.Set("b")
-	l := &timedLoad{}
-	stop := make(chan struct{})
-	wg := l.run(c, 16, stop)
-	time.Sleep(3 * time.Second)
-	b.Group.Primary.Stop()
-	killed := time.Now()
-	out := c.MustCtl(t, "set", "failover", "b")
-	took := time.Since(killed)
-	t.Logf("hbctl set failover b (%v):\n%s", took.Round(time.Millisecond), out)
-	for _, want := range []string{"does not answer", "promoted 127.0.0.1:", "1 replica(s) follow it"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("failover's report lacks %q:\n%s", want, out)
-		}
-	}
-	time.Sleep(4 * time.Second)
-	close(stop)
-	wg.Wait()
+	l, killed, took := failoverUnderLoad(t, c, b.Group.Primary, []string{"set", "failover", "b"},
+		"does not answer", "promoted 127.0.0.1:", "1 replica(s) follow it")
 	m := c.Follow(t, "b")
 	if m == b.Group.Primary {
 		t.Fatalf("SET b's MySQL after the failover is still its old primary")
@@ -166,6 +160,32 @@ func TestFailoverKilledPrimary(t *testing.T) {
 	gap := l.check(t, c, "b", killed)
 	t.Logf("SET b without acknowledged opens for %v after its primary was killed (hbctl set failover took %v)",
 		gap.Round(time.Millisecond), took.Round(time.Millisecond))
+}
+
+// failoverUnderLoad runs timedLoad with 16 clients, kills primary (kill
+// -9) after 3 s, runs hbctl with args and checks that its report mentions
+// each of want, lets the load go on for 4 s and stops it. It returns the
+// load, when the primary was killed and how long hbctl took.
+func failoverUnderLoad(t *testing.T, c *clustertest.Cluster, primary *dbtest.MariaDB, args []string, want ...string) (*timedLoad, time.Time, time.Duration) {
+	t.Helper()
+	l := &timedLoad{}
+	stop := make(chan struct{})
+	wg := l.run(c, 16, stop)
+	time.Sleep(3 * time.Second)
+	primary.Stop()
+	killed := time.Now()
+	out := c.MustCtl(t, args...)
+	took := time.Since(killed)
+	t.Logf("hbctl %s (%v):\n%s", strings.Join(args, " "), took.Round(time.Millisecond), out)
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Errorf("the report of hbctl %s lacks %q:\n%s", strings.Join(args, " "), w, out)
+		}
+	}
+	time.Sleep(4 * time.Second)
+	close(stop)
+	wg.Wait()
+	return l, killed, took
 }
 
 // checkFollowers fails the test unless every member of g but primary and

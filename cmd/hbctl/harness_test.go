@@ -29,7 +29,7 @@ func user() hongbao.UserID { return hongbao.UserID(users.Add(1)) }
 func ownerOf(t testing.TB, c *clustertest.Cluster, b hongbao.Bucket) string {
 	t.Helper()
 	var name string
-	if err := c.DB(c.Sets[0].Name).QueryRow("SELECT set_name FROM hb_meta.buckets WHERE bucket = ?", int(b)).Scan(&name); err != nil {
+	if err := c.Meta().QueryRow("SELECT set_name FROM hb_meta.buckets WHERE bucket = ?", int(b)).Scan(&name); err != nil {
 		t.Fatal(err)
 	}
 	return name
@@ -38,7 +38,7 @@ func ownerOf(t testing.TB, c *clustertest.Cluster, b hongbao.Bucket) string {
 // bucketsOf lists the buckets SET name owns.
 func bucketsOf(t testing.TB, c *clustertest.Cluster, name string) []hongbao.Bucket {
 	t.Helper()
-	rows, err := c.DB(c.Sets[0].Name).Query("SELECT bucket FROM hb_meta.buckets WHERE set_name = ? ORDER BY bucket", name)
+	rows, err := c.Meta().Query("SELECT bucket FROM hb_meta.buckets WHERE set_name = ? ORDER BY bucket", name)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,7 +34,7 @@ func openOps(ctx context.Context, cfgPath string, e *env) (*ops, error) {
 	if cfg.MetaDSN == "" {
 		return nil, errors.New("the configuration names no meta_dsn: a fleet without a topology cannot be rebalanced")
 	}
-	meta, err := topology.OpenMeta(ctx, cfg.MetaDSN, false)
+	meta, err := topology.OpenMeta(ctx, cfg.MetaDSN, cfg.CoreMembers(), false)
 	if err != nil {
 		return nil, err
 	}

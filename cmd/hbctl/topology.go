@@ -34,7 +34,7 @@ func cmdTopology(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	meta, err := topology.OpenMeta(ctx, cfg.MetaDSN, args[0] == "init")
+	meta, err := topology.OpenMeta(ctx, cfg.MetaDSN, cfg.CoreMembers(), args[0] == "init")
 	if err != nil {
 		return err
 	}

@@ -67,7 +67,7 @@ func openWallet(ctx context.Context, e *env, path string) (*configs.Config, *wal
 	if err != nil {
 		return nil, nil, err
 	}
-	w, err := wallet.Open(ctx, cfg.WalletDSN, 2, time.Now)
+	w, err := wallet.Open(ctx, cfg.WalletDSN, cfg.CoreMembers(), 2, time.Now)
 	if err != nil {
 		return nil, nil, err
 	}

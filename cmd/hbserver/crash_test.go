@@ -45,7 +45,7 @@ func TestKill9WhileOpening(t *testing.T) {
 	addr := clustertest.FreeAddr(t)
 	// Senders are fresh users, so one wallet database serves every run.
 	walletDSN := dbtest.DSN(t, "a") + "hb_wallet_test"
-	wallet, err := wallet.Open(t.Context(), walletDSN, 4, time.Now)
+	wallet, err := wallet.Open(t.Context(), walletDSN, nil, 4, time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}

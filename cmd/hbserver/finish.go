@@ -19,8 +19,8 @@ import (
 // longer has the bucket, sent back to catching up when it does (the
 // mover's transaction was rolled back, the SET still serves the bucket).
 // A fence row held by a live mover is left to it.
-func finishMoves(ctx context.Context, metaDSN string, db *sql.DB, set string, log *zap.Logger) {
-	meta, err := topology.OpenMeta(ctx, metaDSN, false)
+func finishMoves(ctx context.Context, metaDSN string, core []string, db *sql.DB, set string, log *zap.Logger) {
+	meta, err := topology.OpenMeta(ctx, metaDSN, core, false)
 	if err != nil {
 		log.Error("finishing interrupted moves: meta DB", zap.Error(err))
 		return

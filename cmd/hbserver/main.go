@@ -108,7 +108,7 @@ func run(args []string) error {
 		return err
 	}
 	if topo != nil {
-		go finishMoves(bg, cfg.MetaDSN, db, sc.Name, log)
+		go finishMoves(bg, cfg.MetaDSN, cfg.CoreMembers(), db, sc.Name, log)
 	}
 	reg := metrics.NewRegistry()
 	coldSw, err := schema.OpenSwitch(sc.Cold(), 4)
@@ -131,7 +131,7 @@ func run(args []string) error {
 	if topo != nil {
 		go topo.FollowSet(bg, sc.Name, func(s topology.Set) { followPrimary(log, s, live, coldSw, replica) })
 	}
-	wl, err := wallet.Open(bg, cfg.WalletDSN, cfg.DBConns, time.Now)
+	wl, err := wallet.Open(bg, cfg.WalletDSN, cfg.CoreMembers(), cfg.DBConns, time.Now)
 	if err != nil {
 		return err
 	}
@@ -191,7 +191,7 @@ func follow(ctx context.Context, cfg *configs.Config, log *zap.Logger) (*topolog
 	if cfg.MetaDSN == "" {
 		return nil, nil // a SET on its own: the MySQL fence alone decides
 	}
-	meta, err := topology.OpenMeta(ctx, cfg.MetaDSN, false)
+	meta, err := topology.OpenMeta(ctx, cfg.MetaDSN, cfg.CoreMembers(), false)
 	if err != nil {
 		return nil, err
 	}

@@ -37,6 +37,7 @@ import (
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/router/topology"
 	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store/dbtest"
 	"github.com/hongbao-dev/hongbao/store/wallet"
@@ -72,11 +73,17 @@ type Options struct {
 	// semi-sync AFTER_SYNC, SemiSyncTimeout, 0 waiting forever): the
 	// configuration lists the replica, the servers connect as the
 	// application's account (which read_only stops) and hbctl set failover
-	// works. The meta and wallet databases stay on the first SET's MariaDB,
-	// so replicate and fail over another SET.
+	// works. Without Core the meta and wallet databases are on the first
+	// SET's MariaDB: replicate and fail over another SET.
 	Replicated      []string
 	Replicas        int
 	SemiSyncTimeout time.Duration
+	// Core, when positive, puts the meta and wallet databases on a
+	// replicated group of their own (the core group: a primary and Core
+	// replicas, semi-sync as Replicated's), apart from every SET's
+	// MariaDB; the configuration lists its members (core.replicas) and
+	// hbctl core failover works. 0 leaves them on the first SET's MariaDB.
+	Core int
 	// Spare SETs get their MariaDB, memcached and addresses but are in
 	// neither the configuration nor the topology, and run no process:
 	// a test adds one with `hbctl set add` and starts it with StartSet.
@@ -114,7 +121,9 @@ type Set struct {
 	DSN     string   // its private MariaDB, root, no database selected
 	// Group is its replicated MariaDB (Options.Replicated), nil otherwise;
 	// DSN is then its primary's at the start.
-	Group     *dbtest.Group
+	Group *dbtest.Group
+	// MariaDB is its MariaDB when not replicated (nil with a Group).
+	MariaDB   *dbtest.MariaDB
 	Memcached string   // its private memcached
 	Admin     []string // its servers' admin listeners, in the order of Addrs
 	// SettlerAdmin is its settler's admin listener ("" without settlers).
@@ -125,10 +134,13 @@ type Set struct {
 type Cluster struct {
 	Sets []Set
 	// Spares are the SETs of Options.Spare, named after the others.
-	Spares         []Set
-	Config         string // path of the YAML configuration every process reads
-	MetaDSN        string // topology database (on the first SET's MariaDB)
-	WalletDSN      string // wallet database (on the first SET's MariaDB)
+	Spares    []Set
+	Config    string // path of the YAML configuration every process reads
+	MetaDSN   string // topology database (on the first SET's MariaDB, or the core group's primary)
+	WalletDSN string // wallet database (beside it)
+	// Core is the replicated group of the meta and wallet databases
+	// (Options.Core), nil otherwise.
+	Core           *dbtest.Group
 	InternalSecret string // what the router signs its requests to the servers with
 	// VerifyTextfile is where `hbctl verify --textfile` should write for
 	// the dashboard (dashboard.verify_textfile); ArchiveTextfile is
@@ -146,6 +158,7 @@ type Cluster struct {
 	signer     *hongbao.Signer
 	dbs        map[string]*schema.Switch
 	wallet     *wallet.Wallet
+	meta       *sql.DB
 
 	mu     sync.Mutex
 	procs  map[string]*Process // by kind + "/" + name
@@ -182,9 +195,15 @@ func Start(t testing.TB, opts Options) *Cluster {
 				s.DSN = s.Group.Primary.DSN
 			})
 		} else {
-			wg.Go(func() { s.DSN = dbtest.StartMariaDB(g, productionMariaDB()...).DSN })
+			wg.Go(func() {
+				s.MariaDB = dbtest.StartMariaDB(g, productionMariaDB()...)
+				s.DSN = s.MariaDB.DSN
+			})
 		}
 		wg.Go(func() { s.Memcached = dbtest.StartMemcached(g).Addr })
+	}
+	if opts.Core > 0 {
+		wg.Go(func() { c.Core = dbtest.StartReplicated(g, opts.SemiSyncTimeout, opts.Core, productionMariaDB()...) })
 	}
 	wg.Wait()
 	if len(g.errs) > 0 {
@@ -203,8 +222,16 @@ func Start(t testing.TB, opts Options) *Cluster {
 		}
 	}
 	c.Sets, c.Spares = all[:opts.Sets], all[opts.Sets:]
-	c.MetaDSN = withDB(t, c.Sets[0].DSN, "hb_meta")
-	c.WalletDSN = withDB(t, c.Sets[0].DSN, "hb_wallet")
+	metaOn := c.Sets[0].DSN
+	var core []string
+	if c.Core != nil {
+		metaOn = c.Core.Primary.AppDSN()
+		for _, m := range c.Core.Members() {
+			core = append(core, fmt.Sprintf("127.0.0.1:%d", m.Port))
+		}
+	}
+	c.MetaDSN = withDB(t, metaOn, "hb_meta")
+	c.WalletDSN = withDB(t, metaOn, "hb_wallet")
 	c.routerAddr = FreeAddr(t)
 	// Registered after the databases' cleanups, so it runs before them:
 	// the processes die before their MariaDB does.
@@ -213,6 +240,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 	c.VerifyTextfile, c.ArchiveTextfile = filepath.Join(c.dir, "hbverify.prom"), filepath.Join(c.dir, "hbarchive.prom")
 	WriteConfig(t, c.Config, Config{Secret: c.secret, InternalSecret: c.InternalSecret, Expiry: opts.Expiry,
 		Router: c.routerAddr, RouterExtra: opts.RouterYAML, MetaDSN: c.MetaDSN, WalletDSN: c.WalletDSN, Sets: c.Sets,
+		CoreReplicas: core[min(1, len(core)):],
 		Extra: fmt.Sprintf("dev_grant: %d\narchive:\n  textfile: %q\ndashboard:\n  verify_textfile: %q\n"+
 			"replication:\n  semi_sync_timeout: %s\n  admin_user: root\n  admin_password: \"\"\n  user: %s\n  password: %s\n  wait_applied: 30s\n",
 			opts.DevGrant, c.ArchiveTextfile, c.VerifyTextfile, opts.SemiSyncTimeout, dbtest.ReplUser, dbtest.ReplPassword)})
@@ -228,7 +256,10 @@ func Start(t testing.TB, opts Options) *Cluster {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var err error
-	if c.wallet, err = wallet.Open(ctx, c.WalletDSN, 8, time.Now); err != nil {
+	if c.wallet, err = wallet.Open(ctx, c.WalletDSN, core, 8, time.Now); err != nil {
+		t.Fatal(err)
+	}
+	if c.meta, err = topology.OpenMeta(ctx, c.MetaDSN, core, false); err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range c.Sets {
@@ -447,6 +478,10 @@ func (c *Cluster) Follow(t testing.TB, set string) *dbtest.MariaDB {
 // Wallet returns the wallet (accounts, ledger).
 func (c *Cluster) Wallet() *wallet.Wallet { return c.wallet }
 
+// Meta is a pool on the meta database (following the core group's
+// primary, as the processes do).
+func (c *Cluster) Meta() *sql.DB { return c.meta }
+
 // WalletDB returns a pool on the wallet database.
 func (c *Cluster) WalletDB() *sql.DB { return c.wallet.DB() }
 
@@ -541,6 +576,9 @@ func (c *Cluster) stop() {
 	}
 	if c.wallet != nil {
 		c.wallet.Close()
+	}
+	if c.meta != nil {
+		c.meta.Close()
 	}
 	if c.Client != nil {
 		c.Client.http.CloseIdleConnections()

@@ -19,6 +19,7 @@ type Config struct {
 	DBConns                int           // default 16
 	Router                 string        // router.listen; "" for none
 	MetaDSN, WalletDSN     string        // "" for none
+	CoreReplicas           []string      // core.replicas: the core group's other members (host:port)
 	Extra                  string        // more top-level YAML, written as is
 	// RouterExtra is more YAML of the router section (its abuse limits),
 	// written as is; "" gives the test profile: no limits, so tests that
@@ -78,6 +79,13 @@ shutdown_grace: 5s
 	}
 	if cfg.WalletDSN != "" {
 		fmt.Fprintf(&b, "wallet_dsn: %q\n", cfg.WalletDSN)
+	}
+	if len(cfg.CoreReplicas) > 0 {
+		q := make([]string, len(cfg.CoreReplicas))
+		for i, r := range cfg.CoreReplicas {
+			q[i] = strconv.Quote(r)
+		}
+		fmt.Fprintf(&b, "core:\n  replicas: [%s]\n", strings.Join(q, ", "))
 	}
 	if cfg.Extra != "" {
 		b.WriteString(strings.TrimSuffix(cfg.Extra, "\n") + "\n")

@@ -189,7 +189,7 @@ func freshMeta(t *testing.T) *sql.DB {
 		t.Fatal(err)
 	}
 	cfg.DBName = dbtest.UniqueName("hb_dash_meta_")
-	db, err := topology.OpenMeta(context.Background(), cfg.FormatDSN(), true)
+	db, err := topology.OpenMeta(context.Background(), cfg.FormatDSN(), nil, true)
 	if err != nil {
 		t.Fatal(err)
 	}

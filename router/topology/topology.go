@@ -295,12 +295,11 @@ func MoveBucket(ctx context.Context, meta *sql.DB, b hongbao.Bucket, to string) 
 }
 
 // OpenMeta opens the meta database of dsn, creating the database first
-// when create is set.
-func OpenMeta(ctx context.Context, dsn string, create bool) (*sql.DB, error) {
-	if create {
-		return schema.OpenCreate(ctx, dsn, 4)
-	}
-	return schema.Open(dsn, 4)
+// when create is set. core are the addresses of the core group's members
+// (configs.Config.CoreMembers; none: dsn's server alone): the pool follows
+// the group's primary through a failover (schema.OpenGroup).
+func OpenMeta(ctx context.Context, dsn string, core []string, create bool) (*sql.DB, error) {
+	return schema.OpenGroup(ctx, dsn, core, 4, create)
 }
 
 // Moves counts the buckets whose SET differs between two maps.

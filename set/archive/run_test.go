@@ -30,7 +30,7 @@ func TestArchiveRunMovesSettledDays(t *testing.T) {
 	ids := f.FourDays()
 
 	// Settle through the real settler and wallet.
-	w, err := wallet.Open(f.Ctx, f.MariaDB.DSN+"hb_wallet", 4, f.Clock.Now)
+	w, err := wallet.Open(f.Ctx, f.MariaDB.DSN+"hb_wallet", nil, 4, f.Clock.Now)
 	if err != nil {
 		t.Fatal(err)
 	}

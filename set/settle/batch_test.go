@@ -39,7 +39,7 @@ func newBatchRig(t *testing.T) *batchRig {
 	if err := schema.EnsureSet(ctx, db); err != nil {
 		t.Fatal(err)
 	}
-	w, err := wallet.Open(ctx, m.DSN+"hb_wallet", 16, time.Now)
+	w, err := wallet.Open(ctx, m.DSN+"hb_wallet", nil, 16, time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -62,7 +62,7 @@ func TestDuplicateDelivery(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { sdb.Close() })
-		w, err := wallet.Open(ctx, c.WalletDSN, 4, time.Now)
+		w, err := wallet.Open(ctx, c.WalletDSN, nil, 4, time.Now)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -164,7 +164,7 @@ func TestDuplicateDelivery(t *testing.T) {
 // another user's account was being created at the same moment.
 func TestConcurrentFirstCredits(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{ServersPerSet: 1})
-	w, err := wallet.Open(t.Context(), c.WalletDSN, 16, time.Now)
+	w, err := wallet.Open(t.Context(), c.WalletDSN, nil, 16, time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}

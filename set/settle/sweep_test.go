@@ -29,7 +29,7 @@ func TestSweepPendingSends(t *testing.T) {
 	c.TopUp(t, sender, 10000)
 	ctx := t.Context()
 	loc := dbtest.Shanghai(t)
-	w, err := wallet.Open(ctx, c.WalletDSN, 4, time.Now)
+	w, err := wallet.Open(ctx, c.WalletDSN, nil, 4, time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -339,16 +339,32 @@ func StopIO(ctx context.Context, db *sql.DB) error {
 // default for money) makes its commits wait while no replica is connected;
 // false makes it replicate asynchronously while it has none (a lone
 // primary keeps writing, on one machine), semi-sync again as soon as a
-// replica connects.
-func Promote(ctx context.Context, db *sql.DB, timeout time.Duration, waitNoReplica bool) error {
+// replica connects. stamp (when not nil) runs once replication is
+// forgotten and before the server is a semi-sync primary and writable:
+// its writes (the operator's, through read_only) wait for no
+// acknowledgement and precede every application write in its binary log.
+func Promote(ctx context.Context, db *sql.DB, timeout time.Duration, waitNoReplica bool, stamp func(context.Context, *sql.DB) error) error {
+	if err := execAll(ctx, db, "promote", "STOP SLAVE", "RESET SLAVE ALL"); err != nil {
+		return err
+	}
+	if stamp != nil {
+		if err := stamp(ctx, db); err != nil {
+			return fmt.Errorf("replication: promote: %w", err)
+		}
+	}
 	// wait_no_slave before enabled: enabling the master with it off and
 	// no replica switches semi-sync off at once.
-	for _, stmt := range []string{"STOP SLAVE", "RESET SLAVE ALL",
+	return execAll(ctx, db, "promote",
 		fmt.Sprintf("SET GLOBAL rpl_semi_sync_master_timeout = %d", TimeoutMS(timeout)),
 		fmt.Sprintf("SET GLOBAL rpl_semi_sync_master_wait_no_slave = %d", boolInt(waitNoReplica)),
-		"SET GLOBAL rpl_semi_sync_master_enabled = 1", "SET GLOBAL read_only = 0"} {
+		"SET GLOBAL rpl_semi_sync_master_enabled = 1", "SET GLOBAL read_only = 0")
+}
+
+// execAll runs stmts on db in order; what names the step in errors.
+func execAll(ctx context.Context, db *sql.DB, what string, stmts ...string) error {
+	for _, stmt := range stmts {
 		if _, err := db.ExecContext(ctx, stmt); err != nil {
-			return fmt.Errorf("replication: promote: %s: %w", stmt, err)
+			return fmt.Errorf("replication: %s: %s: %w", what, stmt, err)
 		}
 	}
 	return nil
@@ -370,10 +386,8 @@ func Follow(ctx context.Context, db *sql.DB, src Source, fromBinlog bool) error 
 	if fromBinlog {
 		stmts = append(stmts, "RESET SLAVE ALL", "SET GLOBAL gtid_slave_pos = @@GLOBAL.gtid_binlog_pos")
 	}
-	for _, stmt := range stmts {
-		if _, err := db.ExecContext(ctx, stmt); err != nil {
-			return fmt.Errorf("replication: follow: %s: %w", stmt, err)
-		}
+	if err := execAll(ctx, db, "follow", stmts...); err != nil {
+		return err
 	}
 	if _, err := db.ExecContext(ctx, "CHANGE MASTER TO MASTER_HOST = ?, MASTER_PORT = ?, MASTER_USER = ?, MASTER_PASSWORD = ?, "+
 		"MASTER_USE_GTID = slave_pos, MASTER_CONNECT_RETRY = 1", src.Host, src.Port, src.User, src.Password); err != nil {

@@ -19,9 +19,11 @@ type Wallet struct {
 	now func() time.Time
 }
 
-// Open opens (creating if needed) the wallet database of dsn.
-func Open(ctx context.Context, dsn string, conns int, now func() time.Time) (*Wallet, error) {
-	db, err := schema.OpenCreate(ctx, dsn, conns)
+// Open opens (creating if needed) the wallet database of dsn. core are the
+// addresses of the core group's members (none: dsn's server alone): the
+// pool follows the group's primary through a failover (schema.OpenGroup).
+func Open(ctx context.Context, dsn string, core []string, conns int, now func() time.Time) (*Wallet, error) {
+	db, err := schema.OpenGroup(ctx, dsn, core, conns, true)
 	if err != nil {
 		return nil, fmt.Errorf("wallet: %w", err)
 	}

@@ -26,7 +26,7 @@ func openWallet(t *testing.T) *wallet.Wallet {
 	}
 	cfg.DBName = dbtest.UniqueName("hb_wallet_test_")
 	ctx := context.Background()
-	w, err := wallet.Open(ctx, cfg.FormatDSN(), 8, time.Now)
+	w, err := wallet.Open(ctx, cfg.FormatDSN(), nil, 8, time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -211,7 +211,7 @@ func ownedBuckets(ctx context.Context, cfg *configs.Config, name string) ([]hong
 	if cfg.MetaDSN == "" {
 		return schema.AllBuckets(), nil
 	}
-	meta, err := topology.OpenMeta(ctx, cfg.MetaDSN, false)
+	meta, err := topology.OpenMeta(ctx, cfg.MetaDSN, cfg.CoreMembers(), false)
 	if err != nil {
 		return nil, err
 	}

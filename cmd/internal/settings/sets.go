@@ -20,7 +20,7 @@ func Sets(ctx context.Context, c *configs.Config) ([]configs.Set, error) {
 	if c.MetaDSN == "" {
 		return c.Sets, nil
 	}
-	meta, err := topology.OpenMeta(ctx, c.MetaDSN, false)
+	meta, err := topology.OpenMeta(ctx, c.MetaDSN, c.CoreMembers(), false)
 	if err != nil {
 		return nil, fmt.Errorf("settings: SETs: %w", err)
 	}

@@ -24,7 +24,7 @@ func TestSetsFromTheMetaDatabase(t *testing.T) {
 	}
 	cfg.DBName = dbtest.UniqueName("hb_meta_test_")
 	metaDSN := cfg.FormatDSN()
-	meta, err := topology.OpenMeta(ctx, metaDSN, true)
+	meta, err := topology.OpenMeta(ctx, metaDSN, nil, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestSetFromTheMetaDatabase(t *testing.T) {
 	}
 	cfg.DBName = dbtest.UniqueName("hb_meta_test_")
 	metaDSN := cfg.FormatDSN()
-	meta, err := topology.OpenMeta(ctx, metaDSN, true)
+	meta, err := topology.OpenMeta(ctx, metaDSN, nil, true)
 	if err != nil {
 		t.Fatal(err)
 	}

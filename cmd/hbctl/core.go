@@ -1,0 +1,170 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net"
+	"slices"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/hongbao-dev/hongbao/configs"
+	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/store/replication"
+)
+
+const coreUsage = "usage: hbctl core failover [--to HOST:PORT] [--accept-single-copy] | rejoin | status"
+
+// cmdCore fails the core group (the meta and wallet databases' replicated
+// MariaDB) over, rejoins its old primary, or shows its members. It is
+// hbctl set failover's and rejoin's implementation on another group: the
+// members come from the configuration (core.replicas), the current
+// primary from the failover epochs they carry, and publishing is the
+// epoch stamped on the promoted replica (every process probes the
+// members and follows it: schema.OpenGroup).
+func cmdCore(ctx context.Context, e *env, args []string) error {
+	if len(args) == 0 {
+		return usageError{coreUsage}
+	}
+	verb := args[0]
+	fs := flags("core "+verb, e)
+	cfgPath := fs.String("config", "configs/dev.yaml", "configuration file")
+	to := fs.String("to", "", "failover: the member to promote, host:port (default: the most advanced replica)")
+	single := fs.Bool("accept-single-copy", false, "failover: when no other replica follows the promoted one, "+
+		"let it write on one machine (asynchronous replication while it has no replica) instead of waiting for one")
+	if err := parse(fs, args[1:]); err != nil {
+		return err
+	}
+	if !slices.Contains([]string{"failover", "rejoin", "status"}, verb) {
+		return usageError{coreUsage}
+	}
+	if verb != "failover" && (*to != "" || *single) {
+		return usageError{fmt.Sprintf("core %s: flags --to and --accept-single-copy are for failover", verb)}
+	}
+	if _, _, err := net.SplitHostPort(*to); *to != "" && err != nil {
+		return usageError{fmt.Sprintf("flag --to: %q is not host:port (a member of core.replicas, or meta_dsn's server)", *to)}
+	}
+	cfg, err := configs.Load(*cfgPath, e.environ)
+	if err != nil {
+		return err
+	}
+	if len(cfg.CoreMembers()) == 0 {
+		return usageError{fmt.Sprintf("core %s: the configuration names no core replicas (core.replicas)", verb)}
+	}
+	f := &failover{e: e, cfg: cfg.Replication}
+	members, err := f.coreMembers(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if verb == "status" {
+		f.coreStatus(ctx, members)
+		return nil
+	}
+	f.g = coreGroup(members)
+	o := failoverOptions{singleCopy: *single}
+	if *to != "" {
+		i := slices.IndexFunc(members.dsns, func(d string) bool { return addrOf(d) == *to })
+		if i < 0 {
+			return usageError{fmt.Sprintf("flag --to: %q is not a member of the core group (%v)", *to, cfg.CoreMembers())}
+		}
+		o.to = members.dsns[i]
+	}
+	if verb == "rejoin" {
+		return f.rejoinAll(ctx)
+	}
+	return f.run(ctx, o)
+}
+
+// coreMembers is what the core group's members say of its failovers.
+type coreMembers struct {
+	dsns    []string // meta_dsn on each member's address
+	primary int      // index of the primary the highest epoch names (the configured one before any failover)
+	epoch   int64    // the highest epoch any reachable member carries
+}
+
+// coreMembers reads the failover epoch of every member, as the operator.
+func (f *failover) coreMembers(ctx context.Context, cfg *configs.Config) (coreMembers, error) {
+	var m coreMembers
+	for _, addr := range cfg.CoreMembers() {
+		c, err := mysql.ParseDSN(cfg.MetaDSN)
+		if err != nil {
+			return m, fmt.Errorf("meta_dsn: %w", err)
+		}
+		c.Addr, c.DBName = addr, ""
+		m.dsns = append(m.dsns, c.FormatDSN())
+	}
+	for _, d := range m.dsns {
+		var epoch int64
+		var primary string
+		if err := f.on(ctx, d, func(ctx context.Context, db *sql.DB) (err error) {
+			epoch, primary, err = schema.Epoch(ctx, db)
+			return err
+		}); err != nil {
+			f.say("core member %s does not answer: %v", addrOf(d), err)
+			continue
+		}
+		if epoch <= m.epoch {
+			continue
+		}
+		m.epoch = epoch
+		if i := slices.IndexFunc(m.dsns, func(d string) bool { return addrOf(d) == primary }); i >= 0 {
+			m.primary = i
+		}
+	}
+	return m, nil
+}
+
+// coreGroup is the core group with its current primary, for failover and
+// rejoin. A promotion stamps a new epoch: above every epoch a reachable
+// member carries, and at least the time in milliseconds, so that it also
+// tops an epoch only an unreachable member carries (stamped by an earlier
+// failover that a lagging replica had not received yet).
+func coreGroup(m coreMembers) *group {
+	next := max(m.epoch+1, time.Now().UnixMilli())
+	var replicas []string
+	for i, d := range m.dsns {
+		if i != m.primary {
+			replicas = append(replicas, d)
+		}
+	}
+	return &group{name: "the core group", primary: m.dsns[m.primary], replicas: replicas, rejoinCmd: "hbctl core rejoin",
+		stamp: func(ctx context.Context, db *sql.DB, dsn string) error {
+			return schema.StampEpoch(ctx, db, next, addrOf(dsn))
+		},
+		publish: func(context.Context, string, []string) (string, error) {
+			return fmt.Sprintf("at failover epoch %d; every process follows it within a second (it probes the core members)", next), nil
+		}}
+}
+
+// coreStatus prints each member: reachable, read-only, its epoch, whom it
+// replicates from.
+func (f *failover) coreStatus(ctx context.Context, m coreMembers) {
+	f.say("core group: primary %s at failover epoch %d", addrOf(m.dsns[m.primary]), m.epoch)
+	for _, d := range m.dsns {
+		err := f.on(ctx, d, func(ctx context.Context, db *sql.DB) error {
+			p := schema.ProbeMember(ctx, db)
+			if p.Err != nil {
+				return p.Err
+			}
+			st, err := replication.ReplicaStatus(ctx, db)
+			if err != nil {
+				return err
+			}
+			role := "writable"
+			if !p.Writable {
+				role = "read-only"
+			}
+			from := ""
+			if st.Configured {
+				from = fmt.Sprintf(", replicates from %s:%d (IO %s, SQL %s)", st.MasterHost, st.MasterPort, st.IORunning, st.SQLRunning)
+			}
+			f.say("  %s: %s, epoch %d%s", addrOf(d), role, p.Epoch, from)
+			return nil
+		})
+		if err != nil {
+			f.say("  %s: does not answer (%v)", addrOf(d), err)
+		}
+	}
+}

@@ -1,0 +1,198 @@
+package main_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/router/clustertest"
+	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/store/dbtest"
+)
+
+// devGrant is what every sender of these tests is credited on its first
+// send (dev_grant), so balances can be checked exactly.
+const devGrant = 1_000_000_000
+
+// TestCoreFailoverKilledPrimary: the core group (the meta and wallet
+// databases: a primary and 2 replicas) loses its primary (kill -9) under a
+// load of sends and opens; hbctl core failover promotes the most advanced
+// replica, and the router, servers and settlers follow it without a
+// restart: sends (wallet debits) are acknowledged again, no client sees an
+// error (503s retried), no acknowledged send or open is lost, every
+// wallet balance is exact and hbctl verify holds.
+func TestCoreFailoverKilledPrimary(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Options{DevGrant: devGrant, Core: 2})
+	l, killed, took := failoverUnderLoad(t, c, c.Core.Primary, []string{"core", "failover"},
+		"does not answer", "promoted 127.0.0.1:", "1 replica(s) follow it", "failover epoch")
+	primary := writableMember(t, c.Core)
+	if primary == nil || primary == c.Core.Primary {
+		t.Fatalf("no replica of the core group was promoted")
+	}
+	checkFollowers(t, c.Core, primary, c.Core.Primary)
+	gap := l.check(t, c, "a", killed)
+	checkSendsAfter(t, l, killed.Add(took))
+	checkBalances(t, c, l)
+	t.Logf("no open acknowledged on SET a for %v after the core primary was killed (hbctl core failover took %v)",
+		gap.Round(time.Millisecond), took.Round(time.Millisecond))
+	t.Logf("hbctl core status:\n%s", c.MustCtl(t, "core", "status"))
+}
+
+// writableMember returns the member of g whose read_only is off (nil: none).
+func writableMember(t *testing.T, g *dbtest.Group) *dbtest.MariaDB {
+	t.Helper()
+	for _, m := range g.Members() {
+		if !m.Running() {
+			continue
+		}
+		db, err := schema.Open(m.DSN, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := schema.ProbeMember(context.Background(), db)
+		db.Close()
+		if p.Err == nil && p.Writable {
+			return m
+		}
+	}
+	return nil
+}
+
+// checkSendsAfter fails the test unless sends were acknowledged after the
+// failover: the servers debit the wallet on its new primary.
+func checkSendsAfter(t *testing.T, l *timedLoad, after time.Time) {
+	t.Helper()
+	n := 0
+	for _, s := range l.sends {
+		if s.at.After(after) {
+			n++
+		}
+	}
+	if n < 10 {
+		t.Errorf("only %d sends acknowledged after the failover (of %d)", n, len(l.sends))
+	}
+	t.Logf("%d of %d acknowledged sends after the failover", n, len(l.sends))
+}
+
+// checkBalances fails the test unless every balance is what the load's
+// acknowledged answers make it: each opener (a fresh user) holds its
+// share, each sender (a fresh user) its grant less its packet's total
+// (every packet was opened whole, so nothing was refunded). Run it once
+// the outbox is delivered.
+func checkBalances(t *testing.T, c *clustertest.Cluster, l *timedLoad) {
+	t.Helper()
+	ctx := context.Background()
+	want := map[hongbao.UserID]int64{}
+	for _, s := range l.sends {
+		want[s.from] += devGrant - 500
+	}
+	for _, a := range l.acks {
+		want[a.user] += a.amount
+	}
+	bad := 0
+	for u, w := range want {
+		got, err := c.Wallet().Balance(ctx, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != w {
+			bad++
+			if bad <= 5 {
+				t.Errorf("user %s holds %d fen, the acknowledged answers make %d", u, got, w)
+			}
+		}
+	}
+	t.Logf("%d balances checked, %d wrong", len(want), bad)
+}
+
+// TestLosingSetAKeepsSetBSending (issue 14, problem 2): SET a's MariaDB
+// used to hold the meta and wallet databases, so losing it stopped every
+// send of the cluster and every wallet read. With the core group apart,
+// SET b sends, opens and reads wallets while SET a's MariaDB is down (on
+// the old layout every send fails: its debit cannot reach the wallet), and
+// verify holds once it is back.
+func TestLosingSetAKeepsSetBSending(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Options{DevGrant: devGrant, Core: 1})
+	onB := bucketsOf(t, c, "b")
+	if len(onB) < 3 {
+		t.Fatalf("SET b owns %d buckets", len(onB))
+	}
+	a := c.Set("a").MariaDB
+	a.Stop()
+	cl := c.Client.Retrying(10 * time.Second)
+	for _, b := range onB[:3] {
+		id, shares := sendInto(t, c, b, 4, 4)
+		for u, amount := range shares {
+			if w := cl.Wallet(u); w.Status != http.StatusOK {
+				t.Errorf("wallet of %s (opened %d fen of %s) with SET a down: %v", u, amount, id, w)
+			}
+		}
+	}
+	if err := a.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	waitOutbox(t, c)
+	c.CheckInvariants(t)
+}
+
+// TestCoreRejoin: the core group with one replica, its primary killed on
+// a quiet cluster. hbctl core failover --accept-single-copy lets the lone
+// promoted replica write at once: sends go on, the processes follow it.
+// The old primary restarted comes back writable with its old epoch (as
+// one never fenced): the processes stay on the new primary, a send's
+// debit is there and not on the old one. hbctl core rejoin makes it a
+// replica of the new primary, and hbctl core status says so.
+func TestCoreRejoin(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Options{DevGrant: devGrant, Sets: 1, ServersPerSet: 1, Core: 1})
+	p, r := c.Core.Primary, c.Core.Replicas[0]
+	bs := bucketsOf(t, c, "a")
+	sendInto(t, c, bs[0], 2, 2)
+	waitOutbox(t, c)
+	p.Stop()
+	out := c.MustCtl(t, "core", "failover", "--accept-single-copy")
+	t.Logf("hbctl core failover --accept-single-copy:\n%s", out)
+	if !strings.Contains(out, "--accept-single-copy: it replicates asynchronously") {
+		t.Errorf("failover of a core group with one replica does not warn that it writes on one machine:\n%s", out)
+	}
+	if writableMember(t, c.Core) != r {
+		t.Fatal("the core group's replica is not writable after the failover")
+	}
+	sendInto(t, c, bs[1], 2, 2)
+
+	if err := p.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	id, _ := sendInto(t, c, bs[2], 2, 2)
+	for _, m := range []struct {
+		db   *dbtest.MariaDB
+		want int
+	}{{p, 0}, {r, 1}} {
+		db, err := schema.Open(m.db.DSN, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := dbtest.Count(t, db, "SELECT COUNT(*) FROM hb_wallet.ledger WHERE entry_key = ?", hongbao.SendKey(id))
+		db.Close()
+		if n != m.want {
+			t.Errorf("the debit of %s is %d times on port %d, want %d (old primary %d, new %d)", id, n, m.db.Port, m.want, p.Port, r.Port)
+		}
+	}
+
+	out = c.MustCtl(t, "core", "rejoin")
+	t.Logf("hbctl core rejoin:\n%s", out)
+	checkFollowers(t, c.Core, r, nil)
+	st := c.MustCtl(t, "core", "status")
+	t.Logf("hbctl core status:\n%s", st)
+	for _, want := range []string{fmt.Sprintf("primary 127.0.0.1:%d", r.Port), fmt.Sprintf("127.0.0.1:%d: read-only", p.Port),
+		fmt.Sprintf("replicates from 127.0.0.1:%d (IO Yes, SQL Yes)", r.Port)} {
+		if !strings.Contains(st, want) {
+			t.Errorf("hbctl core status lacks %q", want)
+		}
+	}
+	waitOutbox(t, c)
+	c.CheckInvariants(t)
+}

@@ -1,0 +1,249 @@
+package schema
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// Why following the core group cannot split its brain. The meta and wallet
+// databases live on a replicated group (the core group) with no meta
+// database above it to publish its primary in: every process is given the
+// members' addresses and finds the primary itself. hbctl core failover
+// stamps each promotion with a failover epoch, one more than any member
+// has, in hb_core.failover on the promoted server, before it turns
+// writable; the row replicates to every member that follows it. A pool
+// (OpenGroup) goes to the member that is writable (read_only off) and
+// carries the highest epoch, never to one with an epoch below the highest
+// it followed. So:
+//
+//   - a fenced old primary is read_only: never chosen;
+//   - an old primary that could not be fenced (paused, then resumed, with
+//     read_only still off) carries the epoch it had, below the new
+//     primary's: no pool that saw the new primary goes back to it. A pool
+//     that cannot reach the new one may still pick it (a process started
+//     meanwhile on the old primary's side of a partition): its writes
+//     cannot commit, since failover stopped every replica's receiving
+//     thread and repointed them, and a semi-sync primary that waits forever
+//     (replication.semi_sync_timeout 0) acknowledges no commit that no
+//     replica received; its reads may be stale, as reads of a lost server
+//     are;
+//   - two writable members with one epoch would need two promotions from
+//     one epoch: hbctl computes the next epoch from every reachable member
+//     and refuses a failover while the current primary answers writable
+//     (it fences it first).
+
+// Epoch DDL: one row per promotion of the core group, replicated with it.
+const epochDDL = `CREATE TABLE IF NOT EXISTS hb_core.failover (
+  epoch        BIGINT       NOT NULL PRIMARY KEY,
+  primary_addr VARCHAR(255) NOT NULL,
+  promoted_at  DATETIME(3)  NOT NULL
+) ENGINE=InnoDB`
+
+// Epoch returns the highest failover epoch db's server carries and the
+// primary it names; 0 and "" before the first failover.
+func Epoch(ctx context.Context, db *sql.DB) (int64, string, error) {
+	var epoch int64
+	var addr string
+	err := db.QueryRowContext(ctx, "SELECT epoch, primary_addr FROM hb_core.failover ORDER BY epoch DESC LIMIT 1").Scan(&epoch, &addr)
+	switch {
+	case errors.Is(err, sql.ErrNoRows) || IsMissingTable(err):
+		return 0, "", nil
+	case err != nil:
+		return 0, "", fmt.Errorf("schema: failover epoch: %w", err)
+	}
+	return epoch, addr, nil
+}
+
+// StampEpoch records on db's server that it is the primary addr from
+// epoch on. hbctl runs it on a promoted replica before it turns writable
+// (as the operator, through read_only), so the epoch is in its binary log
+// before any application write.
+func StampEpoch(ctx context.Context, db *sql.DB, epoch int64, addr string) error {
+	for _, stmt := range []string{"CREATE DATABASE IF NOT EXISTS hb_core", epochDDL} {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("schema: failover epoch: %w", err)
+		}
+	}
+	if _, err := db.ExecContext(ctx, "INSERT INTO hb_core.failover (epoch, primary_addr, promoted_at) VALUES (?, ?, UTC_TIMESTAMP(3))",
+		epoch, addr); err != nil {
+		return fmt.Errorf("schema: failover epoch %d: %w", epoch, err)
+	}
+	return nil
+}
+
+// Probe is what one member of a group answered.
+type Probe struct {
+	Writable bool  // read_only off
+	Epoch    int64 // the highest failover epoch it carries
+	Err      error // it did not answer
+}
+
+// probeTimeout bounds one probe: a paused server accepts the connection
+// and answers nothing.
+const probeTimeout = time.Second
+
+// ProbeMember reads db's read_only and failover epoch.
+func ProbeMember(ctx context.Context, db *sql.DB) Probe {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	var ro int
+	if err := db.QueryRowContext(ctx, "SELECT @@GLOBAL.read_only").Scan(&ro); err != nil {
+		return Probe{Err: err}
+	}
+	epoch, _, err := Epoch(ctx, db)
+	return Probe{Writable: ro == 0, Epoch: epoch, Err: err}
+}
+
+// Choose returns the index of the member a pool on cur (-1: none yet)
+// goes to: writable, an epoch of at least seen, the highest epoch, cur
+// among equals; -1 when no member qualifies.
+func Choose(probes []Probe, cur int, seen int64) int {
+	best := -1
+	for i, p := range probes {
+		if p.Err != nil || !p.Writable || p.Epoch < seen {
+			continue
+		}
+		if best < 0 || p.Epoch > probes[best].Epoch || (p.Epoch == probes[best].Epoch && i == cur) {
+			best = i
+		}
+	}
+	return best
+}
+
+// followEvery is how often a group's pool probes its members.
+const followEvery = 500 * time.Millisecond
+
+// follower keeps a Switch on a group's primary.
+type follower struct {
+	sw      *Switch
+	dsns    []string  // the pool's DSN on each member
+	probes  []*sql.DB // one small pool per member, short timeouts
+	cur     int       // index of the member the Switch dials
+	seen    int64     // highest epoch followed
+	stop    context.CancelFunc
+	stopped sync.WaitGroup
+}
+
+// OpenGroup opens a pool on dsn's database in a replicated group whose
+// members are at the addresses members (host:port, dsn's account and
+// database on each): the writable member with the highest failover epoch
+// (dsn's own server when none is writable yet), and, every half second,
+// whichever member that is then (see the comment above Epoch for why
+// there is no split brain). Statements in flight on a member left fail
+// (Switch.To) and callers retry. create creates the database when missing
+// (OpenCreate). With no members it is Open (or OpenCreate) of dsn.
+// Closing the pool stops following.
+func OpenGroup(ctx context.Context, dsn string, members []string, conns int, create bool) (*sql.DB, error) {
+	if len(members) == 0 {
+		if create {
+			return OpenCreate(ctx, dsn, conns)
+		}
+		return Open(dsn, conns)
+	}
+	f := &follower{cur: -1}
+	for _, m := range members {
+		d, p, err := memberDSNs(dsn, m)
+		if err != nil {
+			f.closeProbes()
+			return nil, err
+		}
+		f.dsns, f.probes = append(f.dsns, d), append(f.probes, p)
+	}
+	first := dsn
+	probes := f.probeAll(ctx)
+	if i := Choose(probes, -1, 0); i >= 0 {
+		f.cur, f.seen, first = i, probes[i].Epoch, f.dsns[i]
+	}
+	if create {
+		db, err := OpenCreate(ctx, first, 1)
+		if err != nil {
+			f.closeProbes()
+			return nil, err
+		}
+		db.Close()
+	}
+	sw, err := OpenSwitch(first, conns)
+	if err != nil {
+		f.closeProbes()
+		return nil, err
+	}
+	f.sw = sw
+	bg, cancel := context.WithCancel(context.Background())
+	f.stop = cancel
+	sw.onClose = f.close
+	f.stopped.Go(func() { f.run(bg) })
+	return sw.DB(), nil
+}
+
+// memberDSNs returns dsn on member's address, and a probe pool there
+// (no database selected, short timeouts).
+func memberDSNs(dsn, member string) (string, *sql.DB, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return "", nil, fmt.Errorf("schema: group: dsn: %w", err)
+	}
+	cfg.Net, cfg.Addr = "tcp", member
+	d := cfg.FormatDSN()
+	cfg.DBName = ""
+	cfg.Timeout, cfg.ReadTimeout, cfg.WriteTimeout = probeTimeout, probeTimeout, probeTimeout
+	p, err := Open(cfg.FormatDSN(), 1)
+	if err != nil {
+		return "", nil, err
+	}
+	return d, p, nil
+}
+
+// probeAll probes every member at once.
+func (f *follower) probeAll(ctx context.Context) []Probe {
+	out := make([]Probe, len(f.probes))
+	var wg sync.WaitGroup
+	for i, p := range f.probes {
+		wg.Go(func() { out[i] = ProbeMember(ctx, p) })
+	}
+	wg.Wait()
+	return out
+}
+
+// run probes the members until ctx ends and moves the pool to the one
+// Choose names.
+func (f *follower) run(ctx context.Context) {
+	t := time.NewTicker(followEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		probes := f.probeAll(ctx)
+		i := Choose(probes, f.cur, f.seen)
+		if i < 0 || i == f.cur && probes[i].Epoch == f.seen {
+			continue
+		}
+		// A DSN that parsed once parses again; were To to fail, the
+		// pool would stay where it is and the next round try again.
+		if _, err := f.sw.To(f.dsns[i]); err != nil {
+			continue
+		}
+		f.cur, f.seen = i, probes[i].Epoch
+	}
+}
+
+// close stops following (the pool's Close calls it).
+func (f *follower) close() {
+	f.stop()
+	f.stopped.Wait()
+	f.closeProbes()
+}
+
+func (f *follower) closeProbes() {
+	for _, p := range f.probes {
+		p.Close()
+	}
+}

@@ -1,0 +1,88 @@
+package schema_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/store/dbtest"
+	"github.com/hongbao-dev/hongbao/store/replication"
+)
+
+// TestOpenGroup: a pool on a replicated group follows a promoted replica
+// (writable, a higher failover epoch) without being told, although the old
+// primary was never fenced and is still writable (as a paused primary that
+// goes on); a pool opened afterwards finds the new primary too; and when
+// the new primary is lost the pool does not go back to the old one.
+func TestOpenGroup(t *testing.T) {
+	g := dbtest.StartReplicated(t, 0, 1)
+	old, next := g.Primary, g.Replicas[0]
+	members := []string{addrOf(old), addrOf(next)}
+	ctx := t.Context()
+	db, err := schema.OpenGroup(ctx, old.AppDSN()+"hb_meta", members, 4, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if p := port(t, db); p != old.Port {
+		t.Fatalf("pool on port %d, want the primary's %d", p, old.Port)
+	}
+	if _, err := db.ExecContext(ctx, "CREATE TABLE t (id INT PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+
+	// A failover that could not fence the old primary: the replica stops
+	// receiving from it, applies what it has, is stamped and promoted.
+	rdb, err := schema.Open(next.DSN, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	if err := replication.StopIO(ctx, rdb); err != nil {
+		t.Fatal(err)
+	}
+	stamp := func(ctx context.Context, db *sql.DB) error { return schema.StampEpoch(ctx, db, 10, addrOf(next)) }
+	if err := replication.Promote(ctx, rdb, 0, false, stamp); err != nil {
+		t.Fatal(err)
+	}
+	waitPort(t, db, next.Port)
+	if _, err := db.ExecContext(ctx, "INSERT INTO t VALUES (1)"); err != nil {
+		t.Fatalf("write on the promoted replica: %v", err)
+	}
+	later, err := schema.OpenGroup(ctx, old.AppDSN()+"hb_meta", members, 1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer later.Close()
+	if p := port(t, later); p != next.Port {
+		t.Errorf("a pool opened after the failover is on port %d, want the promoted %d", p, next.Port)
+	}
+
+	// The new primary lost: the old one, writable with a lower epoch, is
+	// not chosen.
+	next.Stop()
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		var p int
+		if err := db.QueryRowContext(ctx, "SELECT @@port").Scan(&p); err == nil {
+			t.Fatalf("with the promoted primary down the pool reached port %d (the old primary is %d)", p, old.Port)
+		}
+	}
+}
+
+// addrOf is a test MariaDB's address.
+func addrOf(m *dbtest.MariaDB) string { return fmt.Sprintf("127.0.0.1:%d", m.Port) }
+
+// waitPort waits up to 5 s until db's connections reach port.
+func waitPort(t *testing.T, db *sql.DB, want int) {
+	t.Helper()
+	var p int
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if err := db.QueryRow("SELECT @@port").Scan(&p); err == nil && p == want {
+			return
+		}
+	}
+	t.Fatalf("the pool did not move to port %d within 5 s (on %d)", want, p)
+}

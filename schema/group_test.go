@@ -1,0 +1,35 @@
+package schema
+
+import (
+	"errors"
+	"testing"
+)
+
+func TestChoose(t *testing.T) {
+	down := errors.New("down")
+	tests := []struct {
+		name   string
+		probes []Probe
+		cur    int
+		seen   int64
+		want   int
+	}{
+		{"none answers", []Probe{{Err: down}, {Err: down}}, 0, 0, -1},
+		{"no member writable (primary gone, no failover yet)", []Probe{{Err: down}, {Epoch: 0}}, 0, 0, -1},
+		{"the configured primary before any failover", []Probe{{Writable: true}, {}}, -1, 0, 0},
+		{"the promoted replica", []Probe{{Err: down}, {Writable: true, Epoch: 5}}, 0, 0, 1},
+		{"a resumed old primary, never fenced, loses to the new one", []Probe{{Writable: true, Epoch: 0}, {Writable: true, Epoch: 5}}, 0, 0, 1},
+		{"nor is it chosen once the new one is unreachable", []Probe{{Writable: true, Epoch: 0}, {Err: down}}, 1, 5, -1},
+		{"a fenced old primary is read-only", []Probe{{Epoch: 7}, {Writable: true, Epoch: 5}}, 0, 5, 1},
+		{"the current member among equals", []Probe{{Writable: true, Epoch: 5}, {Writable: true, Epoch: 5}}, 1, 5, 1},
+		{"the first among equals when none is current", []Probe{{Writable: true, Epoch: 5}, {Writable: true, Epoch: 5}}, -1, 0, 0},
+		{"a later failover back to the first member", []Probe{{Writable: true, Epoch: 9}, {Epoch: 5}}, 1, 5, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Choose(tt.probes, tt.cur, tt.seen); got != tt.want {
+				t.Errorf("Choose(%+v, cur %d, seen %d) = %d, want %d", tt.probes, tt.cur, tt.seen, got, tt.want)
+			}
+		})
+	}
+}

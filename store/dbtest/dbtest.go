@@ -211,7 +211,12 @@ func startMariaDB(extra []string) (m *MariaDB, err error) {
 		return nil, err
 	}
 	install := exec.Command("mariadb-install-db", append([]string{"--no-defaults", "--datadir=" + dir + "/data", "--tmpdir=" + dir + "/tmp",
-		"--auth-root-authentication-method=normal", "--skip-test-db"}, user...)...)
+		"--auth-root-authentication-method=normal", "--skip-test-db",
+		// The redo log the server runs with, from the start: a first start
+		// resizing it (96 MiB -> 16 MiB), killed soon after (as the
+		// failover tests do), once failed its crash recovery ("Not
+		// applying UNDO_APPEND due to corruption").
+		"--innodb-log-file-size=16M"}, user...)...)
 	if out, err := install.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("mariadb-install-db: %v\n%s", err, out)
 	}

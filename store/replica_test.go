@@ -6,7 +6,6 @@ package store_test
 
 import (
 	"context"
-	"database/sql"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,16 +15,6 @@ import (
 	"github.com/hongbao-dev/hongbao/store"
 	"github.com/hongbao-dev/hongbao/store/dbtest"
 )
-
-func openDB(t *testing.T, dsn string) *sql.DB {
-	t.Helper()
-	db, err := schema.Open(dsn, 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
-}
 
 // waitFor polls cond every 20 ms for up to 15 s.
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -54,8 +43,8 @@ func openers(t *testing.T, st *store.Store, id hongbao.PacketID) map[hongbao.Use
 func TestReplicaReads(t *testing.T) {
 	ctx := context.Background()
 	g := dbtest.StartReplicated(t, 0, 1)
-	primary, replica := openDB(t, g.Primary.AppDSN()), openDB(t, g.Replicas[0].AppDSN())
-	replicaRoot := openDB(t, g.Replicas[0].DSN)
+	primary, replica := dbtest.Open(t, g.Primary.AppDSN(), 4), dbtest.Open(t, g.Replicas[0].AppDSN(), 4)
+	replicaRoot := dbtest.Open(t, g.Replicas[0].DSN, 4)
 	if err := schema.EnsureSet(ctx, primary); err != nil {
 		t.Fatal(err)
 	}

@@ -43,14 +43,22 @@ func DSN(t testing.TB, set string) string {
 // DB opens a pool on test SET set's MariaDB, closed when the test ends.
 func DB(t testing.TB, set string, conns int) *sql.DB {
 	t.Helper()
-	db, err := schema.Open(DSN(t, set), conns)
+	db := Open(t, DSN(t, set), conns)
+	if err := db.Ping(); err != nil {
+		t.Fatalf("MariaDB of test SET %s: %v", set, err)
+	}
+	return db
+}
+
+// Open opens a pool of conns connections on dsn (schema.Open), closed
+// when the test ends.
+func Open(t testing.TB, dsn string, conns int) *sql.DB {
+	t.Helper()
+	db, err := schema.Open(dsn, conns)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	if err := db.Ping(); err != nil {
-		t.Fatalf("MariaDB of test SET %s: %v", set, err)
-	}
 	return db
 }
 

@@ -7,20 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store/dbtest"
 	"github.com/hongbao-dev/hongbao/store/replication"
 )
-
-func open(t *testing.T, dsn string) *sql.DB {
-	t.Helper()
-	db, err := schema.Open(dsn, 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
-}
 
 func status(t *testing.T, db *sql.DB, name string) string {
 	t.Helper()
@@ -38,8 +27,8 @@ func status(t *testing.T, db *sql.DB, name string) string {
 func TestReplicatedPair(t *testing.T) {
 	p := dbtest.StartReplicated(t, 0, 1)
 	ctx := context.Background()
-	app, root := open(t, p.Primary.AppDSN()), open(t, p.Primary.DSN)
-	replApp, replRoot := open(t, p.Replicas[0].AppDSN()), open(t, p.Replicas[0].DSN)
+	app, root := dbtest.Open(t, p.Primary.AppDSN(), 4), dbtest.Open(t, p.Primary.DSN, 4)
+	replApp, replRoot := dbtest.Open(t, p.Replicas[0].AppDSN(), 4), dbtest.Open(t, p.Replicas[0].DSN, 4)
 	for _, q := range []string{"CREATE DATABASE x", "CREATE TABLE x.t (id INT PRIMARY KEY, v BIGINT)", "INSERT INTO x.t VALUES (1, 100)"} {
 		if _, err := app.Exec(q); err != nil {
 			t.Fatal(q, err)
@@ -107,7 +96,7 @@ func TestReplicatedPair(t *testing.T) {
 func TestReplicatedDegrades(t *testing.T) {
 	p := dbtest.StartReplicated(t, 300*time.Millisecond, 1)
 	ctx := context.Background()
-	app, root, replRoot := open(t, p.Primary.AppDSN()), open(t, p.Primary.DSN), open(t, p.Replicas[0].DSN)
+	app, root, replRoot := dbtest.Open(t, p.Primary.AppDSN(), 4), dbtest.Open(t, p.Primary.DSN, 4), dbtest.Open(t, p.Replicas[0].DSN, 4)
 	if err := replication.StopIO(ctx, replRoot); err != nil {
 		t.Fatal(err)
 	}

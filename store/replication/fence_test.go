@@ -2,25 +2,13 @@ package replication_test
 
 import (
 	"context"
-	"database/sql"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store/dbtest"
 	"github.com/hongbao-dev/hongbao/store/replication"
 )
-
-func open(t *testing.T, dsn string) *sql.DB {
-	t.Helper()
-	db, err := schema.Open(dsn, 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
-}
 
 // TestFence: a primary whose only replica is down holds a commit waiting
 // for a semi-sync acknowledgement (so SET GLOBAL read_only waits behind
@@ -30,7 +18,7 @@ func open(t *testing.T, dsn string) *sql.DB {
 func TestFence(t *testing.T) {
 	g := dbtest.StartReplicated(t, 0, 1)
 	ctx := context.Background()
-	app, root := open(t, g.Primary.AppDSN()), open(t, g.Primary.DSN)
+	app, root := dbtest.Open(t, g.Primary.AppDSN(), 4), dbtest.Open(t, g.Primary.DSN, 4)
 	for _, q := range []string{"CREATE DATABASE x", "CREATE TABLE x.t (id INT PRIMARY KEY)"} {
 		if _, err := app.Exec(q); err != nil {
 			t.Fatal(q, err)

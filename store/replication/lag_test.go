@@ -23,9 +23,9 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 // the allowed lag, unfit when it stops applying, and fit again after.
 func TestLag(t *testing.T) {
 	g := dbtest.StartReplicated(t, 0, 1)
-	root := open(t, g.Replicas[0].DSN)
+	root := dbtest.Open(t, g.Replicas[0].DSN, 4)
 	ctx, cancel := context.WithCancel(context.Background())
-	lag := replication.NewLag(open(t, g.Replicas[0].AppDSN()), time.Second)
+	lag := replication.NewLag(dbtest.Open(t, g.Replicas[0].AppDSN(), 4), time.Second)
 	done := make(chan struct{})
 	go func() { lag.Run(ctx, 20*time.Millisecond); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
@@ -40,7 +40,7 @@ func TestLag(t *testing.T) {
 	}
 	waitUntil(t, "fresh again", lag.Fresh)
 
-	st, err := replication.ReplicaStatus(ctx, open(t, g.Primary.AppDSN()))
+	st, err := replication.ReplicaStatus(ctx, dbtest.Open(t, g.Primary.AppDSN(), 4))
 	if err != nil || st.Fresh(time.Hour) {
 		t.Errorf("a primary's status %+v, %v: fresh, want unfit (it replicates from nobody)", st, err)
 	}

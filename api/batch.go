@@ -320,21 +320,25 @@ func (d *streamDecoder) bytes(limit int) []byte {
 	return buf.Bytes()
 }
 
-func (d *streamDecoder) headers() []Header {
-	n := d.uvarint()
-	if d.err != nil || n == 0 {
+func (d *streamDecoder) headers() []Header { return readHeaders(d.uvarint, d.bytes, &d.err) }
+
+// readHeaders reads a header list (a count, then each name and value) with
+// a decoder's uvarint and bytes, whose first error sticks in *err.
+func readHeaders(uvarint func() uint64, field func(limit int) []byte, err *error) []Header {
+	n := uvarint()
+	if *err != nil || n == 0 {
 		return nil
 	}
 	if n > maxItemHeaders {
-		d.err = fmt.Errorf("%d headers: %w", n, ErrBatchMalformed)
+		*err = fmt.Errorf("%d headers: %w", n, ErrBatchMalformed)
 		return nil
 	}
 	hs := make([]Header, n)
 	for i := range hs {
-		name := d.bytes(maxItemField)
-		hs[i] = Header{Name: knownString(name, headerNames), Value: string(d.bytes(maxItemField))}
+		name := field(maxItemField)
+		hs[i] = Header{Name: knownString(name, headerNames), Value: string(field(maxItemField))}
 	}
-	if d.err != nil {
+	if *err != nil {
 		return nil
 	}
 	return hs
@@ -430,24 +434,7 @@ func knownString(b []byte, common []string) string {
 	return string(b)
 }
 
-func (d *decoder) headers() []Header {
-	n := d.uvarint()
-	if d.err != nil || n == 0 {
-		return nil
-	}
-	if n > maxItemHeaders {
-		d.err = fmt.Errorf("%d headers: %w", n, ErrBatchMalformed)
-		return nil
-	}
-	hs := make([]Header, n)
-	for i := range hs {
-		hs[i] = Header{Name: d.known(headerNames), Value: d.str()}
-	}
-	if d.err != nil {
-		return nil
-	}
-	return hs
-}
+func (d *decoder) headers() []Header { return readHeaders(d.uvarint, d.bytes, &d.err) }
 
 // IsBatchRefusal reports whether err refuses a batch as a whole for its
 // form or size.

@@ -212,6 +212,33 @@ mariadb_install() {
   exit 1
 }
 
+# seed_dump SOCKET FILE: a consistent dump of the primary at SOCKET, with
+# its GTID position, to seed a replica from. DDL waits for the dump's
+# duration (BACKUP STAGE BLOCK_DDL, what mariadb-backup takes), writes go
+# on: a table created after the dump's snapshot (a day table the store or
+# the archiver creates on first use, as after a failover under load) fails
+# a --single-transaction dump with error 1412. The lock's session is held
+# open beside the dump and ended explicitly, so the lock is known to be held
+# before the snapshot and gone after.
+seed_dump() {
+  local psock=$1 out=$2 line="" rc=0 r w
+  coproc DDL_LOCK { exec mariadb --no-defaults -uroot --socket="$psock" --unbuffered -N 2>&1; }
+  r=${DDL_LOCK[0]:-} w=${DDL_LOCK[1]:-}
+  [ -n "$w" ] && echo "BACKUP STAGE START; BACKUP STAGE BLOCK_DDL; SELECT 'ddl-blocked';" >&"$w" &&
+    read -r -t 120 line <&"$r" || true
+  if [ "$line" = ddl-blocked ]; then
+    { echo "SET sql_log_bin = 0;"
+      mariadb-dump --no-defaults -uroot --socket="$psock" --all-databases --single-transaction --gtid --master-data=2 \
+        --routines --events; } >"$out" || rc=$?
+    echo "BACKUP STAGE END;" >&"$w"
+  else
+    echo "could not block DDL on $psock for the dump: ${line:-no answer}" >&2; rc=1
+  fi
+  [ -n "$w" ] && exec {w}>&-
+  wait "${DDL_LOCK_PID:-}" 2>/dev/null || true
+  return "$rc"
+}
+
 # mariadb_replica NAME PORT SERVER_ID PRIMARY: a replica of SET database
 # PRIMARY (a NAME of mariadb_start). The first time it is seeded with a
 # consistent dump of the primary (not logged) and replicates from the GTID
@@ -224,9 +251,7 @@ mariadb_replica() {
   touch "$dir.new-replica"
   mariadb_start "$name" "$port" "$id"
   local dump="$RUN/mariadb-$name.seed.sql" pport gtid
-  { echo "SET sql_log_bin = 0;"
-    mariadb-dump --no-defaults -uroot --socket="$psock" --all-databases --single-transaction --gtid --master-data=2 \
-      --routines --events; } >"$dump" || { echo "could not dump $primary for replica $name" >&2; exit 1; }
+  seed_dump "$psock" "$dump" || { echo "could not dump $primary for replica $name" >&2; exit 1; }
   gtid=$(sed -n "s/^-- SET GLOBAL gtid_slave_pos='\(.*\)';/\1/p" "$dump" | head -1)
   pport=$(command mariadb --no-defaults -uroot --socket="$psock" -N -e 'SELECT @@port')
   command mariadb --no-defaults -uroot --socket="$sock" <"$dump"

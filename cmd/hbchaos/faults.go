@@ -132,13 +132,9 @@ func (d *dev) pid(name string) (int, error) {
 // killProc kills a supervised process with SIGKILL and waits until another
 // process under its pid file answers ready.
 func (d *dev) killProc(ctx context.Context, name, ready string) (time.Duration, error) {
-	old, err := d.pid(name)
+	old, t0, err := d.kill(name)
 	if err != nil {
 		return 0, err
-	}
-	t0 := time.Now()
-	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
-		return 0, fmt.Errorf("kill %s: %w", name, err)
 	}
 	return until(ctx, t0, func() error {
 		p, err := d.pid(name)
@@ -152,19 +148,34 @@ func (d *dev) killProc(ctx context.Context, name, ready string) (time.Duration, 
 // killInfra kills MariaDB or memcached with SIGKILL, starts it again with
 // scripts/dev.sh infra and waits until it answers.
 func (d *dev) killInfra(ctx context.Context, name string, answers func() error) (time.Duration, error) {
-	old, err := d.pid(name)
+	_, t0, err := d.kill(name)
 	if err != nil {
 		return 0, err
 	}
-	t0 := time.Now()
-	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
-		return 0, fmt.Errorf("kill %s: %w", name, err)
-	}
-	out, err := exec.CommandContext(ctx, d.script, "infra").CombinedOutput()
-	if err != nil {
+	if out, err := d.devsh(ctx, "infra"); err != nil {
 		return time.Since(t0), fmt.Errorf("scripts/dev.sh infra after kill -9 of %s: %w\n%s", name, err, out)
 	}
 	return until(ctx, t0, answers)
+}
+
+// kill sends SIGKILL to the process under the dev cluster's pid file name;
+// it returns that pid and the moment of the kill.
+func (d *dev) kill(name string) (int, time.Time, error) {
+	p, err := d.pid(name)
+	if err != nil {
+		return 0, time.Time{}, err
+	}
+	t0 := time.Now()
+	if err := syscall.Kill(p, syscall.SIGKILL); err != nil {
+		return 0, t0, fmt.Errorf("kill %s: %w", name, err)
+	}
+	return p, t0, nil
+}
+
+// devsh runs scripts/dev.sh with args (it restarts the cluster's
+// infrastructure or reseeds a replica).
+func (d *dev) devsh(ctx context.Context, args ...string) ([]byte, error) {
+	return exec.CommandContext(ctx, d.script, args...).CombinedOutput()
 }
 
 // pause stops a process with SIGSTOP for d, continues it and waits until it
@@ -235,12 +246,8 @@ func (d *dev) killArchiver(ctx context.Context, set string) (time.Duration, erro
 // router is ready.
 func (d *dev) failover(ctx context.Context, set configs.Set) (time.Duration, error) {
 	name, _ := d.primary(ctx, set)
-	old, err := d.pid("mariadb-" + name)
+	_, t0, err := d.kill("mariadb-" + name)
 	if err != nil {
-		return 0, err
-	}
-	t0 := time.Now()
-	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
 		return 0, err
 	}
 	args := []string{"set", "failover", set.Name, "-config", d.config}
@@ -254,7 +261,7 @@ func (d *dev) failover(ctx context.Context, set configs.Set) (time.Duration, err
 	if err := os.WriteFile(mark, nil, 0o644); err != nil {
 		return time.Since(t0), err
 	}
-	if out, err := exec.CommandContext(ctx, d.script, "infra").CombinedOutput(); err != nil {
+	if out, err := d.devsh(ctx, "infra"); err != nil {
 		return time.Since(t0), fmt.Errorf("scripts/dev.sh infra after the failover of %s: %w\n%s", set.Name, err, out)
 	}
 	if err := d.rejoin(ctx, set, name); err != nil {
@@ -275,7 +282,7 @@ func (d *dev) rejoin(ctx context.Context, set configs.Set, old string) error {
 		return err
 	}
 	primary, _ := d.primary(ctx, set)
-	if out, err := exec.CommandContext(ctx, d.script, "reseed", old, primary).CombinedOutput(); err != nil {
+	if out, err := d.devsh(ctx, "reseed", old, primary); err != nil {
 		return fmt.Errorf("scripts/dev.sh reseed %s %s: %w\n%s", old, primary, err, out)
 	}
 	if errant, err = d.tryRejoin(ctx, set); errant {

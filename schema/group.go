@@ -124,10 +124,25 @@ type follower struct {
 	sw      *Switch
 	dsns    []string  // the pool's DSN on each member
 	probes  []*sql.DB // one small pool per member, short timeouts
+	members []string  // the members' addresses
 	cur     int       // index of the member the Switch dials
 	seen    int64     // highest epoch followed
+	moved   func(member string, epoch int64, err error)
 	stop    context.CancelFunc
 	stopped sync.WaitGroup
+}
+
+// GroupOption configures OpenGroup.
+type GroupOption func(*follower)
+
+// OnMove has OpenGroup's pool call fn each time it moves to another member
+// (a promoted replica, or its member at a higher failover epoch), with the
+// member's address and epoch, or with the error that kept it where it was
+// (tried again on the next probe): what a process logs, so that its
+// operator sees it follow a failover. fn runs on the follower's goroutine
+// and must not block.
+func OnMove(fn func(member string, epoch int64, err error)) GroupOption {
+	return func(f *follower) { f.moved = fn }
 }
 
 // OpenGroup opens a pool on dsn's database in a replicated group whose
@@ -139,14 +154,17 @@ type follower struct {
 // (Switch.To) and callers retry. create creates the database when missing
 // (OpenCreate). With no members it is Open (or OpenCreate) of dsn.
 // Closing the pool stops following.
-func OpenGroup(ctx context.Context, dsn string, members []string, conns int, create bool) (*sql.DB, error) {
+func OpenGroup(ctx context.Context, dsn string, members []string, conns int, create bool, opts ...GroupOption) (*sql.DB, error) {
 	if len(members) == 0 {
 		if create {
 			return OpenCreate(ctx, dsn, conns)
 		}
 		return Open(dsn, conns)
 	}
-	f := &follower{cur: -1}
+	f := &follower{cur: -1, members: members, moved: func(string, int64, error) {}}
+	for _, o := range opts {
+		o(f)
+	}
 	for _, m := range members {
 		d, p, err := memberDSNs(dsn, m)
 		if err != nil {
@@ -229,9 +247,11 @@ func (f *follower) run(ctx context.Context) {
 		// A DSN that parsed once parses again; were To to fail, the
 		// pool would stay where it is and the next round try again.
 		if _, err := f.sw.To(f.dsns[i]); err != nil {
+			f.moved(f.members[i], probes[i].Epoch, err)
 			continue
 		}
 		f.cur, f.seen = i, probes[i].Epoch
+		f.moved(f.members[i], f.seen, nil)
 	}
 }
 

@@ -22,7 +22,18 @@ func TestOpenGroup(t *testing.T) {
 	old, next := g.Primary, g.Replicas[0]
 	members := []string{addrOf(old), addrOf(next)}
 	ctx := t.Context()
-	db, err := schema.OpenGroup(ctx, old.AppDSN()+"hb_meta", members, 4, true)
+	type move struct {
+		member string
+		epoch  int64
+	}
+	moves := make(chan move, 10)
+	onMove := schema.OnMove(func(member string, epoch int64, err error) {
+		if err != nil {
+			t.Errorf("move to %s (epoch %d): %v", member, epoch, err)
+		}
+		moves <- move{member, epoch}
+	})
+	db, err := schema.OpenGroup(ctx, old.AppDSN()+"hb_meta", members, 4, true, onMove)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,6 +60,14 @@ func TestOpenGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitPort(t, db, next.Port)
+	select {
+	case m := <-moves:
+		if want := (move{addrOf(next), 10}); m != want {
+			t.Errorf("the pool reported a move to %+v, want %+v", m, want)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("the pool moved to the promoted replica without reporting it")
+	}
 	if _, err := db.ExecContext(ctx, "INSERT INTO t VALUES (1)"); err != nil {
 		t.Fatalf("write on the promoted replica: %v", err)
 	}
@@ -69,6 +88,9 @@ func TestOpenGroup(t *testing.T) {
 		if err := db.QueryRowContext(ctx, "SELECT @@port").Scan(&p); err == nil {
 			t.Fatalf("with the promoted primary down the pool reached port %d (the old primary is %d)", p, old.Port)
 		}
+	}
+	if len(moves) != 0 {
+		t.Errorf("the pool reported a move after the first: %+v", <-moves)
 	}
 }
 

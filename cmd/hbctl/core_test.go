@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -34,12 +35,50 @@ func TestCoreFailoverKilledPrimary(t *testing.T) {
 		t.Fatalf("no replica of the core group was promoted")
 	}
 	checkFollowers(t, c.Core, primary, c.Core.Primary)
+	checkMovesLogged(t, c, primary)
 	gap := l.check(t, c, "a", killed)
 	checkSendsAfter(t, l, killed.Add(took))
 	checkBalances(t, c, l)
 	t.Logf("no open acknowledged on SET a for %v after the core primary was killed (hbctl core failover took %v)",
 		gap.Round(time.Millisecond), took.Round(time.Millisecond))
 	t.Logf("hbctl core status:\n%s", c.MustCtl(t, "core", "status"))
+}
+
+// checkMovesLogged: every process logged that its pools on the core group
+// (the router's on the meta database; servers' and settlers' on the meta
+// and wallet databases) follow the promoted member.
+func checkMovesLogged(t *testing.T, c *clustertest.Cluster, primary *dbtest.MariaDB) {
+	t.Helper()
+	member := fmt.Sprintf(`"member":"127.0.0.1:%d"`, primary.Port)
+	for _, p := range c.Processes() {
+		dbs := []string{"meta", "wallet"}
+		if p.Kind == clustertest.Router {
+			dbs = dbs[:1]
+		}
+		b, err := os.ReadFile(p.Log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, db := range dbs {
+			if !logged(string(b), "core group: following a new primary", `"db":"`+db+`"`, member) {
+				t.Errorf("%s %s did not log its %s pool's move to 127.0.0.1:%d", p.Kind, p.Name, db, primary.Port)
+			}
+		}
+	}
+}
+
+// logged reports whether one line of log holds every part.
+func logged(log string, parts ...string) bool {
+	for _, line := range strings.Split(log, "\n") {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(line, p)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
 }
 
 // writableMember returns the member of g whose read_only is off (nil: none).

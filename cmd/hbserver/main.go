@@ -131,7 +131,7 @@ func run(args []string) error {
 	if topo != nil {
 		go topo.FollowSet(bg, sc.Name, func(s topology.Set) { followPrimary(log, s, live, coldSw, replica) })
 	}
-	wl, err := wallet.Open(bg, cfg.WalletDSN, cfg.CoreMembers(), cfg.DBConns, time.Now)
+	wl, err := wallet.Open(bg, cfg.WalletDSN, cfg.CoreMembers(), cfg.DBConns, time.Now, settings.CoreMoves(log, "wallet"))
 	if err != nil {
 		return err
 	}
@@ -191,7 +191,7 @@ func follow(ctx context.Context, cfg *configs.Config, log *zap.Logger) (*topolog
 	if cfg.MetaDSN == "" {
 		return nil, nil // a SET on its own: the MySQL fence alone decides
 	}
-	meta, err := topology.OpenMeta(ctx, cfg.MetaDSN, cfg.CoreMembers(), false)
+	meta, err := topology.OpenMeta(ctx, cfg.MetaDSN, cfg.CoreMembers(), false, settings.CoreMoves(log, "meta"))
 	if err != nil {
 		return nil, err
 	}

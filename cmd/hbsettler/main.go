@@ -84,7 +84,7 @@ func run(args []string) error {
 	if err := schema.EnsureSet(ctx, db); err != nil {
 		return err
 	}
-	wl, err := wallet.Open(ctx, cfg.WalletDSN, cfg.CoreMembers(), 8, time.Now)
+	wl, err := wallet.Open(ctx, cfg.WalletDSN, cfg.CoreMembers(), 8, time.Now, settings.CoreMoves(log, "wallet"))
 	if err != nil {
 		return err
 	}
@@ -116,7 +116,7 @@ func followPrimary(ctx context.Context, cfg *configs.Config, name string, live *
 	if cfg.MetaDSN == "" {
 		return nil
 	}
-	meta, err := topology.OpenMeta(ctx, cfg.MetaDSN, cfg.CoreMembers(), false)
+	meta, err := topology.OpenMeta(ctx, cfg.MetaDSN, cfg.CoreMembers(), false, settings.CoreMoves(log, "meta"))
 	if err != nil {
 		return err
 	}

@@ -297,9 +297,9 @@ func MoveBucket(ctx context.Context, meta *sql.DB, b hongbao.Bucket, to string) 
 // OpenMeta opens the meta database of dsn, creating the database first
 // when create is set. core are the addresses of the core group's members
 // (configs.Config.CoreMembers; none: dsn's server alone): the pool follows
-// the group's primary through a failover (schema.OpenGroup).
-func OpenMeta(ctx context.Context, dsn string, core []string, create bool) (*sql.DB, error) {
-	return schema.OpenGroup(ctx, dsn, core, 4, create)
+// the group's primary through a failover (schema.OpenGroup, with opts).
+func OpenMeta(ctx context.Context, dsn string, core []string, create bool, opts ...schema.GroupOption) (*sql.DB, error) {
+	return schema.OpenGroup(ctx, dsn, core, 4, create, opts...)
 }
 
 // Moves counts the buckets whose SET differs between two maps.

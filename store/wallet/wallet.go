@@ -21,9 +21,10 @@ type Wallet struct {
 
 // Open opens (creating if needed) the wallet database of dsn. core are the
 // addresses of the core group's members (none: dsn's server alone): the
-// pool follows the group's primary through a failover (schema.OpenGroup).
-func Open(ctx context.Context, dsn string, core []string, conns int, now func() time.Time) (*Wallet, error) {
-	db, err := schema.OpenGroup(ctx, dsn, core, conns, true)
+// pool follows the group's primary through a failover (schema.OpenGroup,
+// with opts).
+func Open(ctx context.Context, dsn string, core []string, conns int, now func() time.Time, opts ...schema.GroupOption) (*Wallet, error) {
+	db, err := schema.OpenGroup(ctx, dsn, core, conns, true, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("wallet: %w", err)
 	}

@@ -70,17 +70,23 @@ func (m *Bucket) columns(ctx context.Context, t table) (string, error) {
 	db, tbl, _ := strings.Cut(t.name, ".")
 	var cols []string
 	for _, s := range []Side{m.From, m.To} {
-		rows, err := m.db(s, t).QueryContext(ctx, "SELECT column_name FROM information_schema.columns WHERE table_schema = ? AND table_name = ? ORDER BY ordinal_position", db, tbl)
+		rows, err := m.db(s, t).QueryContext(ctx, "SELECT column_name, is_nullable = 'YES' FROM information_schema.columns WHERE table_schema = ? AND table_name = ? ORDER BY ordinal_position", db, tbl)
 		if err != nil {
 			return "", fmt.Errorf("migrate: columns of %s: %w", t.name, err)
 		}
 		for rows.Next() {
 			var c string
-			if err := rows.Scan(&c); err != nil {
+			var nullable bool
+			if err := rows.Scan(&c, &nullable); err != nil {
 				rows.Close()
 				return "", err
 			}
 			cols = append(cols, "`"+c+"`")
+			if nullable {
+				// CONCAT_WS skips NULLs: (NULL, 'x') and ('x', NULL)
+				// would read the same without the flag.
+				cols = append(cols, "ISNULL(`"+c+"`)")
+			}
 		}
 		rows.Close()
 		if len(cols) > 0 {

@@ -202,7 +202,25 @@ func run(ctx context.Context, o options, w io.Writer) (bool, error) {
 		}
 	}
 	ok := r.f.lost == 0 && r.f.doubled == 0 && r.f.sums == 0 && r.f.credits == 0 && r.f.debits == 0 && r.f.verifyOK && r.left == 0
+	if n := r.unrecovered(); n > 0 {
+		// A fault the system did not come back from within its time is
+		// a failure of the run too, whatever the money says.
+		fmt.Fprintf(w, "FAILED: %d fault(s) NOT RECOVERED (above)\n", n)
+		ok = false
+	}
 	return ok, nil
+}
+
+// unrecovered counts the faults injected that the system did not recover
+// from.
+func (r *result) unrecovered() int {
+	n := 0
+	for _, f := range r.faults {
+		if f.skipped == "" && f.err != nil {
+			n++
+		}
+	}
+	return n
 }
 
 // record keeps a fault's outcome and prints it.

@@ -27,9 +27,15 @@ var watchFlags = []string{"--interval", "200ms", "--probe-timeout", "500ms"}
 // primary.
 func startWatch(t *testing.T, c *clustertest.Cluster, env []string, after time.Duration, more ...string) *clustertest.Process {
 	t.Helper()
-	args := append([]string{"set", "watch", "b", "--after", after.String()}, watchFlags...)
+	return startWatching(t, c, env, append([]string{"set", "watch", "b", "--after", after.String()}, more...)...)
+}
+
+// startWatching starts hbctl with args (a watch command) and the test's
+// probing flags, and waits until it is armed.
+func startWatching(t *testing.T, c *clustertest.Cluster, env []string, args ...string) *clustertest.Process {
+	t.Helper()
 	// The cluster's configuration logs at warn: the watcher's steps are at info.
-	w := c.StartCtl(t, append(env, "HB_LOG_LEVEL=info"), append(args, more...)...)
+	w := c.StartCtl(t, append(env, "HB_LOG_LEVEL=info"), append(args, watchFlags...)...)
 	waitLog(t, w, "armed: every replica replicates from the primary", 30*time.Second)
 	return w
 }
@@ -278,6 +284,39 @@ func TestWatchNoFlap(t *testing.T) {
 		t.Errorf("the remaining replica: %+v, read_only %d, %v; want read-only, a replica of port %d that lost it", st, ro, err, second.Port)
 	}
 	stopWatch(t, w)
+}
+
+// TestCoreWatch: the core group (the meta and wallet databases) is a
+// primary and one replica, watched by hbctl core watch --after 2s
+// --accept-single-copy. Its primary is killed: the watcher promotes the
+// replica (a new failover epoch, which every process follows), sends are
+// acknowledged again with their wallet debits on it, and the watcher is
+// disarmed (its only replica is the dead old primary).
+func TestCoreWatch(t *testing.T) {
+	const after = 2 * time.Second
+	c := clustertest.Start(t, clustertest.Options{DevGrant: devGrant, Sets: 1, ServersPerSet: 1, Core: 1})
+	p, r := c.Core.Primary, c.Core.Replicas[0]
+	w := startWatching(t, c, nil, "core", "watch", "--after", after.String(), "--accept-single-copy")
+	bs := bucketsOf(t, c, "a")
+	sendInto(t, c, bs[0], 2, 2)
+	waitOutbox(t, c)
+	p.Stop()
+	killed := time.Now()
+	waitLog(t, w, "automatic failover done", after+20*time.Second)
+	t.Logf("the core group failed over %v after its primary's kill", time.Since(killed).Round(time.Millisecond))
+	if m := writableMember(t, c.Core); m != r {
+		t.Fatalf("the writable member of the core group is %v, want its replica (port %d)", m, r.Port)
+	}
+	sendInto(t, c, bs[1], 2, 2)
+	waitOutbox(t, c)
+	waitLog(t, w, "disarmed after the automatic failover", 10*time.Second)
+	for _, want := range []string{"the primary is dead: failing over", "failover epoch", fmt.Sprintf(`"new_primary":"127.0.0.1:%d"`, r.Port)} {
+		if !strings.Contains(readLog(t, w), want) {
+			t.Errorf("the watcher's log lacks %q", want)
+		}
+	}
+	stopWatch(t, w)
+	c.CheckInvariants(t)
 }
 
 // proxy forwards TCP connections to a server until cut: then it closes

@@ -72,6 +72,13 @@ func cmdFailover(ctx context.Context, e *env, verb, name, cfgPath string, o fail
 		return err
 	}
 	defer meta.Close()
+	// One failover or rejoin of a SET at a time, the watchdog's included;
+	// the group is read under the lock.
+	release, err := topology.LockFailover(ctx, meta, name)
+	if err != nil {
+		return err
+	}
+	defer release()
 	g, err := setGroup(ctx, meta, name)
 	if err != nil {
 		return err

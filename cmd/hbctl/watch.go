@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -134,7 +135,8 @@ func cmdSetWatch(ctx context.Context, e *env, cfgPath string, names []string, o 
 		}
 		l := log.With(zap.String("set", name))
 		ws = append(ws, newWatcher(watchTarget{name: "SET " + name, fix: "hbctl set failover " + name,
-			load: func(ctx context.Context) (*group, error) { return setGroup(ctx, meta, name) }},
+			load: func(ctx context.Context) (*group, error) { return setGroup(ctx, meta, name) },
+			lock: func(ctx context.Context) (func(), error) { return topology.LockFailover(ctx, meta, name) }},
 			&failover{e: e, cfg: cfg.Replication, log: l, reroute: reroute}, o))
 	}
 	return watch(ctx, log, o, ws)
@@ -240,6 +242,9 @@ type watchTarget struct {
 	name string                                    // for messages: "SET b", "the core group"
 	fix  string                                    // the operator's command when the watcher gives up
 	load func(ctx context.Context) (*group, error) // the group as it stands now
+	// lock, when set, excludes every other failover or rejoin of the
+	// group (an operator's) until release.
+	lock func(ctx context.Context) (release func(), err error)
 }
 
 // watcher guards one group. Its state is about the primary it watches
@@ -489,11 +494,27 @@ func (w *watcher) dead(g *group, reps []replicaView) (why string, ok bool) {
 // between stopping the replicas and publishing leaves the group without a
 // primary): it runs to its end, bounded by its own timeouts.
 func (w *watcher) failover(ctx context.Context, g *group, down time.Duration, why string) {
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.f.cfg.WaitApplied.D()+2*time.Minute)
+	defer cancel()
+	if w.t.lock != nil {
+		release, err := w.t.lock(fctx)
+		if err != nil {
+			w.decide("the primary is dead, no automatic failover now: "+err.Error(), zap.String("primary", addrOf(g.primary)))
+			return
+		}
+		defer release()
+		// Under the lock, the group as it stands now: an operator may
+		// have failed it over meanwhile.
+		now, err := w.t.load(fctx)
+		if err != nil || now.primary != g.primary || !slices.Equal(now.replicas, g.replicas) {
+			w.decide("the primary is dead, no automatic failover: the group changed meanwhile", zap.String("primary", addrOf(g.primary)), zap.Error(err))
+			return
+		}
+		g = now
+	}
 	w.log.Error("the primary is dead: failing over", zap.String("primary", addrOf(g.primary)),
 		zap.Duration("unreachable_for", down.Round(time.Millisecond)), zap.String("why", why),
 		zap.Bool("accept_single_copy", w.o.singleCopy))
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.f.cfg.WaitApplied.D()+2*time.Minute)
-	defer cancel()
 	f := *w.f
 	f.g = g
 	began := time.Now()

@@ -283,6 +283,34 @@ func TestWatchNoFlap(t *testing.T) {
 	if err != nil || ro != 1 || !st.Configured || st.MasterPort != second.Port || st.IORunning == "Yes" {
 		t.Errorf("the remaining replica: %+v, read_only %d, %v; want read-only, a replica of port %d that lost it", st, ro, err, second.Port)
 	}
+
+	// The operator's failover, refused while another holds the SET's
+	// failover lock (as the watcher does while it fails over), then run:
+	// the watcher watches the new primary.
+	ctx := context.Background()
+	conn, err := c.Meta().Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got int
+	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK('hb_failover:b', 0)").Scan(&got); err != nil || got != 1 {
+		t.Fatalf("GET_LOCK: %d, %v", got, err)
+	}
+	out, err := c.Ctl("set", "failover", "b")
+	if err == nil || !strings.Contains(out, "another failover or rejoin of the SET is running") {
+		t.Errorf("hbctl set failover b while its lock is held: %v\n%s", err, out)
+	}
+	if _, err := conn.ExecContext(ctx, "SELECT RELEASE_LOCK('hb_failover:b')"); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+	from = len(readLog(t, w))
+	out = c.MustCtl(t, "set", "failover", "b")
+	t.Logf("hbctl set failover b:\n%s", out)
+	if p, _ := metaSet(t, c, "b"); p != other.AppDSN() {
+		t.Errorf("SET b's MySQL after the operator's failover is %q, want %q", p, other.AppDSN())
+	}
+	waitLogFrom(t, w, from, fmt.Sprintf(`"msg":"watching SET b","process":"hbctl-set-watch","set":"b","primary":"127.0.0.1:%d"`, other.Port), 10*time.Second)
 	stopWatch(t, w)
 }
 

@@ -62,6 +62,12 @@ import (
 // version (for the core group, the higher failover epoch) and never go
 // back. A configured semi-sync timeout (degrade) would let a cut-off old
 // primary commit alone, so the watcher refuses to run with one.
+//
+// A SET's failover takes the SET's failover lock in the meta database
+// (topology.LockFailover, as hbctl set failover and rejoin do) and
+// re-reads the SET under it: an operator's failover meanwhile leaves
+// nothing to do. The core group has no database above it for such a lock:
+// run one core watcher, and no operator's core failover beside it.
 
 // watchOptions are the watch flags.
 type watchOptions struct {

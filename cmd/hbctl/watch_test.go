@@ -110,6 +110,25 @@ func waitPrimary(t *testing.T, c *clustertest.Cluster, old string, since time.Ti
 	}
 }
 
+// waitAcks waits until the load has acknowledged more opens than when
+// called (at most a minute).
+func waitAcks(t *testing.T, l *timedLoad, more int) {
+	t.Helper()
+	count := func() int {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return len(l.acks)
+	}
+	want := count() + more
+	deadline := time.Now().Add(time.Minute)
+	for count() < want {
+		if time.Now().After(deadline) {
+			t.Fatalf("the load has %d acknowledged opens after a minute, want %d", count(), want)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // TestWatchKilledPrimary (a): SET b is a primary and one replica, watched
 // with --after 3s and --accept-single-copy (the explicit choice the one
 // replica needs, which the log states). Its primary is killed (kill -9)
@@ -125,7 +144,8 @@ func TestWatchKilledPrimary(t *testing.T) {
 	l := &timedLoad{}
 	stop := make(chan struct{})
 	wg := l.run(c, 8, stop)
-	time.Sleep(3 * time.Second)
+	// Enough opens on either side of the kill, however busy the machine.
+	waitAcks(t, l, 120)
 	b.Group.Primary.Stop()
 	killed := time.Now()
 	took := waitPrimary(t, c, old, killed, after+20*time.Second)
@@ -133,7 +153,7 @@ func TestWatchKilledPrimary(t *testing.T) {
 	if took < after {
 		t.Errorf("failed over %v after the kill, before --after %v", took, after)
 	}
-	time.Sleep(4 * time.Second)
+	waitAcks(t, l, 120)
 	close(stop)
 	wg.Wait()
 

@@ -54,7 +54,8 @@ import (
 // lists, and refuses to promote anything when a replica it cannot reach
 // might still be connected to the old primary (one refusing connections
 // is down). From then on no server acknowledges the old primary's
-// commits, so a primary that is only unreachable from here, or paused
+// commits (a replica the group does not list must never be a semi-sync
+// replica: nobody would stop it), so a primary that is only unreachable from here, or paused
 // and resumed later, holds its commits in its binary log forever and
 // answers none: they become errant transactions that rejoin names. The
 // promoted replica received every acknowledged commit and applied it

@@ -112,7 +112,8 @@ func TestSystemdUnits(t *testing.T) {
 		}
 		names = append(names, filepath.Join(dir, strings.Replace(name, "@.", "@x.", 1)))
 	}
-	for _, want := range []string{"hbrouter.service", "hbserver@.service", "hbsettler@.service", "hbarchive.service", "hbarchive.timer", "hbverify.service", "hbverify.timer"} {
+	for _, want := range []string{"hbrouter.service", "hbserver@.service", "hbsettler@.service", "hbarchive.service", "hbarchive.timer", "hbverify.service", "hbverify.timer",
+		"hbwatch.service", "hbwatch-core.service"} {
 		if !slices.Contains(units, "deploy/systemd/"+want) {
 			t.Errorf("deploy/systemd/%s missing", want)
 		}
@@ -137,6 +138,8 @@ func TestSystemdUnitsRestart(t *testing.T) {
 		{"hbrouter.service", "always", 1, 5, true},
 		{"hbserver@.service", "always", 1, 5, true},
 		{"hbsettler@.service", "always", 1, 5, true},
+		{"hbwatch.service", "always", 1, 5, true},
+		{"hbwatch-core.service", "always", 1, 5, true},
 		{"hbarchive.service", "on-failure", 10, 600, false},
 	} {
 		t.Run(tc.unit, func(t *testing.T) {

@@ -15,7 +15,8 @@ import (
 	"github.com/hongbao-dev/hongbao/store/replication"
 )
 
-const coreUsage = "usage: hbctl core failover [--to HOST:PORT] [--accept-single-copy] | rejoin | status"
+const coreUsage = "usage: hbctl core failover [--to HOST:PORT] [--accept-single-copy] | rejoin | status | " +
+	"watch [--after 10s] [--interval 1s] [--probe-timeout 1s] [--accept-single-copy]"
 
 // cmdCore fails the core group (the meta and wallet databases' replicated
 // MariaDB) over, rejoins its old primary, or shows its members. It is
@@ -32,16 +33,20 @@ func cmdCore(ctx context.Context, e *env, args []string) error {
 	fs := flags("core "+verb, e)
 	cfgPath := fs.String("config", "configs/dev.yaml", "configuration file")
 	to := fs.String("to", "", "failover: the member to promote, host:port (default: the most advanced replica)")
-	single := fs.Bool("accept-single-copy", false, "failover: when no other replica follows the promoted one, "+
+	single := fs.Bool("accept-single-copy", false, "failover, watch: when no other replica follows the promoted one, "+
 		"let it write on one machine (asynchronous replication while it has no replica) instead of waiting for one")
+	wo := watchFlags(fs)
 	if err := parse(fs, args[1:]); err != nil {
 		return err
 	}
-	if !slices.Contains([]string{"failover", "rejoin", "status"}, verb) {
+	if !slices.Contains([]string{"failover", "rejoin", "status", "watch"}, verb) {
 		return usageError{coreUsage}
 	}
-	if verb != "failover" && (*to != "" || *single) {
-		return usageError{fmt.Sprintf("core %s: flags --to and --accept-single-copy are for failover", verb)}
+	if verb != "failover" && *to != "" {
+		return usageError{fmt.Sprintf("core %s: flag --to is for failover", verb)}
+	}
+	if verb != "failover" && verb != "watch" && *single {
+		return usageError{fmt.Sprintf("core %s: flag --accept-single-copy is for failover and watch", verb)}
 	}
 	if _, _, err := net.SplitHostPort(*to); *to != "" && err != nil {
 		return usageError{fmt.Sprintf("flag --to: %q is not host:port (a member of core.replicas, or meta_dsn's server)", *to)}
@@ -52,6 +57,10 @@ func cmdCore(ctx context.Context, e *env, args []string) error {
 	}
 	if len(cfg.CoreMembers()) == 0 {
 		return usageError{fmt.Sprintf("core %s: the configuration names no core replicas (core.replicas)", verb)}
+	}
+	if verb == "watch" {
+		wo.singleCopy = *single
+		return cmdCoreWatch(ctx, e, cfg, *cfgPath, *wo)
 	}
 	f := &failover{e: e, cfg: cfg.Replication}
 	members, err := f.coreMembers(ctx, cfg)

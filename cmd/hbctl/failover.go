@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"go.uber.org/zap"
 
 	"github.com/hongbao-dev/hongbao/configs"
 	"github.com/hongbao-dev/hongbao/router/topology"
@@ -71,30 +72,47 @@ func cmdFailover(ctx context.Context, e *env, verb, name, cfgPath string, o fail
 		return err
 	}
 	defer meta.Close()
-	t, err := topology.Load(ctx, meta)
+	// One failover or rejoin of a SET at a time, the watchdog's included;
+	// the group is read under the lock.
+	release, err := topology.LockFailover(ctx, meta, name)
 	if err != nil {
 		return err
 	}
+	defer release()
+	g, err := setGroup(ctx, meta, name)
+	if err != nil {
+		return err
+	}
+	f := &failover{e: e, cfg: cfg.Replication, g: g}
+	if verb == "rejoin" {
+		return f.rejoinAll(ctx)
+	}
+	return f.run(ctx, o)
+}
+
+// setGroup is SET name's replicated MariaDB as the meta database names it
+// now, publishing a failover there: what hbctl set failover, rejoin and
+// watch act on.
+func setGroup(ctx context.Context, meta *sql.DB, name string) (*group, error) {
+	t, err := topology.Load(ctx, meta)
+	if err != nil {
+		return nil, err
+	}
 	s, ok := t.Set(name)
 	if !ok {
-		return usageError{fmt.Sprintf("set %s: no SET named %q", verb, name)}
+		return nil, usageError{fmt.Sprintf("no SET named %q", name)}
 	}
 	if len(s.Replicas) == 0 {
-		return fmt.Errorf("SET %s has no replicas (sets[].replicas, hbctl set add --replicas)", s.Name)
+		return nil, fmt.Errorf("SET %s has no replicas (sets[].replicas, hbctl set add --replicas)", s.Name)
 	}
-	g := &group{name: "SET " + s.Name, primary: s.MySQLDSN, replicas: s.Replicas, rejoinCmd: "hbctl set rejoin " + s.Name,
+	return &group{name: "SET " + s.Name, primary: s.MySQLDSN, replicas: s.Replicas, rejoinCmd: "hbctl set rejoin " + s.Name,
 		publish: func(ctx context.Context, primary string, replicas []string) (string, error) {
 			v, err := topology.Failover(ctx, meta, s.Name, primary, replicas)
 			if err != nil {
 				return "", fmt.Errorf("%w (the promoted %s is writable: publish it by running failover again with --to it)", err, addrOf(primary))
 			}
 			return fmt.Sprintf("at topology version %d; servers and settlers follow within a second", v), nil
-		}}
-	f := &failover{e: e, cfg: cfg.Replication, g: g}
-	if verb == "rejoin" {
-		return f.rejoinAll(ctx)
-	}
-	return f.run(ctx, o)
+		}}, nil
 }
 
 // group is a replicated MariaDB that failover and rejoin act on: a SET's
@@ -117,6 +135,13 @@ type failover struct {
 	e   *env
 	cfg configs.Replication
 	g   *group
+	// log, when set, receives what failover says (hbctl set watch: the
+	// process's log) instead of stdout.
+	log *zap.Logger
+	// reroute maps a server's address to another one to dial instead, for
+	// every connection this process makes (HBCTL_TEST_REROUTE: a test cuts
+	// the watcher alone off from a server); nil: none.
+	reroute map[string]string
 }
 
 // admin opens a pool on dsn's server as the operator, with short timeouts:
@@ -127,16 +152,31 @@ func (f *failover) admin(dsn string) (*sql.DB, error) { return f.adminWait(dsn, 
 // adminWait is admin with reads waiting up to read (a statement that
 // waits on the server, e.g. MASTER_GTID_WAIT, needs longer).
 func (f *failover) adminWait(dsn string, read time.Duration) (*sql.DB, error) {
+	return f.adminTimeouts(dsn, 2*time.Second, read, dbTimeout)
+}
+
+// adminTimeouts is admin with the driver's dial, read and write timeouts.
+func (f *failover) adminTimeouts(dsn string, dial, read, write time.Duration) (*sql.DB, error) {
 	c, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("dsn: %w", err)
 	}
 	c.User, c.Passwd, c.DBName = f.cfg.AdminUser, f.cfg.AdminPassword, ""
-	c.Timeout, c.ReadTimeout, c.WriteTimeout = 2*time.Second, read, dbTimeout
+	c.Timeout, c.ReadTimeout, c.WriteTimeout = dial, read, write
+	if to, ok := f.reroute[c.Addr]; ok {
+		c.Addr = to
+	}
 	return schema.Open(c.FormatDSN(), 2)
 }
 
-func (f *failover) say(format string, args ...any) { fmt.Fprintf(f.e.stdout, format+"\n", args...) }
+// say reports a step: on stdout, or in the log when there is one.
+func (f *failover) say(format string, args ...any) {
+	if f.log != nil {
+		f.log.Info(fmt.Sprintf(format, args...))
+		return
+	}
+	fmt.Fprintf(f.e.stdout, format+"\n", args...)
+}
 
 // failoverOptions are hbctl set failover's flags.
 type failoverOptions struct {

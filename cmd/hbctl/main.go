@@ -35,8 +35,8 @@ func commands() []command {
 		{"verify", "verify: check invariants 1, 2 and 4 across every SET and the wallet", cmdVerify},
 		{"archive", "archive ensure|run|status [--as-of YYYY-MM-DD] [--dry-run]: the day-table archival cron (hbarchive)", cmdArchive},
 		{"topology", "topology init | show [--json] | move --bucket B --to SET: the bucket -> SET map", cmdTopology},
-		{"set", "set add NAME --servers A,B --mysql DSN --memcached A | list [--json] | drain NAME | remove NAME: the SETs", cmdSet},
-		{"core", "core failover [--to HOST:PORT] [--accept-single-copy] | rejoin | status: the meta and wallet databases' replicated MariaDB", cmdCore},
+		{"set", "set add NAME --servers A,B --mysql DSN --memcached A | list [--json] | drain NAME | remove NAME | failover NAME | rejoin NAME | watch [NAME...]: the SETs", cmdSet},
+		{"core", "core failover [--to HOST:PORT] [--accept-single-copy] | rejoin | status | watch: the meta and wallet databases' replicated MariaDB", cmdCore},
 		{"rebalance", "rebalance plan [--json] | apply [--parallel N] [--dry-run] | status [--json] | reverse: move buckets live", cmdRebalance},
 	}
 }

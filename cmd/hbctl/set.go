@@ -18,14 +18,22 @@ import (
 )
 
 const setUsage = "usage: hbctl set add NAME --servers A,B --mysql DSN [--replicas 'DSN ...'] --memcached A[,B] [--archive DSN] [--weight N] | list [--json] | " +
-	"drain NAME [--parallel N] | remove NAME | failover NAME [--to DSN] [--accept-single-copy] | rejoin NAME"
+	"drain NAME [--parallel N] | remove NAME | failover NAME [--to DSN] [--accept-single-copy] | rejoin NAME | " +
+	"watch [NAME...] [--after 10s] [--interval 1s] [--probe-timeout 1s] [--accept-single-copy]"
 
 func cmdSet(ctx context.Context, e *env, args []string) error {
 	if len(args) == 0 {
 		return usageError{setUsage}
 	}
 	verb, name, rest := args[0], "", args[1:]
-	if verb != "list" {
+	var names []string // watch: the SETs watched
+	switch verb {
+	case "list":
+	case "watch":
+		for len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
+			names, rest = append(names, rest[0]), rest[1:]
+		}
+	default:
 		if len(rest) == 0 || strings.HasPrefix(rest[0], "-") {
 			return usageError{fmt.Sprintf("set %s: the SET's NAME is required (%s)", verb, setUsage)}
 		}
@@ -37,8 +45,9 @@ func cmdSet(ctx context.Context, e *env, args []string) error {
 	dsn := fs.String("mysql", "", "add: the SET's MySQL DSN (user:pass@tcp(host:port)/)")
 	replicas := fs.String("replicas", "", "add: the DSNs of its MySQL's replicas, separated by spaces")
 	to := fs.String("to", "", "failover: the replica DSN to promote (default: the most advanced replica)")
-	single := fs.Bool("accept-single-copy", false, "failover: when no other replica follows the promoted one, "+
+	single := fs.Bool("accept-single-copy", false, "failover, watch: when no other replica follows the promoted one, "+
 		"let it write on one machine (asynchronous replication while it has no replica) instead of waiting for one")
+	wo := watchFlags(fs)
 	mcs := fs.String("memcached", "", "add: the SET's memcached, host:port,...")
 	archive := fs.String("archive", "", "add: the SET's archive DSN (default: its MySQL)")
 	weight := fs.Int("weight", 1, "add: the SET's share of the load relative to the others (1..100)")
@@ -63,6 +72,9 @@ func cmdSet(ctx context.Context, e *env, args []string) error {
 		return setAdd(ctx, e, *cfgPath, s)
 	case "failover", "rejoin":
 		return cmdFailover(ctx, e, verb, name, *cfgPath, failoverOptions{to: *to, singleCopy: *single})
+	case "watch":
+		wo.singleCopy = *single
+		return cmdSetWatch(ctx, e, *cfgPath, names, *wo)
 	case "list", "drain", "remove":
 	default:
 		return usageError{setUsage}

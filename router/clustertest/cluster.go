@@ -382,6 +382,16 @@ func (c *Cluster) CtlWith(env []string, args ...string) (string, error) {
 	return string(out), err
 }
 
+// StartCtl starts a long-running hbctl (e.g. set watch) with args, the
+// cluster's -config and the environment variables env, in the background
+// like the cluster's processes: its output goes to its Log, it is killed
+// when the test ends (Signal and Wait stop it gracefully).
+func (c *Cluster) StartCtl(t testing.TB, env []string, args ...string) *Process {
+	t.Helper()
+	return StartProcess(t, &Process{Kind: "hbctl", Name: strings.Join(args[:min(2, len(args))], "-"),
+		Bin: filepath.Join(c.bin, "hbctl"), Args: append(slices.Clone(args), "-config", c.Config), Env: env})
+}
+
 // MustCtl is Ctl failing the test when hbctl does.
 func (c *Cluster) MustCtl(t testing.TB, args ...string) string {
 	t.Helper()

@@ -25,6 +25,7 @@ type Process struct {
 	Ready      string   // host:port whose /readyz must answer 200 before a start is done; "" for none
 	Log        string   // where its output goes; StartProcess picks a file when empty
 	Admin      string   // host:port of its admin listener (metrics, health, pprof); "" for none
+	Env        []string // more environment variables, KEY=VALUE
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -102,7 +103,7 @@ func (p *Process) launch() error {
 	fmt.Fprintf(f, "=== %s start: %s %s\n", time.Now().Format(time.RFC3339Nano), filepath.Base(p.Bin), strings.Join(p.Args, " "))
 	cmd := exec.Command(p.Bin, p.Args...)
 	cmd.Stdout, cmd.Stderr = f, f
-	cmd.Env = Environ()
+	cmd.Env = append(Environ(), p.Env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		f.Close()

@@ -102,6 +102,36 @@ func Failover(ctx context.Context, meta *sql.DB, name, primary string, replicas 
 	})
 }
 
+// ErrFailoverBusy is returned by LockFailover when another failover or
+// rejoin of the SET holds its lock.
+var ErrFailoverBusy = errors.New("topology: another failover or rejoin of the SET is running")
+
+// LockFailover makes the caller the only one failing SET name over or
+// rejoining its old primary until release (an operator's hbctl set
+// failover and the watchdog's must never run at once): a MySQL user lock
+// on one connection of the meta database, dropped with it when the
+// holder dies.
+func LockFailover(ctx context.Context, meta *sql.DB, name string) (release func(), err error) {
+	conn, err := meta.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("topology: failover lock: %w", err)
+	}
+	key := "hb_failover:" + name
+	var got sql.NullInt64
+	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, 0)", key).Scan(&got); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("topology: failover lock: %w", err)
+	}
+	if got.Int64 != 1 {
+		conn.Close()
+		return nil, fmt.Errorf("%w: %s", ErrFailoverBusy, name)
+	}
+	return func() {
+		_, _ = conn.ExecContext(context.Background(), "SELECT RELEASE_LOCK(?)", key)
+		conn.Close()
+	}, nil
+}
+
 // change runs fn in a transaction holding the version row and bumps the
 // version: every change of the topology is one new version.
 func change(ctx context.Context, meta *sql.DB, fn func(*sql.Tx) error) (int64, error) {

@@ -451,3 +451,36 @@ func isError(err error, n uint16) bool {
 	var me *mysql.MySQLError
 	return errors.As(err, &me) && me.Number == n
 }
+
+// Unacknowledged reports why db's server, as a primary, could acknowledge
+// a commit that no replica has received ("" when it cannot): semi-sync
+// master off, a wait point other than AFTER_SYNC (the commit is visible
+// before a replica has it), rpl_semi_sync_master_wait_no_slave off (it
+// commits alone while no replica is connected), or a timeout short of
+// WaitForever (it degrades to asynchronous replication). An automatic
+// failover is safe only while it cannot: a primary cut off from its
+// replicas, and only from them, then commits nothing.
+func Unacknowledged(ctx context.Context, db *sql.DB) (string, error) {
+	var enabled, waitNoSlave int
+	var timeoutMS int64
+	var point string
+	err := db.QueryRowContext(ctx, "SELECT @@GLOBAL.rpl_semi_sync_master_enabled, @@GLOBAL.rpl_semi_sync_master_wait_point, "+
+		"@@GLOBAL.rpl_semi_sync_master_wait_no_slave, @@GLOBAL.rpl_semi_sync_master_timeout").Scan(&enabled, &point, &waitNoSlave, &timeoutMS)
+	if err != nil {
+		return "", fmt.Errorf("replication: semi-sync settings: %w", err)
+	}
+	var why []string
+	if enabled != 1 {
+		why = append(why, "rpl_semi_sync_master_enabled off")
+	}
+	if point != "AFTER_SYNC" {
+		why = append(why, "rpl_semi_sync_master_wait_point "+point)
+	}
+	if waitNoSlave != 1 {
+		why = append(why, "rpl_semi_sync_master_wait_no_slave off (--accept-single-copy until a rejoin)")
+	}
+	if timeoutMS < TimeoutMS(0) {
+		why = append(why, fmt.Sprintf("rpl_semi_sync_master_timeout %d ms (degrades to asynchronous)", timeoutMS))
+	}
+	return strings.Join(why, ", "), nil
+}

@@ -213,30 +213,33 @@ mariadb_install() {
 }
 
 # seed_dump SOCKET FILE: a consistent dump of the primary at SOCKET, with
-# its GTID position, to seed a replica from. DDL waits for the dump's
-# duration (BACKUP STAGE BLOCK_DDL, what mariadb-backup takes), writes go
-# on: a table created after the dump's snapshot (a day table the store or
-# the archiver creates on first use, as after a failover under load) fails
-# a --single-transaction dump with error 1412. The lock's session is held
-# open beside the dump and ended explicitly, so the lock is known to be held
-# before the snapshot and gone after.
+# its GTID position, to seed a replica from. A table created after the
+# dump's snapshot (a day table the store or the archiver creates on first
+# use, as after a failover under load) fails a --single-transaction dump
+# with error 1412; the dump is then taken again, every second for up to
+# HB_SEED_RETRY_SECONDS (300), until one finds no such table: the creation
+# runs stop (an ensure over every day table takes a minute or two). Not
+# BACKUP STAGE BLOCK_DDL held beside the dump, which holds DDL off but was
+# seen to crash a MariaDB 10.11 primary (SIGSEGV) under the dump once.
 seed_dump() {
-  local psock=$1 out=$2 line="" rc=0 r w
-  coproc DDL_LOCK { exec mariadb --no-defaults -uroot --socket="$psock" --unbuffered -N 2>&1; }
-  r=${DDL_LOCK[0]:-} w=${DDL_LOCK[1]:-}
-  [ -n "$w" ] && echo "BACKUP STAGE START; BACKUP STAGE BLOCK_DDL; SELECT 'ddl-blocked';" >&"$w" &&
-    read -r -t 120 line <&"$r" || true
-  if [ "$line" = ddl-blocked ]; then
-    { echo "SET sql_log_bin = 0;"
+  local psock=$1 out=$2 attempt=0 deadline=$((SECONDS + ${HB_SEED_RETRY_SECONDS:-300}))
+  while :; do
+    attempt=$((attempt + 1))
+    if { echo "SET sql_log_bin = 0;"
       mariadb-dump --no-defaults -uroot --socket="$psock" --all-databases --single-transaction --gtid --master-data=2 \
-        --routines --events; } >"$out" || rc=$?
-    echo "BACKUP STAGE END;" >&"$w"
-  else
-    echo "could not block DDL on $psock for the dump: ${line:-no answer}" >&2; rc=1
-  fi
-  [ -n "$w" ] && exec {w}>&-
-  wait "${DDL_LOCK_PID:-}" 2>/dev/null || true
-  return "$rc"
+        --routines --events; } >"$out" 2>"$out.err"; then
+      rm -f "$out.err"
+      return 0
+    fi
+    if grep -q "Error 1412" "$out.err" && [ "$SECONDS" -lt "$deadline" ]; then
+      echo "seed dump attempt $attempt: a table was created during the dump ($(head -c 200 "$out.err")); trying again" >&2
+      sleep 1
+      continue
+    fi
+    cat "$out.err" >&2
+    rm -f "$out.err"
+    return 1
+  done
 }
 
 # mariadb_replica NAME PORT SERVER_ID PRIMARY: a replica of SET database

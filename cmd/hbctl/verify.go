@@ -66,30 +66,17 @@ func cmdVerify(ctx context.Context, e *env, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	var snaps []*store.Snapshot
 	var closers []func() // each snapshot before its pools: in reverse
 	defer func() {
 		for i := len(closers) - 1; i >= 0; i-- {
 			closers[i]()
 		}
 	}()
-	var bad []string
-	var sum store.SetTotals
-	var lost []setOrphans
-	for _, sc := range sets {
-		r, err := readSet(ctx, e, cfg, sc, before, &closers)
-		if err != nil {
-			return fmt.Errorf("SET %s: %w", sc.Name, err)
-		}
-		snaps = append(snaps, r.snap)
-		bad = append(bad, r.snap.Bad...)
-		for _, o := range r.orphans {
-			bad = append(bad, fmt.Sprintf("SET %s: %s", sc.Name, o))
-		}
-		if len(r.orphans) > 0 {
-			lost = append(lost, r)
-		}
+	snaps, bad, lost, err := readSets(ctx, e, cfg, sets, before, &closers)
+	if err != nil {
+		return err
 	}
+	var sum store.SetTotals
 	ws, err := w.Snapshot(ctx)
 	if err != nil {
 		return err
@@ -304,6 +291,28 @@ type setOrphans struct {
 	loc     *time.Location
 	snap    *store.Snapshot
 	orphans []store.Orphan
+}
+
+// readSets reads every SET (readSet) and returns their snapshots, their
+// violations (of invariants 1 and 2, and an orphan is one) and the SETs
+// with orphans.
+func readSets(ctx context.Context, e *env, cfg *configs.Config, sets []configs.Set, before time.Time,
+	closers *[]func()) (snaps []*store.Snapshot, bad []string, lost []setOrphans, err error) {
+	for _, sc := range sets {
+		r, err := readSet(ctx, e, cfg, sc, before, closers)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("SET %s: %w", sc.Name, err)
+		}
+		snaps = append(snaps, r.snap)
+		bad = append(bad, r.snap.Bad...)
+		for _, o := range r.orphans {
+			bad = append(bad, fmt.Sprintf("SET %s: %s", sc.Name, o))
+		}
+		if len(r.orphans) > 0 {
+			lost = append(lost, r)
+		}
+	}
+	return snaps, bad, lost, nil
 }
 
 // readSet opens SET sc's pools and snapshot (appending what closes them to

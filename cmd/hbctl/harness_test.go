@@ -60,15 +60,8 @@ func bucketsOf(t testing.TB, c *clustertest.Cluster, name string) []hongbao.Buck
 func sendInto(t testing.TB, c *clustertest.Cluster, b hongbao.Bucket, count, opens int) (hongbao.PacketID, map[hongbao.UserID]int64) {
 	t.Helper()
 	sender := user()
-	var key string
-	for i := 0; ; i++ {
-		key = "k-" + strconv.Itoa(i) + "-" + sender.String()
-		if hongbao.BucketFor(sender, []byte(key)) == b {
-			break
-		}
-	}
 	cl := c.Client.Retrying(10 * time.Second)
-	r := cl.Send(sender, hongbao.SendRequest{Total: int64(100 * count), Count: count, Type: hongbao.Random}, key)
+	r := cl.Send(sender, hongbao.SendRequest{Total: int64(100 * count), Count: count, Type: hongbao.Random}, keyInto(sender, b))
 	if r.Status != http.StatusCreated && r.Status != http.StatusOK {
 		t.Fatalf("send into bucket %d: %v", b, r)
 	}
@@ -86,6 +79,16 @@ func sendInto(t testing.TB, c *clustertest.Cluster, b hongbao.Bucket, count, ope
 		shares[u] = o.Body.Amount
 	}
 	return id, shares
+}
+
+// keyInto returns an Idempotency-Key that puts sender's send into bucket b.
+func keyInto(sender hongbao.UserID, b hongbao.Bucket) string {
+	for i := 0; ; i++ {
+		key := "k-" + strconv.Itoa(i) + "-" + sender.String()
+		if hongbao.BucketFor(sender, []byte(key)) == b {
+			return key
+		}
+	}
 }
 
 // sharesOn reads packet id's shares from SET set's MySQL (nil: no such

@@ -5,9 +5,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/cmd/internal/settings"
+	"github.com/hongbao-dev/hongbao/configs"
 	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store"
 	"github.com/hongbao-dev/hongbao/store/wallet"
@@ -29,13 +31,25 @@ import (
 // snapshot has was written after the SETs were read: it is not counted,
 // but its source must exist now, else it is a violation. Pending packets
 // count as paid when the wallet's snapshot has their debit.
+//
+// In each SET's snapshot it also looks for orphans (store.Orphan): packets
+// past their expiry by more than --sweep-after, not settled, without the
+// mark the settler scans to settle them. Their money is conserved (held)
+// but never refunded, so each is a violation; --restore-marks writes their
+// marks back, and the settlers then settle them.
 func cmdVerify(ctx context.Context, e *env, args []string) (err error) {
 	fs := flags("verify", e)
 	cfgPath := fs.String("config", "configs/dev.yaml", "configuration file")
 	textfile := fs.String("textfile", "", "also write the result as Prometheus metrics to this file (hongbao_verify_ok, for node_exporter's textfile collector)")
+	sweepAfter := fs.Duration("sweep-after", 30*time.Second, "hbsettler's -sweep-after: a packet past its expiry by more than this without the mark that settles it is an orphan")
+	restore := fs.Bool("restore-marks", false, "write back the marks the orphans found lack (one transaction per SET), so that the settlers settle them")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
+	if *sweepAfter < 0 {
+		return usageError{"--sweep-after must not be negative"}
+	}
+	before := time.Now().Add(-*sweepAfter) // before any snapshot: a packet younger is no orphan
 	if *textfile != "" {
 		defer func() { err = errors.Join(err, writeVerify(*textfile, err == nil)) }()
 	}
@@ -52,39 +66,17 @@ func cmdVerify(ctx context.Context, e *env, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	var snaps []*store.Snapshot
 	var closers []func() // each snapshot before its pools: in reverse
 	defer func() {
 		for i := len(closers) - 1; i >= 0; i-- {
 			closers[i]()
 		}
 	}()
-	var bad []string
-	var sum store.SetTotals
-	for _, sc := range sets {
-		db, cold, closeDBs, err := openSetDBs(sc.MySQLDSN, sc.Cold())
-		if err != nil {
-			return fmt.Errorf("SET %s: %w", sc.Name, err)
-		}
-		closers = append(closers, closeDBs)
-		// A fleet with a topology: each SET counts the buckets its fence
-		// holds, so a SET sharing a MySQL, a move's copy on its target or
-		// a source's copy in its grace period is counted once.
-		name := sc.Name
-		if cfg.MetaDSN == "" {
-			name = ""
-		}
-		s, err := store.OpenSnapshot(ctx, db, cold, name, cfg.Location())
-		if err != nil {
-			return fmt.Errorf("SET %s: %w", sc.Name, err)
-		}
-		snaps = append(snaps, s)
-		closers = append(closers, func() { s.Close() })
-		t := s.Totals
-		fmt.Fprintf(e.stdout, "SET %s: %d funded packets, %d shares, %d fen held, %d fen in outbox: invariants 1 and 2 checked\n",
-			sc.Name, t.Packets, t.Details, t.Held, t.OutboxOpen+t.OutboxRef)
-		bad = append(bad, s.Bad...)
+	snaps, bad, lost, err := readSets(ctx, e, cfg, sets, before, &closers)
+	if err != nil {
+		return err
 	}
+	var sum store.SetTotals
 	ws, err := w.Snapshot(ctx)
 	if err != nil {
 		return err
@@ -118,10 +110,15 @@ func cmdVerify(ctx context.Context, e *env, args []string) (err error) {
 	bad = append(bad, money(wt, sum)...)
 	fmt.Fprintf(e.stdout, "invariant 4: debits %d == credits %d + refunds %d + held %d + pending paid %d + outbox %d\n",
 		wt.Debits, wt.Credits, wt.Refunds, sum.Held, sum.PendingPaid, sum.OutboxOpen+sum.OutboxRef)
-	if len(bad) > 0 {
-		for _, v := range bad {
-			fmt.Fprintln(e.stdout, "VIOLATION:", v)
+	for _, v := range bad {
+		fmt.Fprintln(e.stdout, "VIOLATION:", v)
+	}
+	if *restore {
+		if err := restoreMarks(ctx, e, lost); err != nil {
+			return err
 		}
+	}
+	if len(bad) > 0 {
 		return errors.New(fmt.Sprint(len(bad), " violation(s)"))
 	}
 	fmt.Fprintln(e.stdout, "OK: every invariant holds")
@@ -284,4 +281,101 @@ func add(a, b store.SetTotals) store.SetTotals {
 	a.OutboxRef += b.OutboxRef
 	a.OutboxOpenN += b.OutboxOpenN
 	return a
+}
+
+// setOrphans is one SET as verify read it: its pool, its snapshot and the
+// orphans found in it.
+type setOrphans struct {
+	sc      configs.Set
+	db      *sql.DB
+	loc     *time.Location
+	snap    *store.Snapshot
+	orphans []store.Orphan
+}
+
+// readSets reads every SET (readSet) and returns their snapshots, their
+// violations (of invariants 1 and 2, and an orphan is one) and the SETs
+// with orphans.
+func readSets(ctx context.Context, e *env, cfg *configs.Config, sets []configs.Set, before time.Time,
+	closers *[]func()) (snaps []*store.Snapshot, bad []string, lost []setOrphans, err error) {
+	for _, sc := range sets {
+		r, err := readSet(ctx, e, cfg, sc, before, closers)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("SET %s: %w", sc.Name, err)
+		}
+		snaps = append(snaps, r.snap)
+		bad = append(bad, r.snap.Bad...)
+		for _, o := range r.orphans {
+			bad = append(bad, fmt.Sprintf("SET %s: %s", sc.Name, o))
+		}
+		if len(r.orphans) > 0 {
+			lost = append(lost, r)
+		}
+	}
+	return snaps, bad, lost, nil
+}
+
+// readSet opens SET sc's pools and snapshot (appending what closes them to
+// closers), prints its totals and lists its orphans expired before before.
+func readSet(ctx context.Context, e *env, cfg *configs.Config, sc configs.Set, before time.Time, closers *[]func()) (setOrphans, error) {
+	r := setOrphans{sc: sc, loc: cfg.Location()}
+	db, cold, closeDBs, err := openSetDBs(sc.MySQLDSN, sc.Cold())
+	if err != nil {
+		return r, err
+	}
+	*closers = append(*closers, closeDBs)
+	r.db = db
+	// A fleet with a topology: each SET counts the buckets its fence
+	// holds, so a SET sharing a MySQL, a move's copy on its target or a
+	// source's copy in its grace period is counted once.
+	name := sc.Name
+	if cfg.MetaDSN == "" {
+		name = ""
+	}
+	if r.snap, err = store.OpenSnapshot(ctx, db, cold, name, r.loc); err != nil {
+		return r, err
+	}
+	s := r.snap
+	*closers = append(*closers, func() { s.Close() })
+	t := s.Totals
+	fmt.Fprintf(e.stdout, "SET %s: %d funded packets, %d shares, %d fen held, %d fen in outbox: invariants 1 and 2 checked\n",
+		sc.Name, t.Packets, t.Details, t.Held, t.OutboxOpen+t.OutboxRef)
+	if r.orphans, err = s.Orphans(ctx, before); err != nil {
+		return r, err
+	}
+	fmt.Fprintf(e.stdout, "SET %s: %d orphan packets (expired before %s, not settled, without the mark that settles them)\n",
+		sc.Name, len(r.orphans), before.UTC().Format(time.RFC3339))
+	return r, nil
+}
+
+// restoreMarks writes back the orphans' marks, one transaction per SET,
+// and says what it did for each.
+func restoreMarks(ctx context.Context, e *env, lost []setOrphans) error {
+	for _, r := range lost {
+		st := store.New(r.db, r.sc.Name, r.loc, time.Now, nil)
+		done, err := st.RestoreMarks(ctx, r.orphans)
+		if err != nil {
+			return fmt.Errorf("SET %s: %w", r.sc.Name, err)
+		}
+		for _, d := range done {
+			switch {
+			case d.Skipped != "":
+				fmt.Fprintf(e.stdout, "SET %s: packet %d: no mark written: %s\n", r.sc.Name, d.Packet, d.Skipped)
+			default:
+				fmt.Fprintf(e.stdout, "SET %s: packet %d: restored its %s: the settler settles it\n", r.sc.Name, d.Packet, marks(d))
+			}
+		}
+	}
+	return nil
+}
+
+// marks names the marks d wrote.
+func marks(d store.Restored) string {
+	switch {
+	case d.Expiry && d.Pending:
+		return "expiry and pending marks"
+	case d.Pending:
+		return "pending mark"
+	}
+	return "expiry mark"
 }

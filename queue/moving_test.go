@@ -97,7 +97,7 @@ func TestMovingLongerThanTxTimeout(t *testing.T) {
 	if !errors.Is(r.err, hongbao.ErrMoving) || hongbao.Code(r.err) != "busy" {
 		t.Fatalf("open of a bucket frozen past TxTimeout: %+v, %v; want ErrMoving (busy)", r.res, r.err)
 	}
-	if took := time.Since(began); took < 200*time.Millisecond || took > 2*time.Second {
+	if took := time.Since(began); took < 200*time.Millisecond || took > 5*time.Second { // 5 s: room for a loaded machine
 		t.Errorf("answered busy after %v, want about TxTimeout (300 ms)", took)
 	}
 }

@@ -171,8 +171,8 @@ func TestRebalanceMetaDown(t *testing.T) {
 	if err := json.Unmarshal(rec.Body.Bytes(), &st); err != nil || rec.Code != 200 {
 		t.Fatalf("status: %d %v %s", rec.Code, err, rec.Body.String())
 	}
-	if took := time.Since(start); took > 2*time.Second {
-		t.Errorf("the status took %v with the meta DB silent, want under 2 s", took)
+	if took := time.Since(start); took > 5*time.Second { // the journal read gives up at 0.7 s; room for a loaded machine
+		t.Errorf("the status took %v with the meta DB silent, want about 0.7 s", took)
 	}
 	if st.Rebalance != nil || st.RebalanceError == "" || len(st.Sets) != 2 || st.Sets[0].Buckets != 500 {
 		t.Errorf("meta DB down: rebalance %+v, error %q, %d SETs; want none, an error, the 2 SETs", st.Rebalance, st.RebalanceError, len(st.Sets))

@@ -30,6 +30,7 @@ type Config struct {
 	Cache          Cache    `yaml:"cache"`
 	Router         Router   `yaml:"router"`
 	Archive        Archive  `yaml:"archive"`
+	Settle         Settle   `yaml:"settle"`
 	Admin          Admin    `yaml:"admin"`
 	Dashboard      Console  `yaml:"dashboard"`
 	Sets           []Set    `yaml:"sets"`
@@ -45,6 +46,15 @@ type Config struct {
 	DBConns       int      `yaml:"db_conns"` // MySQL pool size per server
 	ShutdownGrace Duration `yaml:"shutdown_grace"`
 	LogLevel      string   `yaml:"log_level"` // debug, info, warn, error
+}
+
+// Settle tunes the settlers and what hbctl verify expects of them.
+type Settle struct {
+	// SweepAfter is how old a pending send must be before the settler's
+	// sweeper decides it (funds or cancels it); hbctl verify calls a
+	// packet past its expiry by more than this, without the mark that
+	// settles it, an orphan. One key for both, so they cannot disagree.
+	SweepAfter Duration `yaml:"sweep_after"`
 }
 
 // Limits bound what a sender may create (fen, shares, time).
@@ -281,6 +291,7 @@ func Defaults() *Config {
 		Cache:         Cache{Timeout: Duration(200 * time.Millisecond), Conns: 64},
 		Router:        Router{Listen: "127.0.0.1:8080", RouterLimits: defaultRouterLimits(), Coalesce: Coalesce{Batch: 64, InFlight: 2}},
 		Archive:       Archive{RetentionDays: 7, AheadDays: 2},
+		Settle:        Settle{SweepAfter: Duration(30 * time.Second)},
 		Replication:   Replication{AdminUser: "root", User: "repl", WaitApplied: Duration(time.Minute), MaxReplicaLag: Duration(time.Second)},
 		Admin:         Admin{Router: "127.0.0.1:9080", Server: "127.0.0.1:9081", Settler: "127.0.0.1:9082", DrainGrace: Duration(2 * time.Second)},
 		DBConns:       64,
@@ -341,6 +352,9 @@ func (c *Config) Check() error {
 	}
 	if c.Replication.MaxReplicaLag < 0 {
 		errs = append(errs, errors.New("replication: max_replica_lag must be at least 0"))
+	}
+	if c.Settle.SweepAfter <= 0 {
+		errs = append(errs, errors.New("settle: sweep_after must be positive"))
 	}
 	if a := c.Archive; a.AheadDays < 0 || a.AheadDays > 7 {
 		errs = append(errs, errors.New("archive: ahead_days must be between 0 and 7"))

@@ -39,19 +39,22 @@ func run(args []string) error {
 	cfgPath := fs.String("config", "configs/dev.yaml", "configuration file")
 	setName := fs.String("set", "", "name of the SET to settle (required)")
 	adminAddr := fs.String("admin", "", "admin listener (metrics, health, pprof; default: admin.settler of the config, \"off\" for none)")
-	sweepAfter := fs.Duration("sweep-after", 30*time.Second, "age at which a pending send is decided by the sweeper")
+	sweepAfter := fs.Duration("sweep-after", 0, "age at which a pending send is decided by the sweeper (default: settle.sweep_after of the config, 30s)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *setName == "" {
 		return errors.New("flag -set: required")
 	}
-	if *sweepAfter <= 0 {
+	if *sweepAfter < 0 {
 		return errors.New("flag -sweep-after: must be positive")
 	}
 	cfg, err := configs.Load(*cfgPath, os.Environ())
 	if err != nil {
 		return err
+	}
+	if *sweepAfter == 0 {
+		*sweepAfter = cfg.Settle.SweepAfter.D()
 	}
 	// The meta database's SET when there is one: a SET added at run time
 	// need not be in this host's configuration file.

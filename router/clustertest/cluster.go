@@ -57,7 +57,7 @@ type Options struct {
 	Sets          int           // number of SETs, named "a", "b", ...; default 2
 	ServersPerSet int           // hbserver processes per SET; default 2
 	Expiry        time.Duration // life of a packet (limits.expiry); default 24h
-	SweepAfter    time.Duration // hbsettler -sweep-after; default 5s
+	SweepAfter    time.Duration // settle.sweep_after (the settlers' and hbctl verify's); default 5s
 	// NoSettlers starts no hbsettler: the wallet credits of opens stay in
 	// their SET's outbox, where a test can read them.
 	NoSettlers bool
@@ -241,9 +241,9 @@ func Start(t testing.TB, opts Options) *Cluster {
 	WriteConfig(t, c.Config, Config{Secret: c.secret, InternalSecret: c.InternalSecret, Expiry: opts.Expiry,
 		Router: c.routerAddr, RouterExtra: opts.RouterYAML, MetaDSN: c.MetaDSN, WalletDSN: c.WalletDSN, Sets: c.Sets,
 		CoreReplicas: core[min(1, len(core)):],
-		Extra: fmt.Sprintf("dev_grant: %d\narchive:\n  textfile: %q\ndashboard:\n  verify_textfile: %q\n"+
+		Extra: fmt.Sprintf("dev_grant: %d\narchive:\n  textfile: %q\ndashboard:\n  verify_textfile: %q\nsettle:\n  sweep_after: %s\n"+
 			"replication:\n  semi_sync_timeout: %s\n  admin_user: root\n  admin_password: \"\"\n  user: %s\n  password: %s\n  wait_applied: 30s\n",
-			opts.DevGrant, c.ArchiveTextfile, c.VerifyTextfile, opts.SemiSyncTimeout, dbtest.ReplUser, dbtest.ReplPassword)})
+			opts.DevGrant, c.ArchiveTextfile, c.VerifyTextfile, opts.SweepAfter, opts.SemiSyncTimeout, dbtest.ReplUser, dbtest.ReplPassword)})
 
 	c.MustCtl(t, "topology", "init")
 	for _, s := range all {
@@ -302,7 +302,7 @@ func (c *Cluster) addSet(s Set) []*Process {
 	if !c.opts.NoSettlers {
 		adm := s.SettlerAdmin
 		ps = append(ps, &Process{Kind: Settler, Name: s.Name, Bin: filepath.Join(c.bin, "hbsettler"), Admin: adm,
-			Args: []string{"-config", c.Config, "-set", s.Name, "-sweep-after", c.opts.SweepAfter.String(), "-admin", adm}})
+			Args: []string{"-config", c.Config, "-set", s.Name, "-admin", adm}})
 	}
 	for _, p := range ps {
 		c.add(p)

@@ -169,9 +169,13 @@ func (s *Snapshot) Sources(ctx context.Context, keys []string) (map[string]bool,
 }
 
 // SourcesNow is Sources against the SET's MySQL as it is now, outside the
-// snapshot: where an entry written after the snapshot must find its source.
+// snapshot and in every bucket's tables: where an entry written after the
+// snapshot must find its source. Every bucket, not the snapshot's: the
+// bucket may have moved since (its rows are then on the target, and on
+// the source until its grace ends), and any copy of the source shows that
+// it exists; callers ask every SET.
 func (s *Snapshot) SourcesNow(ctx context.Context, keys []string) (map[string]bool, error) {
-	return sources(ctx, s.db, s.loc, s.owned, keys)
+	return sources(ctx, s.db, s.loc, nil, keys)
 }
 
 // Close ends the snapshot's transaction and gives its connection back.

@@ -64,7 +64,8 @@ const settleFor = 10 * time.Second
 // ownerView is what the meta database and the SETs' fences said around
 // the opening of one pass's snapshots.
 type ownerView struct {
-	t0, t1 *topology.Map
+	v0, v1 int64                            // the topology's versions
+	t0, t1 func(hongbao.Bucket) string      // the topology's owners
 	d0, d1 map[hongbao.Bucket]topology.Move // Disowning moves by bucket
 	fences map[string]map[hongbao.Bucket]bool
 }
@@ -77,16 +78,16 @@ func assign(v ownerView) (map[string]map[hongbao.Bucket]bool, []hongbao.Bucket) 
 	for name := range v.fences {
 		counted[name] = map[hongbao.Bucket]bool{}
 	}
-	if v.t1.Version < v.t0.Version { // the meta database went back: a failover
+	if v.v1 < v.v0 { // the meta database went back: a failover
 		return counted, schema.AllBuckets()
 	}
 	var unsettled []hongbao.Bucket
 	for b := range hongbao.Bucket(hongbao.Buckets) {
-		owner := v.t1.Owner(b).Name
+		owner := v.t1(b)
 		m0, in0 := v.d0[b]
 		_, in1 := v.d1[b]
 		switch {
-		case v.t0.Owner(b).Name != owner:
+		case v.t0(b) != owner:
 			unsettled = append(unsettled, b)
 		case v.fences[owner][b]:
 			counted[owner][b] = true
@@ -149,9 +150,11 @@ func openPass(ctx context.Context, meta *sql.DB, pools []setPools, loc *time.Loc
 	}()
 	var v ownerView
 	if meta != nil {
-		if v.t0, v.d0, err = readOwners(ctx, meta); err != nil {
+		t0, d0, err := readOwners(ctx, meta)
+		if err != nil {
 			return nil, nil, err
 		}
+		v.v0, v.t0, v.d0 = t0.Version, ownerOf(t0), d0
 	}
 	v.fences = map[string]map[hongbao.Bucket]bool{}
 	for _, p := range pools {
@@ -169,9 +172,11 @@ func openPass(ctx context.Context, meta *sql.DB, pools []setPools, loc *time.Loc
 		if v.d1, err = topology.DisowningMoves(ctx, meta); err != nil {
 			return nil, nil, err
 		}
-		if v.t1, err = topology.Load(ctx, meta); err != nil {
+		t1, err := topology.Load(ctx, meta)
+		if err != nil {
 			return nil, nil, err
 		}
+		v.v1, v.t1 = t1.Version, ownerOf(t1)
 		if counted, unsettled = assign(v); len(unsettled) > 0 {
 			return snaps, unsettled, nil
 		}
@@ -192,6 +197,11 @@ func readOwners(ctx context.Context, meta *sql.DB) (*topology.Map, map[hongbao.B
 	}
 	d, err := topology.DisowningMoves(ctx, meta)
 	return t, d, err
+}
+
+// ownerOf is t's owner of a bucket, by name.
+func ownerOf(t *topology.Map) func(hongbao.Bucket) string {
+	return func(b hongbao.Bucket) string { return t.Owner(b).Name }
 }
 
 // closeAll closes snapshots, for a pass read again or given up.

@@ -310,7 +310,7 @@ func readSets(ctx context.Context, e *env, cfg *configs.Config, sets []configs.S
 		// A fleet with a topology: each SET counts the buckets assign
 		// gives it, so a SET sharing a MySQL, a move's copy on its target
 		// or a source's copy in its grace period is counted once.
-		pools[i] = setPools{name: sc.Name, db: db, cold: cold}
+		pools[i] = setPools{set: sc.Name, name: sc.Name, db: db, cold: cold}
 		if cfg.MetaDSN == "" {
 			pools[i].name = ""
 		}

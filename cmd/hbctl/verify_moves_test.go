@@ -1,9 +1,11 @@
 package main_test
 
 import (
+	"database/sql"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,6 +52,39 @@ func TestVerifyDuringHandover(t *testing.T) {
 			c.CheckInvariants(t)
 		})
 	}
+	t.Run("stuck", func(t *testing.T) { verifyRefusesAStuckHandover(t, c, own[30], a, b) })
+}
+
+// verifyRefusesAStuckHandover: a move journalled Disowning (no lease, so
+// no server finishes it) whose source's fence gave bucket up while the
+// target's does not hold it: no SET's copy can be trusted, and verify,
+// after reading again for its 10 s, fails naming the bucket, never OK.
+func verifyRefusesAStuckHandover(t *testing.T, c *clustertest.Cluster, bucket hongbao.Bucket, from, to string) {
+	t.Helper()
+	sendInto(t, c, bucket, 10, 4)
+	var version int64
+	if err := c.DB(from).QueryRow("SELECT version FROM hb_fence.owned WHERE set_name = ? AND bucket = ?", from, int(bucket)).Scan(&version); err != nil {
+		t.Fatal(err)
+	}
+	exec := func(db interface {
+		Exec(string, ...any) (sql.Result, error)
+	}, q string, args ...any) {
+		t.Helper()
+		if _, err := db.Exec(q, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exec(c.Meta(), `INSERT INTO hb_meta.moves (rebalance_id, bucket, from_set, to_set, step, updated_at, error)
+		VALUES (999999, ?, ?, ?, 'disowning', NOW(3), '')`, int(bucket), from, to)
+	exec(c.DB(from), "DELETE FROM hb_fence.owned WHERE set_name = ? AND bucket = ?", from, int(bucket))
+	out, err := c.Ctl("verify")
+	exec(c.DB(from), "INSERT INTO hb_fence.owned (set_name, bucket, version) VALUES (?, ?, ?)", from, int(bucket), version)
+	exec(c.Meta(), "DELETE FROM hb_meta.moves WHERE rebalance_id = 999999")
+	if err == nil || strings.Contains(out, "OK: every invariant holds") ||
+		!strings.Contains(out, "were being handed over") || !strings.Contains(out, strconv.Itoa(int(bucket))) {
+		t.Errorf("verify with bucket %d stuck in its handover: %v, want an error naming it\n%s", bucket, err, out)
+	}
+	c.CheckInvariants(t)
 }
 
 // pauseMove starts `hbctl topology move` of bucket to SET to, paused at

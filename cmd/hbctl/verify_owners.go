@@ -108,7 +108,8 @@ func assign(v ownerView) (map[string]map[hongbao.Bucket]bool, []hongbao.Bucket) 
 
 // setPools are one SET's pools, open for the whole verify.
 type setPools struct {
-	name     string // "": every table (no meta database)
+	set      string // its name
+	name     string // its fence's name; "": every table (no meta database)
 	db, cold *sql.DB
 }
 
@@ -160,7 +161,7 @@ func openPass(ctx context.Context, meta *sql.DB, pools []setPools, loc *time.Loc
 	for _, p := range pools {
 		s, err := store.BeginSnapshot(ctx, p.db, p.name, loc)
 		if err != nil {
-			return nil, nil, fmt.Errorf("SET %s: %w", p.name, err)
+			return nil, nil, fmt.Errorf("SET %s: %w", p.set, err)
 		}
 		snaps = append(snaps, s)
 		v.fences[p.name] = s.Fence()
@@ -183,7 +184,7 @@ func openPass(ctx context.Context, meta *sql.DB, pools []setPools, loc *time.Loc
 	}
 	for i, p := range pools {
 		if err := snaps[i].Count(ctx, p.cold, counted[p.name]); err != nil {
-			return nil, nil, fmt.Errorf("SET %s: %w", p.name, err)
+			return nil, nil, fmt.Errorf("SET %s: %w", p.set, err)
 		}
 	}
 	return snaps, nil, nil

@@ -34,7 +34,8 @@ type Snapshot struct {
 	conn  *sql.Conn
 	db    *sql.DB
 	loc   *time.Location          // the cluster's time zone: day tables
-	owned map[hongbao.Bucket]bool // nil: every bucket
+	set   string                  // "": every table
+	owned map[hongbao.Bucket]bool // the fence, then what Count counts; nil: every bucket
 }
 
 // Pending is a packet not yet funded: its debit may or may not be in the
@@ -56,19 +57,36 @@ type Owed struct {
 // archive (cold) and keeps the snapshot open; Close ends it. loc is the
 // cluster's time zone (a packet's day table).
 func OpenSnapshot(ctx context.Context, db, cold *sql.DB, set string, loc *time.Location) (*Snapshot, error) {
+	s, err := BeginSnapshot(ctx, db, set, loc)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Count(ctx, cold, s.owned); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// BeginSnapshot opens the consistent snapshot of SET set in db and reads
+// only its fence in it (Fence), so that a caller opening several SETs'
+// snapshots can open them all within milliseconds and then choose, for
+// every bucket, the one snapshot that counts it (Count). On error the
+// snapshot is closed.
+func BeginSnapshot(ctx context.Context, db *sql.DB, set string, loc *time.Location) (*Snapshot, error) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("store: snapshot: %w", err)
 	}
-	s := &Snapshot{conn: conn, db: db, loc: loc}
-	if err := s.read(ctx, cold, set); err != nil {
+	s := &Snapshot{conn: conn, db: db, loc: loc, set: set}
+	if err := s.begin(ctx); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("store: snapshot: %w", err)
 	}
 	return s, nil
 }
 
-func (s *Snapshot) read(ctx context.Context, cold *sql.DB, set string) error {
+func (s *Snapshot) begin(ctx context.Context) error {
 	// REPEATABLE READ for this transaction only: the session's level stays.
 	if _, err := s.conn.ExecContext(ctx, "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"); err != nil {
 		return err
@@ -76,13 +94,35 @@ func (s *Snapshot) read(ctx context.Context, cold *sql.DB, set string) error {
 	if _, err := s.conn.ExecContext(ctx, "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY"); err != nil {
 		return err
 	}
+	if s.set == "" {
+		return nil
+	}
+	var err error
+	s.owned, err = ownedIn(ctx, s.conn, s.set)
+	return err
+}
+
+// Fence returns the buckets the SET's fence held in the snapshot (nil for
+// a snapshot of every table, set ""). The caller must not change it.
+func (s *Snapshot) Fence() map[hongbao.Bucket]bool { return s.owned }
+
+// Count reads the snapshot's totals, violations, pending packets and
+// outbox, counting the packets of buckets only (nil: every bucket); from
+// then on Sources and SourcesNow see those buckets only. buckets should
+// be buckets the snapshot's fence holds (Fence): a SET's copy of a bucket
+// its fence does not hold may be stale.
+func (s *Snapshot) Count(ctx context.Context, cold *sql.DB, buckets map[hongbao.Bucket]bool) error {
+	s.owned = buckets
+	if err := s.read(ctx, cold); err != nil {
+		return fmt.Errorf("store: snapshot: %w", err)
+	}
+	return nil
+}
+
+func (s *Snapshot) read(ctx context.Context, cold *sql.DB) error {
 	where, args := "TRUE", []any(nil)
-	if set != "" {
-		var err error
-		if s.owned, err = ownedIn(ctx, s.conn, set); err != nil {
-			return err
-		}
-		where, args = "set_name IN (?, '')", []any{set}
+	if s.set != "" {
+		where, args = "set_name IN (?, '')", []any{s.set}
 	}
 	// Pending packets are listed: whether their debit counts depends on
 	// the ledger the caller reads after the snapshot.
@@ -129,9 +169,13 @@ func (s *Snapshot) Sources(ctx context.Context, keys []string) (map[string]bool,
 }
 
 // SourcesNow is Sources against the SET's MySQL as it is now, outside the
-// snapshot: where an entry written after the snapshot must find its source.
+// snapshot and in every bucket's tables: where an entry written after the
+// snapshot must find its source. Every bucket, not the snapshot's: the
+// bucket may have moved since (its rows are then on the target, and on
+// the source until its grace ends), and any copy of the source shows that
+// it exists; callers ask every SET.
 func (s *Snapshot) SourcesNow(ctx context.Context, keys []string) (map[string]bool, error) {
-	return sources(ctx, s.db, s.loc, s.owned, keys)
+	return sources(ctx, s.db, s.loc, nil, keys)
 }
 
 // Close ends the snapshot's transaction and gives its connection back.

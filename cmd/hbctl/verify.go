@@ -10,6 +10,7 @@ import (
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/cmd/internal/settings"
 	"github.com/hongbao-dev/hongbao/configs"
+	"github.com/hongbao-dev/hongbao/router/topology"
 	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store"
 	"github.com/hongbao-dev/hongbao/store/wallet"
@@ -293,17 +294,43 @@ type setOrphans struct {
 	orphans []store.Orphan
 }
 
-// readSets reads every SET (readSet) and returns their snapshots, their
-// violations (of invariants 1 and 2, and an orphan is one) and the SETs
-// with orphans.
+// readSets opens every SET's pools and snapshot (openSnapshots: each
+// bucket counted in one of them, appending what closes them to closers),
+// and returns the snapshots, their violations (of invariants 1 and 2, and
+// an orphan is one) and the SETs with orphans expired before before.
 func readSets(ctx context.Context, e *env, cfg *configs.Config, sets []configs.Set, before time.Time,
 	closers *[]func()) (snaps []*store.Snapshot, bad []string, lost []setOrphans, err error) {
-	for _, sc := range sets {
-		r, err := readSet(ctx, e, cfg, sc, before, closers)
+	pools := make([]setPools, len(sets))
+	for i, sc := range sets {
+		db, cold, closeDBs, err := openSetDBs(sc.MySQLDSN, sc.Cold())
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("SET %s: %w", sc.Name, err)
 		}
-		snaps = append(snaps, r.snap)
+		*closers = append(*closers, closeDBs)
+		// A fleet with a topology: each SET counts the buckets assign
+		// gives it, so a SET sharing a MySQL, a move's copy on its target
+		// or a source's copy in its grace period is counted once.
+		pools[i] = setPools{set: sc.Name, name: sc.Name, db: db, cold: cold}
+		if cfg.MetaDSN == "" {
+			pools[i].name = ""
+		}
+	}
+	var meta *sql.DB
+	if cfg.MetaDSN != "" {
+		if meta, err = topology.OpenMeta(ctx, cfg.MetaDSN, cfg.CoreMembers(), false); err != nil {
+			return nil, nil, nil, err
+		}
+		defer meta.Close()
+	}
+	if snaps, err = openSnapshots(ctx, e, meta, pools, cfg.Location()); err != nil {
+		return nil, nil, nil, err
+	}
+	*closers = append(*closers, func() { closeAll(snaps) })
+	for i, sc := range sets {
+		r := setOrphans{sc: sc, db: pools[i].db, loc: cfg.Location(), snap: snaps[i]}
+		if err := readSet(ctx, e, &r, before); err != nil {
+			return nil, nil, nil, fmt.Errorf("SET %s: %w", sc.Name, err)
+		}
 		bad = append(bad, r.snap.Bad...)
 		for _, o := range r.orphans {
 			bad = append(bad, fmt.Sprintf("SET %s: %s", sc.Name, o))
@@ -315,37 +342,19 @@ func readSets(ctx context.Context, e *env, cfg *configs.Config, sets []configs.S
 	return snaps, bad, lost, nil
 }
 
-// readSet opens SET sc's pools and snapshot (appending what closes them to
-// closers), prints its totals and lists its orphans expired before before.
-func readSet(ctx context.Context, e *env, cfg *configs.Config, sc configs.Set, before time.Time, closers *[]func()) (setOrphans, error) {
-	r := setOrphans{sc: sc, loc: cfg.Location()}
-	db, cold, closeDBs, err := openSetDBs(sc.MySQLDSN, sc.Cold())
-	if err != nil {
-		return r, err
-	}
-	*closers = append(*closers, closeDBs)
-	r.db = db
-	// A fleet with a topology: each SET counts the buckets its fence
-	// holds, so a SET sharing a MySQL, a move's copy on its target or a
-	// source's copy in its grace period is counted once.
-	name := sc.Name
-	if cfg.MetaDSN == "" {
-		name = ""
-	}
-	if r.snap, err = store.OpenSnapshot(ctx, db, cold, name, r.loc); err != nil {
-		return r, err
-	}
-	s := r.snap
-	*closers = append(*closers, func() { s.Close() })
-	t := s.Totals
+// readSet prints SET r's totals and lists its orphans expired before
+// before.
+func readSet(ctx context.Context, e *env, r *setOrphans, before time.Time) error {
+	t := r.snap.Totals
 	fmt.Fprintf(e.stdout, "SET %s: %d funded packets, %d shares, %d fen held, %d fen in outbox: invariants 1 and 2 checked\n",
-		sc.Name, t.Packets, t.Details, t.Held, t.OutboxOpen+t.OutboxRef)
-	if r.orphans, err = s.Orphans(ctx, before); err != nil {
-		return r, err
+		r.sc.Name, t.Packets, t.Details, t.Held, t.OutboxOpen+t.OutboxRef)
+	var err error
+	if r.orphans, err = r.snap.Orphans(ctx, before); err != nil {
+		return err
 	}
 	fmt.Fprintf(e.stdout, "SET %s: %d orphan packets (expired before %s, not settled, without the mark that settles them)\n",
-		sc.Name, len(r.orphans), before.UTC().Format(time.RFC3339))
-	return r, nil
+		r.sc.Name, len(r.orphans), before.UTC().Format(time.RFC3339))
+	return nil
 }
 
 // restoreMarks writes back the orphans' marks, one transaction per SET,

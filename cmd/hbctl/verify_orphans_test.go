@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -194,8 +193,9 @@ func violations(out string) []string {
 // TestVerifyNoOrphansWhileMoving: while packets of two buckets are sent,
 // opened, expire (in 2 s) and are closed, and the buckets move between
 // the SETs again and again (a move copies the marks with the packets),
-// hbctl verify with no sweep delay at all finds no orphan in any run;
-// once the load stops and the settlers catch up it passes.
+// hbctl verify with no sweep delay at all passes every run (no orphan, and
+// no bucket counted twice or not at all across a move's handover); once
+// the load stops and the settlers catch up it passes.
 func TestVerifyNoOrphansWhileMoving(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{Expiry: 2 * time.Second, SweepAfter: 2 * time.Second, DevGrant: 1_000_000_000})
 	buckets := bucketsOf(t, c, c.Sets[0].Name)[:2]
@@ -227,25 +227,27 @@ func TestVerifyNoOrphansWhileMoving(t *testing.T) {
 			moves.Add(1)
 		}
 	})
-	runs, failed := 0, 0
+	runs, retried := 0, 0
 	for start := time.Now(); runs < 6 || moves.Load() < 4; runs++ {
 		if time.Since(start) > 2*time.Minute {
 			t.Errorf("after 2 min: %d verify runs, %d moves", runs, moves.Load())
 			break
 		}
 		out, err := c.Ctl("verify", "--sweep-after", "0s")
-		if err != nil {
-			failed++ // money in flight across a move's handover: not what this test is about
-		}
-		if slices.ContainsFunc(violations(out), func(v string) bool { return strings.Contains(v, "orphan packet ") }) ||
+		// Every bucket counted once however the moves' handovers fall
+		// between the SETs' snapshots: every run passes in full.
+		if err != nil || !strings.Contains(out, "OK: every invariant holds") ||
 			strings.Count(out, ": 0 orphan packets (expired before") != len(c.Sets) {
-			t.Errorf("verify run %d (%d moves so far) found orphans, or did not look:\n%s", runs, moves.Load(), out)
+			t.Errorf("verify run %d (%d moves so far): %v\n%s", runs, moves.Load(), err, out)
+		}
+		if strings.Contains(out, "handed over while the snapshots opened") {
+			retried++
 		}
 	}
 	stop()
 	wg.Wait()
-	t.Logf("%d verify runs with no sweep delay (%d failed on other grounds), %d packets sent, %d moves: no orphan",
-		runs, failed, sent.Load(), moves.Load())
+	t.Logf("%d verify runs with no sweep delay passed (%d read a handover again), %d packets sent, %d moves",
+		runs, retried, sent.Load(), moves.Load())
 	// Quiet: everything expired is closed within a few settler rounds.
 	var out string
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {

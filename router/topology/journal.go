@@ -301,3 +301,29 @@ func (j *Journal) Lock(ctx context.Context) (release func(), err error) {
 		conn.Close()
 	}, nil
 }
+
+// DisowningMoves returns the moves at step Disowning, by bucket: their source
+// may have given the bucket up (its fence's commit) while the topology
+// still names it, until the publish. A plain read of meta, no table
+// created (none yet: no move).
+func DisowningMoves(ctx context.Context, meta *sql.DB) (map[hongbao.Bucket]Move, error) {
+	rows, err := meta.QueryContext(ctx, "SELECT rebalance_id, bucket, from_set, to_set, step FROM moves WHERE step = ?", Disowning)
+	if schema.IsMissingTable(err) {
+		return map[hongbao.Bucket]Move{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("topology: disowning moves: %w", err)
+	}
+	defer rows.Close()
+	out := map[hongbao.Bucket]Move{}
+	for rows.Next() {
+		var m Move
+		var b int
+		if err := rows.Scan(&m.Rebalance, &b, &m.From, &m.To, &m.Step); err != nil {
+			return nil, fmt.Errorf("topology: disowning moves: %w", err)
+		}
+		m.Bucket = hongbao.Bucket(b)
+		out[m.Bucket] = m
+	}
+	return out, rows.Err()
+}

@@ -334,6 +334,9 @@ func (mv *Mover) freeze(ctx context.Context, m *topology.Move, b *migrate.Bucket
 		return err
 	}
 	since(&parts.Lease)
+	// Both fences hold the bucket until the commit: a test pauses here
+	// (HBCTL_FAULT=pause@claimed:PATH) to check verify counts it once.
+	mv.Fault.at(FaultClaimed)
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit the source's fence: %w", err)
 	}

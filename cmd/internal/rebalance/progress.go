@@ -178,7 +178,10 @@ func (b *Bar) draw() {
 
 // Fault makes a test's mover die or pause at a step, as kill -9 would:
 // HBCTL_FAULT=kill@STEP exits at once when a move reaches STEP;
-// pause@STEP:PATH writes PATH.ready and waits for PATH.go to exist.
+// pause@STEP:PATH writes PATH.ready and waits for PATH.go to exist. STEP
+// is a journal step (topology.Frozen: after the source's fence is taken;
+// topology.Disowning: after the source's release committed, before the
+// publish; ...) or FaultClaimed.
 type Fault struct {
 	Kill, Pause, Path string
 }
@@ -200,6 +203,10 @@ func ParseFault(v string) (Fault, error) {
 	}
 	return Fault{}, fmt.Errorf("HBCTL_FAULT=%q: want kill@STEP or pause@STEP:PATH", v)
 }
+
+// FaultClaimed is the fault point between the target's fence claim and the
+// commit of the source's release, when both SETs' fences hold the bucket.
+const FaultClaimed = "claimed"
 
 func (f Fault) at(step string) {
 	switch step {

@@ -32,7 +32,7 @@ func commands() []command {
 		{"token", "token --user ID [--ttl 24h]: print a user token", cmdToken},
 		{"schema", "schema ensure [--set NAME] [--days N]: create day tables", cmdSchema},
 		{"wallet", "wallet credit --user U --amount FEN [--key K] | show --user U: operator top-up, balance", cmdWallet},
-		{"verify", "verify [--sweep-after 30s] [--restore-marks]: check invariants 1, 2 and 4 across every SET and the wallet, and find orphan packets", cmdVerify},
+		{"verify", "verify [--sweep-after D] [--restore-marks]: check invariants 1, 2 and 4 across every SET and the wallet, and find orphan packets", cmdVerify},
 		{"archive", "archive ensure|run|status [--as-of YYYY-MM-DD] [--dry-run]: the day-table archival cron (hbarchive)", cmdArchive},
 		{"topology", "topology init | show [--json] | move --bucket B --to SET: the bucket -> SET map", cmdTopology},
 		{"set", "set add NAME --servers A,B --mysql DSN --memcached A | list [--json] | drain NAME | remove NAME | failover NAME | rejoin NAME | watch [NAME...]: the SETs", cmdSet},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"flag"
 	"fmt"
 	"time"
 
@@ -42,7 +43,7 @@ func cmdVerify(ctx context.Context, e *env, args []string) (err error) {
 	fs := flags("verify", e)
 	cfgPath := fs.String("config", "configs/dev.yaml", "configuration file")
 	textfile := fs.String("textfile", "", "also write the result as Prometheus metrics to this file (hongbao_verify_ok, for node_exporter's textfile collector)")
-	sweepAfter := fs.Duration("sweep-after", 30*time.Second, "hbsettler's -sweep-after: a packet past its expiry by more than this without the mark that settles it is an orphan")
+	sweepAfter := fs.Duration("sweep-after", 0, "a packet past its expiry by more than this without the mark that settles it is an orphan (default: settle.sweep_after of the config, the settlers' sweep delay)")
 	restore := fs.Bool("restore-marks", false, "write back the marks the orphans found lack (one transaction per SET), so that the settlers settle them")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -50,7 +51,8 @@ func cmdVerify(ctx context.Context, e *env, args []string) (err error) {
 	if *sweepAfter < 0 {
 		return usageError{"--sweep-after must not be negative"}
 	}
-	before := time.Now().Add(-*sweepAfter) // before any snapshot: a packet younger is no orphan
+	given := false // --sweep-after 0s is no delay at all; absent, the config's
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "sweep-after" })
 	if *textfile != "" {
 		defer func() { err = errors.Join(err, writeVerify(*textfile, err == nil)) }()
 	}
@@ -59,7 +61,11 @@ func cmdVerify(ctx context.Context, e *env, args []string) (err error) {
 		return err
 	}
 	defer w.Close()
-	sets, err := settings.Sets(ctx, cfg) // the meta database's, when there is one
+	if !given {
+		*sweepAfter = cfg.Settle.SweepAfter.D()
+	}
+	before := time.Now().Add(-*sweepAfter) // before any snapshot: a packet younger is no orphan
+	sets, err := settings.Sets(ctx, cfg)   // the meta database's, when there is one
 	if err != nil {
 		return err
 	}

@@ -33,12 +33,14 @@ type orphanPacket struct {
 // settler refunded; --restore-marks writes the mark back, after which the
 // settler refunds exactly the rest to its sender, once, and verify passes.
 func TestVerifyOrphans(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{}) // packets live 24 h
+	// Packets live 24 h; settle.sweep_after (the settlers' and verify's
+	// delay) is 30 s.
+	c := clustertest.Start(t, clustertest.Options{SweepAfter: 30 * time.Second})
 	orphan := sendOrphan(t, c, 3)
 	recent := sendOrphan(t, c, 1)
 	control := sendOrphan(t, c, 2)
 	// An hour past expiry, its mark lost (the migration bug's state); 5 s
-	// past expiry, its mark lost (within verify's default 30 s); an hour
+	// past expiry, its mark lost (within the configured 30 s); an hour
 	// past expiry with its mark, which the settler closes.
 	expired := time.Now().UTC().Add(-time.Hour).Truncate(time.Second)
 	expire(t, c, orphan, expired, false)

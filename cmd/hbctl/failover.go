@@ -236,7 +236,7 @@ func (f *failover) run(ctx context.Context, o failoverOptions) error {
 	if err != nil {
 		return err
 	}
-	g.replicas = replicas
+	g.primary, g.replicas = best.dsn, replicas // the group as it stands now
 	f.say("%s's primary is %s %s (failover took %v).", g.name, addrOf(best.dsn), how, time.Since(began).Round(time.Millisecond))
 	switch {
 	case followers > 0:

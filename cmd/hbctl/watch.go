@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"flag"
 	"fmt"
@@ -361,19 +362,16 @@ func (w *watcher) decide(msg string, fields ...zap.Field) {
 // the probe timeout; when it answers it also reads whether it could
 // acknowledge a commit that no replica has.
 func (w *watcher) probePrimary(ctx context.Context, dsn string) error {
-	d := w.o.probeTimeout
-	db, err := w.f.adminTimeouts(dsn, d, d, d)
-	if err != nil {
+	var unsafe string
+	err := w.probe(ctx, dsn, func(ctx context.Context, db *sql.DB) error {
+		var one int
+		if err := db.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
+			return err
+		}
+		var err error
+		unsafe, err = replication.Unacknowledged(ctx, db)
 		return err
-	}
-	defer db.Close()
-	ctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	var one int
-	if err := db.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
-		return err
-	}
-	unsafe, err := replication.Unacknowledged(ctx, db)
+	})
 	if err != nil {
 		return err
 	}
@@ -425,16 +423,27 @@ func (w *watcher) probeReplicas(ctx context.Context, g *group) []replicaView {
 }
 
 // replicaStatus reads dsn's SHOW SLAVE STATUS within the probe timeout.
-func (w *watcher) replicaStatus(ctx context.Context, dsn string) (replication.Status, error) {
+func (w *watcher) replicaStatus(ctx context.Context, dsn string) (st replication.Status, err error) {
+	err = w.probe(ctx, dsn, func(ctx context.Context, db *sql.DB) error {
+		st, err = replication.ReplicaStatus(ctx, db)
+		return err
+	})
+	return st, err
+}
+
+// probe runs fn on a fresh connection to dsn (as the operator), all of it
+// within the probe timeout: a watcher must see a server as it is now, not
+// through a pooled connection that outlived it.
+func (w *watcher) probe(ctx context.Context, dsn string, fn func(context.Context, *sql.DB) error) error {
 	d := w.o.probeTimeout
 	db, err := w.f.adminTimeouts(dsn, d, d, d)
 	if err != nil {
-		return replication.Status{}, err
+		return err
 	}
 	defer db.Close()
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
-	return replication.ReplicaStatus(ctx, db)
+	return fn(ctx, db)
 }
 
 // arm records the replicas seen replicating from the primary and arms

@@ -71,7 +71,7 @@ func cmdCore(ctx context.Context, e *env, args []string) error {
 		f.coreStatus(ctx, members)
 		return nil
 	}
-	f.g = coreGroup(members)
+	f.g = coreGroup(members, accounts(cfg.MetaDSN, cfg.WalletDSN))
 	o := failoverOptions{singleCopy: *single}
 	if *to != "" {
 		i := slices.IndexFunc(members.dsns, func(d string) bool { return addrOf(d) == *to })
@@ -130,7 +130,7 @@ func (f *failover) coreMembers(ctx context.Context, cfg *configs.Config) (coreMe
 // member carries, and at least the time in milliseconds, so that it also
 // tops an epoch only an unreachable member carries (stamped by an earlier
 // failover that a lagging replica had not received yet).
-func coreGroup(m coreMembers) *group {
+func coreGroup(m coreMembers, apps []string) *group {
 	next := max(m.epoch+1, time.Now().UnixMilli())
 	var replicas []string
 	for i, d := range m.dsns {
@@ -138,7 +138,7 @@ func coreGroup(m coreMembers) *group {
 			replicas = append(replicas, d)
 		}
 	}
-	return &group{name: "the core group", primary: m.dsns[m.primary], replicas: replicas, rejoinCmd: "hbctl core rejoin",
+	return &group{name: "the core group", primary: m.dsns[m.primary], replicas: replicas, rejoinCmd: "hbctl core rejoin", apps: apps,
 		stamp: func(ctx context.Context, db *sql.DB, dsn string) error {
 			return schema.StampEpoch(ctx, db, next, addrOf(dsn))
 		},

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -106,6 +107,7 @@ func setGroup(ctx context.Context, meta *sql.DB, name string) (*group, error) {
 		return nil, fmt.Errorf("SET %s has no replicas (sets[].replicas, hbctl set add --replicas)", s.Name)
 	}
 	return &group{name: "SET " + s.Name, primary: s.MySQLDSN, replicas: s.Replicas, rejoinCmd: "hbctl set rejoin " + s.Name,
+		apps: accounts(s.MySQLDSN),
 		publish: func(ctx context.Context, primary string, replicas []string) (string, error) {
 			v, err := topology.Failover(ctx, meta, s.Name, primary, replicas)
 			if err != nil {
@@ -122,6 +124,9 @@ type group struct {
 	primary   string   // DSN of its primary
 	replicas  []string // DSNs of its replicas
 	rejoinCmd string   // the command that rejoins the old primary
+	// apps are the application's account names: a fence locks them on the
+	// old primary, a promotion and a rejoin unlock them.
+	apps []string
 	// stamp, when set, runs on the promoted replica (of DSN dsn) before
 	// it turns writable: the core group's failover epoch.
 	stamp func(ctx context.Context, db *sql.DB, dsn string) error
@@ -253,8 +258,9 @@ func (f *failover) run(ctx context.Context, o failoverOptions) error {
 	return nil
 }
 
-// fenceOld fences the old primary where it answers; it reports whether it
-// did and the GTID position it stopped at.
+// fenceOld fences the old primary where it answers; it reports the GTID
+// position it stopped at when its fence is final ("" when it is not: it
+// does not answer, or commits there wait for an acknowledgement).
 func (f *failover) fenceOld(ctx context.Context) (pos string, err error) {
 	old := f.g.primary
 	db, err := f.admin(old)
@@ -269,18 +275,25 @@ func (f *failover) fenceOld(ctx context.Context) (pos string, err error) {
 	pcancel()
 	fctx, cancel := context.WithTimeout(ctx, 2*dbTimeout)
 	defer cancel()
+	var fenced replication.Fenced
 	if err == nil {
-		err = replication.Fence(fctx, db)
+		fenced, err = replication.Fence(fctx, db, f.g.apps)
 	}
-	if err == nil {
+	if err == nil && fenced.Final {
 		pos, err = replication.BinlogPos(fctx, db)
 	}
-	if err != nil {
+	switch {
+	case err != nil:
 		f.say("old primary %s does not answer (%v): not fenced; the replicas stop receiving from it, "+
 			"so it can acknowledge no commit (semi-sync without degrade)", addrOf(old), err)
 		return "", nil
+	case !fenced.Final:
+		f.say("old primary %s: the application's accounts locked (%s), but %d commit(s) wait there for an acknowledgement "+
+			"no replica sends: left waiting, never visible nor answered; the replicas stop receiving from it, "+
+			"so it can acknowledge none", addrOf(old), strings.Join(f.g.apps, ", "), fenced.Waiting)
+		return "", nil
 	}
-	f.say("fenced the old primary %s (read_only, connections killed twice) at GTID %q", addrOf(old), pos)
+	f.say("fenced the old primary %s (the application's accounts locked, read_only, connections killed twice) at GTID %q", addrOf(old), pos)
 	return pos, nil
 }
 
@@ -292,11 +305,7 @@ func (f *failover) fenceOld(ctx context.Context) (pos string, err error) {
 // connection is down and acknowledges nothing.
 func (f *failover) stopReceiving(ctx context.Context, fenced string) ([]candidate, error) {
 	if fenced != "" {
-		for _, r := range f.g.replicas {
-			if err := f.waitApplied(ctx, r, fenced); err != nil {
-				f.say("replica %s: %v", addrOf(r), err)
-			}
-		}
+		f.receiveFinal(ctx, fenced)
 	}
 	var cands []candidate
 	for _, r := range f.g.replicas {
@@ -333,6 +342,30 @@ func (f *failover) stopReceiving(ctx context.Context, fenced string) ([]candidat
 	return cands, nil
 }
 
+// receiveFinal lets every replica that still receives from the fenced old
+// primary apply its final position pos, all at once. One that does not
+// receive (its link broken, its thread stopped) is not waited for: it
+// will get nothing more, and what it lacks was acknowledged by another
+// replica or by none.
+func (f *failover) receiveFinal(ctx context.Context, pos string) {
+	var wg sync.WaitGroup
+	for _, r := range f.g.replicas {
+		wg.Go(func() {
+			var st replication.Status
+			if err := f.on(ctx, r, func(ctx context.Context, db *sql.DB) (err error) {
+				st, err = replication.ReplicaStatus(ctx, db)
+				return err
+			}); err != nil || st.IORunning != "Yes" {
+				return // stopReceiving says what it is
+			}
+			if err := f.waitApplied(ctx, r, pos); err != nil {
+				f.say("replica %s: %v", addrOf(r), err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
 // pick returns the most advanced candidate (the first of them when
 // several received the same), or to, which must be as advanced.
 func pick(cands []candidate, to string) (candidate, error) {
@@ -366,6 +399,11 @@ func (f *failover) promote(ctx context.Context, c candidate, singleCopy bool) er
 		stamp = func(ctx context.Context, db *sql.DB) error { return f.g.stamp(ctx, db, c.dsn) }
 	}
 	err := f.on(ctx, c.dsn, func(ctx context.Context, db *sql.DB) error {
+		// A member fenced once (an old primary rejoined) may still be
+		// locked: the application connects to the new primary.
+		if err := replication.Unlock(ctx, db, f.g.apps); err != nil {
+			return err
+		}
 		return replication.Promote(ctx, db, f.cfg.SemiSyncTimeout.D(), !singleCopy, stamp)
 	})
 	if err != nil {
@@ -471,7 +509,10 @@ func (f *failover) rejoin(ctx context.Context, dsn string) error {
 	if err != nil {
 		return fmt.Errorf("the primary %s: %w", addrOf(f.g.primary), err)
 	}
-	fenceErr := replication.Fence(ctx, db)
+	fenced, fenceErr := replication.Fence(ctx, db, f.g.apps)
+	if fenceErr == nil && !fenced.Final {
+		fenceErr = fmt.Errorf("%d commit(s) wait there for a semi-sync acknowledgement", fenced.Waiting)
+	}
 	if fenceErr == nil {
 		if mine, err = replication.BinlogState(ctx, db); err != nil {
 			return err
@@ -500,6 +541,10 @@ func (f *failover) rejoin(ctx context.Context, dsn string) error {
 	if err := replication.SetTimeout(ctx, db, f.cfg.SemiSyncTimeout.D()); err != nil {
 		return err
 	}
+	// A replica: the application may read from it again (read_only).
+	if err := replication.Unlock(ctx, db, f.g.apps); err != nil {
+		return err
+	}
 	for ctx.Err() == nil {
 		st, err := replication.ReplicaStatus(ctx, db)
 		if err != nil {
@@ -515,6 +560,18 @@ func (f *failover) rejoin(ctx context.Context, dsn string) error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return fmt.Errorf("replication did not start within %v", 4*dbTimeout)
+}
+
+// accounts returns the user names of dsns, each once: the application's
+// accounts that a fence locks.
+func accounts(dsns ...string) []string {
+	var out []string
+	for _, d := range dsns {
+		if c, err := mysql.ParseDSN(d); err == nil && c.User != "" && !slices.Contains(out, c.User) {
+			out = append(out, c.User)
+		}
+	}
+	return out
 }
 
 // addrOf is a DSN's address, for messages (no password).

@@ -1,0 +1,65 @@
+package main_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hongbao-dev/hongbao/router/clustertest"
+	"github.com/hongbao-dev/hongbao/schema"
+)
+
+// TestFailoverBrokenReplicaLink is the check of issue #23's first finding,
+// from outside: under load, SET b's only replica stops receiving (STOP
+// SLAVE IO_THREAD: the primary's commits now wait for an acknowledgement
+// nobody sends), and 6 s later the operator fails SET b over to it with
+// --accept-single-copy. The commits that waited were never acknowledged:
+// whatever the fence does to them, no process may read or pay them. So
+// every acknowledged open is on the promoted primary with its amount, the
+// wallet holds exactly the credits of the shares there (hbctl verify), and
+// no opener is credited for a share the promoted primary lacks.
+func TestFailoverBrokenReplicaLink(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Options{DevGrant: 1_000_000_000, Replicated: []string{"b"}})
+	b := c.Set("b")
+	old, replica := b.Group.Primary, b.Group.Replicas[0]
+	l := &timedLoad{}
+	stop := make(chan struct{})
+	wg := l.run(c, 16, stop)
+	time.Sleep(3 * time.Second)
+	rdb, err := schema.Open(replica.DSN, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	if _, err := rdb.Exec("STOP SLAVE IO_THREAD"); err != nil {
+		t.Fatal(err)
+	}
+	cut := time.Now()
+	time.Sleep(6 * time.Second)
+	if n := semiSync(t, c.DB("b"), "Rpl_semi_sync_master_wait_sessions"); n < 1 {
+		t.Errorf("%d commits wait for an acknowledgement on SET b's primary 6 s after its replica stopped receiving; want 1 at least", n)
+	}
+	out := c.MustCtl(t, "set", "failover", "b", "--accept-single-copy")
+	took := time.Since(cut) - 6*time.Second
+	t.Logf("hbctl set failover b --accept-single-copy (%v):\n%s", took.Round(time.Millisecond), out)
+	if c.Follow(t, "b") != replica {
+		t.Fatalf("SET b's MySQL after the failover is not its replica")
+	}
+	time.Sleep(4 * time.Second)
+	close(stop)
+	wg.Wait()
+	l.check(t, c, "b", cut)
+	// The old primary holds what waited; none of it may be readable by
+	// the application there (it is not readable anywhere else).
+	app, err := schema.Open(old.AppDSN(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := app.PingContext(ctx); err == nil || !strings.Contains(err.Error(), "locked") {
+		t.Errorf("the application connects to the old primary after the failover (%v); want its account locked", err)
+	}
+}

@@ -20,7 +20,9 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/hongbao-dev/hongbao/configs"
+	"github.com/hongbao-dev/hongbao/router/topology"
 	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/store/replication"
 )
 
 // Fault kinds, in the table's order.
@@ -33,9 +35,10 @@ const (
 	killMemcached = "kill -9 memcached"
 	pauseMariaDB  = "SIGSTOP/SIGCONT MariaDB"
 	failover      = "kill -9 primary + failover"
+	linkCut       = "replica link cut + failover"
 )
 
-var kinds = []string{killServer, killRouter, killSettler, killArchiver, killMariaDB, killMemcached, pauseMariaDB, failover}
+var kinds = []string{killServer, killRouter, killSettler, killArchiver, killMariaDB, killMemcached, pauseMariaDB, failover, linkCut}
 
 // fault is one fault injected and how long until the component served
 // again.
@@ -96,26 +99,16 @@ func (d *dev) inject(ctx context.Context, kind string) fault {
 		name, dsn := d.primary(ctx, set)
 		f.target = fmt.Sprintf("MariaDB %s for %.1f s", name, pause.Seconds())
 		f.recovery, f.err = d.pause(ctx, "mariadb-"+name, pause, func() error { return pingSQL(ctx, dsn) })
-	case failover:
-		if !d.replica {
-			f.target, f.skipped = "SET "+set.Name, "the configuration names no replicas"
-			break
-		}
-		// The meta and wallet databases stay on their server: a SET whose
-		// MariaDB holds them is not failed over.
-		var ok []configs.Set
-		for _, s := range d.sets {
-			if len(s.Replicas) > 0 && !sameServer(s.MySQLDSN, d.cfg.MetaDSN) && !sameServer(s.MySQLDSN, d.cfg.WalletDSN) {
-				ok = append(ok, s)
-			}
-		}
-		if len(ok) == 0 {
-			f.target, f.skipped = "SET "+set.Name, "every SET with replicas holds the meta or wallet database"
-			break
-		}
-		set = ok[d.rng.IntN(len(ok))]
+	case failover, linkCut:
+		set, f.skipped = d.failoverSet(set)
 		f.target = "SET " + set.Name
-		f.recovery, f.err = d.failover(ctx, set)
+		switch {
+		case f.skipped != "":
+		case kind == failover:
+			f.recovery, f.err = d.failover(ctx, set)
+		default:
+			f.recovery, f.err = d.cutAndFailover(ctx, set)
+		}
 	}
 	return f
 }
@@ -226,15 +219,29 @@ func (d *dev) killArchiver(ctx context.Context, set string) (time.Duration, erro
 	return time.Since(t0), nil
 }
 
+// failoverSet picks a SET that can be failed over (one with replicas
+// whose MariaDB holds neither the meta nor the wallet database: those stay
+// on their server), or says why none can; set when none is picked.
+func (d *dev) failoverSet(set configs.Set) (configs.Set, string) {
+	if !d.replica {
+		return set, "the configuration names no replicas"
+	}
+	var ok []configs.Set
+	for _, s := range d.sets {
+		if len(s.Replicas) > 0 && !sameServer(s.MySQLDSN, d.cfg.MetaDSN) && !sameServer(s.MySQLDSN, d.cfg.WalletDSN) {
+			ok = append(ok, s)
+		}
+	}
+	if len(ok) == 0 {
+		return set, "every SET with replicas holds the meta or wallet database"
+	}
+	return ok[d.rng.IntN(len(ok))], ""
+}
+
 // failover kills SET set's primary MariaDB (as the meta database names
 // it) and fails over with hbctl set failover, which promotes its replica;
-// the killed server is started again as a replica (scripts/dev.sh's
-// .new-replica mark: read-only, a semi-sync replica whose crash recovery
-// drops what no replica acknowledged) and hbctl set rejoin makes it the new
-// primary's replica. When rejoin refuses it (errant transactions: DDL in
-// its binary log, e.g. of schema ensure or the archiver, which crash
-// recovery cannot undo) it is thrown away and seeded again from the new
-// primary (scripts/dev.sh reseed), as an operator would, and rejoined.
+// then the killed server comes back as the new primary's replica
+// (restartAsReplica).
 //
 // The dev cluster has one replica per SET: by default its writes would
 // stall from the failover until a replica follows the new primary, and a
@@ -250,13 +257,65 @@ func (d *dev) failover(ctx context.Context, set configs.Set) (time.Duration, err
 	if err != nil {
 		return 0, err
 	}
+	if err := d.failoverCmd(ctx, set); err != nil {
+		return time.Since(t0), err
+	}
+	return d.restartAsReplica(ctx, set, name, t0)
+}
+
+// cutAndFailover is issue #23's first check as a fault: SET set's replicas
+// stop receiving from its primary (STOP SLAVE IO_THREAD) while the load
+// goes on, so its commits wait for an acknowledgement nobody sends; 2-5 s
+// later the operator fails it over to a replica while the old primary
+// still runs. Nothing that waited may be read or paid anywhere: the
+// run's checks (every acknowledged answer kept, money conserved, verify)
+// say so. The old primary is then killed and comes back as a replica
+// (restartAsReplica).
+func (d *dev) cutAndFailover(ctx context.Context, set configs.Set) (time.Duration, error) {
+	name, dsn := d.primary(ctx, set)
+	replicas, err := d.replicasOf(ctx, set, dsn)
+	if err != nil {
+		return 0, err
+	}
+	t0 := time.Now()
+	for _, r := range replicas {
+		if err := d.asAdmin(ctx, r, "STOP SLAVE IO_THREAD"); err != nil {
+			return 0, err
+		}
+	}
+	time.Sleep(time.Duration(2000+d.rng.IntN(3000)) * time.Millisecond)
+	if err := d.failoverCmd(ctx, set); err != nil {
+		return time.Since(t0), err
+	}
+	if _, _, err := d.kill("mariadb-" + name); err != nil {
+		return time.Since(t0), err
+	}
+	return d.restartAsReplica(ctx, set, name, t0)
+}
+
+// failoverCmd runs hbctl set failover on set (--accept-single-copy when it
+// has one replica).
+func (d *dev) failoverCmd(ctx context.Context, set configs.Set) error {
 	args := []string{"set", "failover", set.Name, "-config", d.config}
 	if len(set.Replicas) == 1 {
 		args = append(args, "--accept-single-copy")
 	}
 	if out, err := d.hbctl(ctx, args...); err != nil {
-		return time.Since(t0), fmt.Errorf("hbctl set failover %s: %w\n%s", set.Name, err, out)
+		return fmt.Errorf("hbctl set failover %s: %w\n%s", set.Name, err, out)
 	}
+	return nil
+}
+
+// restartAsReplica starts the killed old primary name of set again as a
+// replica (scripts/dev.sh's .new-replica mark: read-only, a semi-sync
+// replica whose crash recovery drops what no replica acknowledged) and
+// rejoins it with hbctl set rejoin. When rejoin refuses it (errant
+// transactions: DDL in its binary log, e.g. of schema ensure or the
+// archiver, which crash recovery cannot undo) it is thrown away and seeded
+// again from the new primary (scripts/dev.sh reseed), as an operator
+// would, and rejoined. Recovered (the time since t0) when the router is
+// ready after it.
+func (d *dev) restartAsReplica(ctx context.Context, set configs.Set, name string, t0 time.Time) (time.Duration, error) {
 	mark := filepath.Join(d.run, "mariadb-"+name+".new-replica")
 	if err := os.WriteFile(mark, nil, 0o644); err != nil {
 		return time.Since(t0), err
@@ -271,6 +330,59 @@ func (d *dev) failover(ctx context.Context, set configs.Set) (time.Duration, err
 		return time.Since(t0), err
 	}
 	return until(ctx, t0, func() error { return httpOK("http://" + d.cfg.Router.Listen + "/readyz") })
+}
+
+// replicasOf returns SET set's replicas as the meta database names them
+// (the configuration's when it does not answer), primary aside.
+func (d *dev) replicasOf(ctx context.Context, set configs.Set, primary string) ([]string, error) {
+	meta, err := topology.OpenMeta(ctx, d.cfg.MetaDSN, d.cfg.CoreMembers(), false)
+	if err != nil {
+		return nil, err
+	}
+	defer meta.Close()
+	t, err := topology.Load(ctx, meta)
+	if err != nil {
+		return nil, err
+	}
+	s, ok := t.Set(set.Name)
+	if !ok {
+		return nil, fmt.Errorf("no SET %s in the topology", set.Name)
+	}
+	var out []string
+	for _, r := range s.Replicas {
+		if !sameServer(r, primary) {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// asAdmin runs stmt on dsn's server as the operator (replication's admin
+// account), within 5 s.
+func (d *dev) asAdmin(ctx context.Context, dsn, stmt string) error {
+	admin, err := replication.WithUser(dsn, d.cfg.Replication.AdminUser, d.cfg.Replication.AdminPassword)
+	if err != nil {
+		return err
+	}
+	db, err := schema.Open(admin, 1)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	c, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := db.ExecContext(c, stmt); err != nil {
+		return fmt.Errorf("%s on %s: %w", stmt, addrOf(dsn), err)
+	}
+	return nil
+}
+
+// addrOf is a DSN's address, for messages.
+func addrOf(dsn string) string {
+	if c, err := mysql.ParseDSN(dsn); err == nil {
+		return c.Addr
+	}
+	return "?"
 }
 
 // rejoin runs hbctl set rejoin until it succeeds (at most 90 s); when it

@@ -30,15 +30,18 @@ import (
 // acknowledged (nor visible to anyone: InnoDB did not commit it).
 // Failover then:
 //
-//  1. fences the old primary when it answers: read_only (the application's
-//     account cannot bypass it) and every application connection killed,
-//     so nothing in flight commits later; its binary log position is then
-//     final;
+//  1. fences the old primary when it answers: the application's accounts
+//     locked (no process connects there again), read_only, and every
+//     application connection killed once read_only returned, so its binary
+//     log position is final. When read_only does not return (commits wait
+//     for an acknowledgement no replica sends) nothing is killed: a killed
+//     wait would commit on the old primary alone, where a settler reads and
+//     pays it (replication.Fence); the fence is then not final;
 //  2. stops the replica's receiving thread when the old primary does not
-//     answer: from then on nobody acknowledges the old primary's commits,
-//     so (no degrade) it can acknowledge none to its clients, even if it
-//     was only paused and goes on later: it stays without a semi-sync
-//     replica;
+//     answer or its fence is not final: from then on nobody acknowledges
+//     the old primary's commits, so (no degrade) it can acknowledge none
+//     to its clients, even if it was only paused and goes on later: it
+//     stays without a semi-sync replica;
 //  3. waits until the replica has applied everything it received
 //     (MASTER_GTID_WAIT on the old primary's position, or on the
 //     replica's Gtid_IO_Pos when the old one is gone);

@@ -33,6 +33,7 @@ type Snapshot struct {
 
 	conn  *sql.Conn
 	db    *sql.DB
+	cold  *sql.DB                 // the archive, read beside the snapshot (Count's)
 	loc   *time.Location          // the cluster's time zone: day tables
 	set   string                  // "": every table
 	owned map[hongbao.Bucket]bool // the fence, then what Count counts; nil: every bucket
@@ -48,6 +49,7 @@ type Pending struct {
 // Owed is an outbox row: a credit or refund not yet delivered, or being
 // delivered.
 type Owed struct {
+	ID     int64 // the row's id in hb_set.outbox
 	Key    string
 	Kind   string
 	Amount int64
@@ -112,7 +114,7 @@ func (s *Snapshot) Fence() map[hongbao.Bucket]bool { return s.owned }
 // be buckets the snapshot's fence holds (Fence): a SET's copy of a bucket
 // its fence does not hold may be stale.
 func (s *Snapshot) Count(ctx context.Context, cold *sql.DB, buckets map[hongbao.Bucket]bool) error {
-	s.owned = buckets
+	s.owned, s.cold = buckets, cold
 	if err := s.read(ctx, cold); err != nil {
 		return fmt.Errorf("store: snapshot: %w", err)
 	}
@@ -135,7 +137,7 @@ func (s *Snapshot) read(ctx context.Context, cold *sql.DB) error {
 	if err != nil {
 		return err
 	}
-	rows, err := s.conn.QueryContext(ctx, "SELECT entry_key, kind, amount FROM hb_set.outbox WHERE "+where, args...)
+	rows, err := s.conn.QueryContext(ctx, "SELECT id, entry_key, kind, amount FROM hb_set.outbox WHERE "+where, args...)
 	if schema.IsMissingTable(err) {
 		return nil
 	}
@@ -145,7 +147,7 @@ func (s *Snapshot) read(ctx context.Context, cold *sql.DB) error {
 	defer rows.Close()
 	for rows.Next() {
 		var o Owed
-		if err := rows.Scan(&o.Key, &o.Kind, &o.Amount); err != nil {
+		if err := rows.Scan(&o.ID, &o.Key, &o.Kind, &o.Amount); err != nil {
 			return fmt.Errorf("outbox: %w", err)
 		}
 		s.Outbox = append(s.Outbox, o)

@@ -78,13 +78,31 @@ func verifyTables(ctx context.Context, db, cold querier, owned map[hongbao.Bucke
 	paid func(packet, total int64) (bool, error)) (SetTotals, []string, error) {
 	var tot SetTotals
 	var bad []string
+	err := walkTables(ctx, db, cold, owned, func(q querier, t string, skip map[int64]bool) error {
+		b, err := verifyTable(ctx, q, t, &tot, paid, skip)
+		bad = append(bad, b...)
+		return err
+	})
+	if err != nil {
+		return tot, nil, err
+	}
+	return tot, bad, nil
+}
+
+// walkTables calls fn on each day table of db and archive table of cold of
+// the buckets in owned (nil: every table), with the IDs fn must skip: a
+// day copied to the archive but not yet purged (an interrupted run) is in
+// both places, and only its live rows count. A table created after the
+// snapshot began (or its detail table not yet) is empty: left out.
+func walkTables(ctx context.Context, db, cold querier, owned map[hongbao.Bucket]bool,
+	fn func(q querier, table string, skip map[int64]bool) error) error {
 	for _, src := range []struct {
 		db      querier
 		pattern string
 	}{{db, dayTablePattern}, {cold, archiveTablePattern}} {
 		tables, err := listTables(ctx, src.db, src.pattern)
 		if err != nil {
-			return tot, nil, err
+			return err
 		}
 		for _, t := range tables {
 			if b, ok := tableBucket(t); owned != nil && (!ok || !owned[b]) {
@@ -92,25 +110,20 @@ func verifyTables(ctx context.Context, db, cold querier, owned map[hongbao.Bucke
 			}
 			var skip map[int64]bool
 			if src.pattern == archiveTablePattern {
-				// A day copied but not yet purged (an interrupted run)
-				// is in both places: count its live rows only.
 				if skip, err = stillLive(ctx, db, t); err != nil {
-					return tot, nil, err
+					return err
 				}
 			}
-			b, err := verifyTable(ctx, src.db, t, &tot, paid, skip)
+			err := fn(src.db, t, skip)
 			if isTableDefChanged(err) || schema.IsMissingTable(err) {
-				// Created after the snapshot began, or its detail table
-				// not yet (created right after the packets'): empty.
 				continue
 			}
 			if err != nil {
-				return tot, nil, fmt.Errorf("verify %s: %w", t, err)
+				return fmt.Errorf("verify %s: %w", t, err)
 			}
-			bad = append(bad, b...)
 		}
 	}
-	return tot, bad, nil
+	return nil
 }
 
 // tableBucket returns the bucket of a day table (db_xx.t_y_dd) or an
@@ -210,24 +223,41 @@ func scanIDs(rows *sql.Rows) (map[int64]bool, error) {
 	return ids, rows.Err()
 }
 
-func verifyTable(ctx context.Context, db querier, t string, tot *SetTotals, paid func(packet, total int64) (bool, error), skip map[int64]bool) ([]string, error) {
+// packetRow is a packet of a day or archive table with its shares.
+type packetRow struct {
+	id, total, remAmount, sum, minShare int64
+	count, remCount, n, closed, funding int
+}
+
+// eachPacket calls fn on every packet of table t with its shares.
+func eachPacket(ctx context.Context, db querier, t string, fn func(r packetRow) error) error {
 	rows, err := db.QueryContext(ctx, `SELECT p.id, p.total, p.count, p.remaining_amount, p.remaining_count, p.closed, p.funding,
 		COALESCE(d.s, 0), COALESCE(d.n, 0), COALESCE(d.m, 1)
 		FROM `+t+` p LEFT JOIN (SELECT packet_id, SUM(amount) s, COUNT(*) n, MIN(amount) m FROM `+t+`_detail GROUP BY packet_id) d
 		ON d.packet_id = p.id`)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer rows.Close()
-	var bad []string
 	for rows.Next() {
-		var id, total, remAmount, sum, minShare int64
-		var count, remCount, n, closed, funding int
-		if err := rows.Scan(&id, &total, &count, &remAmount, &remCount, &closed, &funding, &sum, &n, &minShare); err != nil {
-			return nil, err
+		var r packetRow
+		if err := rows.Scan(&r.id, &r.total, &r.count, &r.remAmount, &r.remCount, &r.closed, &r.funding, &r.sum, &r.n, &r.minShare); err != nil {
+			return err
 		}
+		if err := fn(r); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+func verifyTable(ctx context.Context, db querier, t string, tot *SetTotals, paid func(packet, total int64) (bool, error), skip map[int64]bool) ([]string, error) {
+	var bad []string
+	err := eachPacket(ctx, db, t, func(r packetRow) error {
+		id, total, remAmount, sum, minShare := r.id, r.total, r.remAmount, r.sum, r.minShare
+		count, remCount, n, closed, funding := r.count, r.remCount, r.n, r.closed, r.funding
 		if skip[id] {
-			continue
+			return nil
 		}
 		if sum+remAmount != total || n+remCount != count || minShare < 1 {
 			bad = append(bad, fmt.Sprintf("packet %d (%s): shares %d + remaining %d != total %d, or %d opens + %d left != count %d, or a share < 1 fen (%d)",
@@ -244,7 +274,7 @@ func verifyTable(ctx context.Context, db querier, t string, tot *SetTotals, paid
 		case 0:
 			ok, err := paid(id, total)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			if ok {
 				tot.PendingPaid += total
@@ -257,8 +287,9 @@ func verifyTable(ctx context.Context, db querier, t string, tot *SetTotals, paid
 				bad = append(bad, fmt.Sprintf("packet %d (%s): %d shares opened in a cancelled packet", id, t, n))
 			}
 		}
-	}
-	if err := rows.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
 	dup, err := db.QueryContext(ctx, "SELECT packet_id, user_id, COUNT(*) FROM "+t+"_detail GROUP BY packet_id, user_id HAVING COUNT(*) > 1")

@@ -114,7 +114,16 @@ func cmdVerify(ctx context.Context, e *env, args []string) (err error) {
 	wt.Refunds -= fl.late.Refunds
 	fmt.Fprintf(e.stdout, "in flight: %d outbox entries already in the ledger (%d fen, counted once), %d ledger entries written after the SETs were read (debits %d, credits %d, refunds %d: not counted)\n",
 		fl.deliveredN, fl.delivered.Credits+fl.delivered.Refunds, fl.lateN, fl.late.Debits, fl.late.Credits, fl.late.Refunds)
-	bad = append(bad, money(wt, sum)...)
+	wrong := money(wt, sum)
+	bad = append(bad, wrong...)
+	if len(wrong) > 0 {
+		// Name the packets behind the sums (only then: it reads the whole ledger).
+		named, err := explain(ctx, snaps, ws, fl, explainLimit)
+		if err != nil {
+			return err
+		}
+		bad = append(bad, named...)
+	}
 	fmt.Fprintf(e.stdout, "invariant 4: debits %d == credits %d + refunds %d + held %d + pending paid %d + outbox %d\n",
 		wt.Debits, wt.Credits, wt.Refunds, sum.Held, sum.PendingPaid, sum.OutboxOpen+sum.OutboxRef)
 	for _, v := range bad {
@@ -139,11 +148,16 @@ type flight struct {
 	deliveredN  int
 	late        wallet.Totals // ledger entries written from what the SETs' snapshots lack
 	lateN       int
+	// The keys of those: explain leaves the late entries out as the sums
+	// do, and counts an outbox row already delivered in the ledger only.
+	lateKeys, deliveredKeys map[string]bool
+	last                    int64           // the ledger's last seq before the SETs were read
+	recent                  []hongbao.Entry // the wallet snapshot's entries after last
 }
 
 // inFlight matches the SETs' snapshots against the wallet's (see cmdVerify).
 func inFlight(ctx context.Context, snaps []*store.Snapshot, ws *wallet.Snapshot, last int64) (flight, []string, error) {
-	var fl flight
+	fl := flight{lateKeys: map[string]bool{}, deliveredKeys: map[string]bool{}, last: last}
 	var bad []string
 	for _, s := range snaps {
 		keys := make([]string, 0, len(s.Pending)+len(s.Outbox))
@@ -171,6 +185,7 @@ func inFlight(ctx context.Context, snaps []*store.Snapshot, ws *wallet.Snapshot,
 				bad = append(bad, fmt.Sprintf("outbox entry %s (%s %d) is in the ledger as %s %d", o.Key, o.Kind, o.Amount, en.Kind, en.Amount))
 			}
 			fl.deliveredN++
+			fl.deliveredKeys[o.Key] = true
 			switch o.Kind {
 			case hongbao.KindOpen:
 				fl.delivered.Credits += o.Amount
@@ -184,6 +199,7 @@ func inFlight(ctx context.Context, snaps []*store.Snapshot, ws *wallet.Snapshot,
 	if err != nil {
 		return fl, nil, err
 	}
+	fl.recent = recent
 	if len(recent) == 0 {
 		return fl, bad, nil
 	}
@@ -214,6 +230,7 @@ func inFlight(ctx context.Context, snaps []*store.Snapshot, ws *wallet.Snapshot,
 			continue // counted, so that the sums show it too
 		}
 		fl.lateN++
+		fl.lateKeys[en.Key] = true
 		switch en.Kind {
 		case hongbao.KindSend:
 			fl.late.Debits -= en.Amount

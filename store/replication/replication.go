@@ -212,7 +212,9 @@ func waitingCommits(ctx context.Context, db *sql.DB) (int, error) {
 // host), so the application cannot connect there; existing connections
 // stay. It is not written to the binary log: it is this server's own
 // state, not data its replicas should copy.
-func Lock(ctx context.Context, db *sql.DB, users []string) error { return setLock(ctx, db, users, "LOCK") }
+func Lock(ctx context.Context, db *sql.DB, users []string) error {
+	return setLock(ctx, db, users, "LOCK")
+}
 
 // Unlock undoes Lock: the application may connect to db's server again
 // (a replica it reads from, or a promoted primary).

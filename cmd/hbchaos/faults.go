@@ -36,9 +36,10 @@ const (
 	pauseMariaDB  = "SIGSTOP/SIGCONT MariaDB"
 	failover      = "kill -9 primary + failover"
 	linkCut       = "replica link cut + failover"
+	moverKilled   = "mover killed at a step"
 )
 
-var kinds = []string{killServer, killRouter, killSettler, killArchiver, killMariaDB, killMemcached, pauseMariaDB, failover, linkCut}
+var kinds = []string{killServer, killRouter, killSettler, killArchiver, killMariaDB, killMemcached, pauseMariaDB, failover, linkCut, moverKilled}
 
 // fault is one fault injected and how long until the component served
 // again.
@@ -99,6 +100,8 @@ func (d *dev) inject(ctx context.Context, kind string) fault {
 		name, dsn := d.primary(ctx, set)
 		f.target = fmt.Sprintf("MariaDB %s for %.1f s", name, pause.Seconds())
 		f.recovery, f.err = d.pause(ctx, "mariadb-"+name, pause, func() error { return pingSQL(ctx, dsn) })
+	case moverKilled:
+		f.target, f.recovery, f.err = d.killMover(ctx)
 	case failover, linkCut:
 		set, f.skipped = d.failoverSet(set)
 		f.target = "SET " + set.Name

@@ -31,6 +31,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -46,6 +47,7 @@ type options struct {
 	duration, gap, drain               time.Duration
 	seed                               uint64
 	verifyEvery                        time.Duration
+	faults                             []string // the kinds to inject (nil: every kind)
 }
 
 func main() {
@@ -61,7 +63,17 @@ func main() {
 	flag.DurationVar(&o.verifyEvery, "verify-every", 30*time.Second, "run hbctl verify this often during the run (0: never)")
 	flag.Uint64Var(&o.seed, "seed", uint64(time.Now().UnixNano()), "seed of the clients and the fault schedule")
 	flag.StringVar(&o.markdown, "markdown", "", "also write the report as Markdown into this file (RELIABILITY.md)")
+	only := flag.String("faults", "", "the kinds of fault to inject, comma-separated (default: every kind: "+strings.Join(kinds, ", ")+")")
 	flag.Parse()
+	if *only != "" {
+		for _, k := range strings.Split(*only, ",") {
+			if k = strings.TrimSpace(k); !slices.Contains(kinds, k) {
+				fmt.Fprintf(os.Stderr, "hbchaos: flag -faults: no fault kind %q (kinds: %s)\n", k, strings.Join(kinds, ", "))
+				os.Exit(2)
+			}
+			o.faults = append(o.faults, k)
+		}
+	}
 	if o.bin == "" {
 		o.bin = filepath.Join(o.run, "bin")
 	}
@@ -164,6 +176,9 @@ func run(ctx context.Context, o options, w io.Writer) (bool, error) {
 		}
 		if len(deck) == 0 {
 			deck = append(deck, kinds...)
+			if len(o.faults) > 0 {
+				deck = append(deck[:0], o.faults...)
+			}
 			d.rng.Shuffle(len(deck), func(i, j int) { deck[i], deck[j] = deck[j], deck[i] })
 		}
 		kind := deck[0]

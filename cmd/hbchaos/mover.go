@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/router/topology"
+	"github.com/hongbao-dev/hongbao/schema"
+)
+
+// moverSteps are the points a mover is killed at: each step of the
+// journal, and between the target's claim and the source's release.
+var moverSteps = []string{"copying", "frozen", "claimed", "disowning", "published"}
+
+// killMover is issue #23's second check as a fault: hbctl topology move of
+// a bucket that holds live packets, killed (as kill -9) at one of its
+// steps, while the load goes on opening them and they expire. Each SET
+// must then pay out, refund and archive only the buckets it owns in the
+// topology: recovered once exactly one SET's fence holds the bucket, the
+// one the topology names (a stale claim is removed by whoever finds it),
+// and the operator's hbctl rebalance apply finished the move.
+func (d *dev) killMover(ctx context.Context) (string, time.Duration, error) {
+	meta, err := topology.OpenMeta(ctx, d.cfg.MetaDSN, d.cfg.CoreMembers(), false)
+	if err != nil {
+		return "", 0, err
+	}
+	defer meta.Close()
+	t, err := topology.Load(ctx, meta)
+	if err != nil {
+		return "", 0, err
+	}
+	var sets []topology.Set
+	for _, s := range t.Sets {
+		if s.State == topology.Active {
+			sets = append(sets, s)
+		}
+	}
+	if len(sets) < 2 {
+		return "", 0, errors.New("fewer than two SETs: nothing to move between")
+	}
+	b := hongbao.Bucket(d.rng.IntN(hongbao.Buckets))
+	from := t.Owner(b).Name
+	to := from
+	for to == from {
+		to = sets[d.rng.IntN(len(sets))].Name
+	}
+	step := moverSteps[d.rng.IntN(len(moverSteps))]
+	target := fmt.Sprintf("bucket %d %s -> %s, killed at %s", b, from, to, step)
+	t0 := time.Now()
+	cmd := exec.CommandContext(ctx, filepath.Join(d.bin, "hbctl"), "topology", "move", "--bucket", strconv.Itoa(int(b)), "--to", to, "-config", d.config)
+	cmd.Env = append(cmd.Environ(), "HBCTL_FAULT=kill@"+step)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 137 {
+		return target, time.Since(t0), fmt.Errorf("hbctl topology move killed at %s: %v (want exit 137)\n%s", step, err, out)
+	}
+	time.Sleep(2 * time.Second) // opens of the bucket's packets go on
+	if _, err := until(ctx, t0, func() error { return d.oneFence(ctx, meta, b) }); err != nil {
+		return target, time.Since(t0), err
+	}
+	if _, err := until(ctx, t0, func() error {
+		out, err := d.hbctl(ctx, "rebalance", "apply", "-config", d.config)
+		if err != nil {
+			return fmt.Errorf("hbctl rebalance apply: %w\n%s", err, out)
+		}
+		return nil
+	}); err != nil {
+		return target, time.Since(t0), err
+	}
+	return target, time.Since(t0), d.oneFence(ctx, meta, b)
+}
+
+// oneFence reports unless exactly one SET's fence holds bucket b: the
+// SET the topology names.
+func (d *dev) oneFence(ctx context.Context, meta *sql.DB, b hongbao.Bucket) error {
+	t, err := topology.Load(ctx, meta)
+	if err != nil {
+		return err
+	}
+	owner := t.Owner(b).Name
+	var holders []string
+	for _, s := range t.Sets {
+		db, err := schema.Open(s.MySQLDSN, 1)
+		if err != nil {
+			return err
+		}
+		c, cancel := context.WithTimeout(ctx, 2*time.Second)
+		var n int
+		err = db.QueryRowContext(c, "SELECT COUNT(*) FROM hb_fence.owned WHERE set_name = ? AND bucket = ?", s.Name, int(b)).Scan(&n)
+		cancel()
+		db.Close()
+		if err != nil && !schema.IsMissingTable(err) {
+			return fmt.Errorf("the fence of SET %s: %w", s.Name, err)
+		}
+		if n > 0 {
+			holders = append(holders, s.Name)
+		}
+	}
+	if len(holders) != 1 || holders[0] != owner {
+		return fmt.Errorf("bucket %d: the topology names SET %s, the fences of %v hold it", b, owner, holders)
+	}
+	return nil
+}

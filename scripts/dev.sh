@@ -656,6 +656,9 @@ case "${1:-}" in
     # The test instances stop with the tests; their data stays for a quick restart.
     trap 'for f in "$RUN"/mariadb-test-*.pid "$RUN"/memcached-test-*.pid; do [ -e "$f" ] && stop "$f"; done' EXIT
     cd "$ROOT"
+    # go.mod says what the code imports: a requirement that go mod tidy
+    # would move or drop fails the run (it prints the difference).
+    go mod tidy -diff || { echo "go.mod is not tidy: run go mod tidy" >&2; exit 1; }
     go vet ./...
     (cd cmd/hbbench && go vet ./...)
     vulncheck

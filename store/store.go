@@ -250,22 +250,38 @@ func readPacket(ctx context.Context, db *sql.DB, packets, details string, id hon
 }
 
 // Opened returns the share user took of id, if any: a point read on the
-// detail's primary key, for when the cache cannot tell. A packet old
-// enough to have been archived is looked for in the archive too, so an
-// earlier opener of an archived packet still gets their share back.
+// detail's primary key, for when the cache cannot tell. A packet no longer
+// in its day table is looked for in the archive, whatever its age (a
+// packet with a short expiry can be archived within the day it was sent:
+// retention 1 just after midnight, or an --as-of ahead), so an earlier
+// opener of an archived packet still gets their share back. The same
+// statement tells whether the packet is still in its day table, so the
+// crowd of a live packet pays no second read.
 func (s *Store) Opened(ctx context.Context, id hongbao.PacketID, user hongbao.UserID) (int64, bool, error) {
 	t := s.Table(id)
-	amount, ok, err := openedIn(ctx, s.db, t.Details(), id, user)
-	// The archiver keeps a day at least a day (archive.retention_days >=
-	// 1): a younger packet cannot be there, and the crowd of a fresh
-	// packet pays no second read.
-	if err == nil && !ok && s.cold != nil && s.now().Sub(id.Time()) > 24*time.Hour {
+	amount, ok, live, err := openedLive(ctx, s.db, t, id, user)
+	if err == nil && !ok && !live && s.cold != nil {
 		amount, ok, err = openedIn(ctx, s.cold, dayOf(t, id, s.loc).Archive().Details(), id, user)
 	}
 	if err != nil {
 		return 0, false, fmt.Errorf("store: opened %s by %s: %w", id, user, err)
 	}
 	return amount, ok, nil
+}
+
+// openedLive reads user's share of id in its day table, and whether the
+// packet is there at all (a missing day table: it is not).
+func openedLive(ctx context.Context, db *sql.DB, t hongbao.DayTable, id hongbao.PacketID, user hongbao.UserID) (amount int64, ok, live bool, err error) {
+	var a sql.NullInt64
+	err = db.QueryRowContext(ctx, "SELECT (SELECT amount FROM "+t.Details()+" WHERE packet_id = ? AND user_id = ?), EXISTS (SELECT 1 FROM "+
+		t.Packets()+" WHERE id = ?)", id, user, id).Scan(&a, &live)
+	switch {
+	case schema.IsMissingTable(err):
+		return 0, false, false, nil
+	case err != nil:
+		return 0, false, false, err
+	}
+	return a.Int64, a.Valid, live, nil
 }
 
 // openedIn reads user's share of id in the details table, if any.

@@ -23,7 +23,7 @@ func TestYoungArchivedOpenerKeepsTheirShare(t *testing.T) {
 	ahead := f.Create(archivetest.Spec{At: f.At(2025, 3, 5, 12, 0, 0, 0), Bucket: 42, Total: 500, Count: 5, Opens: 5, Expiry: time.Hour})
 	f.Settle(late, ahead)
 	runs := []struct {
-		id         hongbao.PacketID
+		id          hongbao.PacketID
 		clock, asOf time.Time
 	}{
 		{late, f.At(2025, 3, 4, 0, 30, 0, 0), f.At(2025, 3, 4, 0, 30, 0, 0)},

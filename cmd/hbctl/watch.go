@@ -418,7 +418,7 @@ func viewOf(ctx context.Context, primary, r string, st replication.Status, err e
 	switch {
 	case aerr != nil || err != nil:
 		v.state, v.what = unreachable, fmt.Sprint(errors.Join(aerr, err))
-	case !st.Configured || st.MasterHost != host || st.MasterPort != port:
+	case !st.From(ctx, host, port): // by address: a replica set up by name is the same
 		v.state, v.what = elsewhere, fmt.Sprintf("does not replicate from it (source %s:%d)", st.MasterHost, st.MasterPort)
 	case st.IORunning == "Yes":
 		v.state, v.what = replicating, "receives from it (Slave_IO_Running Yes)"

@@ -55,7 +55,7 @@ func (s *Store) WithArchive(cold *sql.DB) *Store {
 	return s
 }
 
-// WithReplica makes detail reads (Packet) use replica, a read-only copy
+// WithReplica makes detail reads (Detail) use replica, a read-only copy
 // of the SET's MySQL, while fresh reports it replicating close behind.
 // The open path never reads it: what a share is worth is decided on the
 // primary only.
@@ -198,19 +198,12 @@ func insertPacket(ctx context.Context, tx *sql.Tx, t hongbao.DayTable, n NewPack
 	return err
 }
 
-// Packet reads a packet and its records in opening order, from one
-// snapshot (an archive run cannot slip between the two reads). A packet
-// not in its day table is looked for in the archive.
+// Packet reads a packet and its records in opening order on the primary,
+// from one snapshot (an archive run cannot slip between the two reads). A
+// packet not in its day table is looked for in the archive. Detail is the
+// read a client's GET makes, which may be served by the replica.
 func (s *Store) Packet(ctx context.Context, id hongbao.PacketID) (*hongbao.Packet, []hongbao.Record, error) {
 	t := s.Table(id)
-	if s.replica != nil && s.fresh() {
-		// Any failure falls back to the primary: a packet sent a moment
-		// ago may not be applied on the replica yet (not found there), or
-		// the replica went away since fresh was last measured.
-		if p, recs, err := readPacket(ctx, s.replica, t.Packets(), t.Details(), id); err == nil {
-			return p, recs, nil
-		}
-	}
 	p, recs, err := readPacket(ctx, s.db, t.Packets(), t.Details(), id)
 	if errors.Is(err, hongbao.ErrNotFound) && s.cold != nil {
 		// The ID names its day, so an archived packet is one lookup away.

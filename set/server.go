@@ -194,7 +194,7 @@ func (s *Server) authed(h handler) http.HandlerFunc {
 			err = fmt.Errorf("%v: %w", err, hongbao.ErrUnavailable)
 		}
 		if err != nil {
-			api.LogFailure(s.log, rid, err)
+			api.LogFailure(r.Context(), s.log, err)
 			api.WriteProblem(w, err, rid)
 			return
 		}
@@ -255,6 +255,7 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), time.Second)
 	defer cancel()
 	if err := s.Ready(ctx); err != nil {
+		api.LogFailure(r.Context(), s.log, err)
 		api.WriteProblem(w, err, requestID(r.Context()))
 		return
 	}

@@ -124,7 +124,7 @@ func run(args []string) error {
 	defer replica.DB().Close()
 	st := store.New(db, sc.Name, cfg.Location(), time.Now, rand.Int64N).WithArchive(cold).WithMetrics(metrics.NewStore(reg))
 	if cfg.Replication.ReadReplica {
-		lag := replication.NewLag(replica.DB(), cfg.Replication.MaxReplicaLag.D())
+		lag := replication.NewLag(db, replica.DB(), cfg.Replication.MaxReplicaLag.D())
 		go lag.Run(bg, time.Second)
 		st = st.WithReplica(replica.DB(), lag.Fresh)
 	}

@@ -106,4 +106,12 @@ func TestCutOffFromMetaNotReady(t *testing.T) {
 	proxy.Heal()
 	waitFor("routers' probe, meta back", "http://"+addr+"/readyz", http.StatusOK, 30*time.Second)
 	waitFor("admin listener, meta back", "http://"+adm+"/readyz", http.StatusOK, 30*time.Second)
+
+	// Cut again; this time the network comes back for new connections
+	// only, the ones cut stay silent (their peer forgot them, or TCP backs
+	// off for minutes): the server must give up on them and be ready again.
+	proxy.Partition()
+	waitFor("routers' probe, meta cut off again", "http://"+addr+"/readyz", http.StatusServiceUnavailable, 30*time.Second)
+	proxy.Reopen()
+	waitFor("routers' probe, meta reachable again on new connections", "http://"+addr+"/readyz", http.StatusOK, 30*time.Second)
 }

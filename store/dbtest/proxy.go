@@ -12,7 +12,10 @@ import (
 // connected and a client waits on its read) and carry nothing either way;
 // new connections are accepted and held silent. Heal forwards again, on
 // new connections; those held during the partition are closed then, as a
-// peer's TCP timeout eventually would.
+// peer's TCP timeout eventually would. Reopen forwards new connections
+// but leaves those held silent and open, as connections whose peer
+// forgot them or whose retransmissions back off for minutes: a client
+// recovers only by giving up on them.
 type Proxy struct {
 	ln net.Listener
 	to string
@@ -20,6 +23,7 @@ type Proxy struct {
 	mu    sync.Mutex
 	cut   bool
 	conns []net.Conn
+	held  map[net.Conn]bool // silent for good (Reopen)
 }
 
 // StartProxy starts a proxy to the server at to on a free local port,
@@ -52,6 +56,20 @@ func (p *Proxy) Partition() {
 	p.mu.Unlock()
 }
 
+// Reopen ends a partition for new connections only: every connection open
+// now stays silent (and open) for good.
+func (p *Proxy) Reopen() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.held == nil {
+		p.held = map[net.Conn]bool{}
+	}
+	for _, c := range p.conns {
+		p.held[c] = true
+	}
+	p.cut = false
+}
+
 // Heal ends a partition: the connections it held are closed (their peers
 // see them fail and reconnect) and new ones are forwarded.
 func (p *Proxy) Heal() {
@@ -61,10 +79,11 @@ func (p *Proxy) Heal() {
 	p.closeAll()
 }
 
-func (p *Proxy) partitioned() bool {
+// silent reports whether c carries nothing now.
+func (p *Proxy) silent(c net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.cut
+	return p.cut || p.held[c]
 }
 
 func (p *Proxy) closeAll() {
@@ -73,7 +92,7 @@ func (p *Proxy) closeAll() {
 	for _, c := range p.conns {
 		c.Close()
 	}
-	p.conns = nil
+	p.conns, p.held = nil, nil
 }
 
 func (p *Proxy) track(c net.Conn) {
@@ -89,7 +108,7 @@ func (p *Proxy) serve() {
 			return
 		}
 		p.track(c)
-		if p.partitioned() {
+		if p.silent(c) {
 			continue // held silent until healed
 		}
 		go p.forward(c)
@@ -115,7 +134,7 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
-		if n > 0 && !p.partitioned() {
+		if n > 0 && !p.silent(src) {
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
 			}

@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"go.uber.org/zap"
 
+	"github.com/hongbao-dev/hongbao/router"
 	"github.com/hongbao-dev/hongbao/router/clustertest"
 	"github.com/hongbao-dev/hongbao/router/topology"
 	"github.com/hongbao-dev/hongbao/schema"
@@ -89,6 +91,18 @@ func TestCutOffFromMetaNotReady(t *testing.T) {
 	if st, body := status("http://" + addr + "/readyz"); st != http.StatusOK {
 		t.Fatalf("before the cut: /readyz %d %q, want 200", st, body)
 	}
+	// A router's health prober, as hbrouter runs it.
+	health := router.NewHealth(hc, 200*time.Millisecond, zap.NewNop())
+	go health.Run(ctx, func() []string { return []string{addr} })
+	healthy := func(what string, want bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); health.Healthy(addr) != want; time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the router's prober says healthy=%v, want %v", what, !want, want)
+			}
+		}
+	}
+	healthy("before the cut", true)
 
 	proxy.Partition()
 	cut := time.Now()
@@ -97,6 +111,7 @@ func TestCutOffFromMetaNotReady(t *testing.T) {
 	if body := waitFor("admin listener, meta cut off", "http://"+adm+"/readyz", http.StatusServiceUnavailable, 30*time.Second); !strings.Contains(body, "topology") {
 		t.Errorf("admin /readyz %q does not say the topology is stale", body)
 	}
+	healthy("meta cut off", false)
 	// The server still answers requests meanwhile (a router that has
 	// nothing better may still send to it): only its rank changes.
 	if st, _ := status("http://" + addr + "/healthz"); st != http.StatusOK {
@@ -106,6 +121,7 @@ func TestCutOffFromMetaNotReady(t *testing.T) {
 	proxy.Heal()
 	waitFor("routers' probe, meta back", "http://"+addr+"/readyz", http.StatusOK, 30*time.Second)
 	waitFor("admin listener, meta back", "http://"+adm+"/readyz", http.StatusOK, 30*time.Second)
+	healthy("meta back", true)
 
 	// Cut again; this time the network comes back for new connections
 	// only, the ones cut stay silent (their peer forgot them, or TCP backs

@@ -310,9 +310,16 @@ func scanPacket(row scanner) (*hongbao.Packet, error) {
 	return &p, nil
 }
 
-// Head reads a packet without its records.
+// Head reads a packet without its records, on the primary. A packet not in
+// its day table is looked for in the archive, as Packet does: a grab of an
+// archived packet whose state the cache lost must find it (not finding it,
+// the server's not-found check did, and answered 503 busy for good).
 func (s *Store) Head(ctx context.Context, id hongbao.PacketID) (*hongbao.Packet, error) {
-	p, err := scanPacket(s.db.QueryRowContext(ctx, selectPacket+s.Table(id).Packets()+" WHERE id = ?", id))
+	t := s.Table(id)
+	p, err := scanPacket(s.db.QueryRowContext(ctx, selectPacket+t.Packets()+" WHERE id = ?", id))
+	if errors.Is(err, hongbao.ErrNotFound) && s.cold != nil {
+		p, err = scanPacket(s.cold.QueryRowContext(ctx, selectPacket+dayOf(t, id, s.loc).Archive().Packets()+" WHERE id = ?", id))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("store: packet %s: %w", id, err)
 	}

@@ -20,6 +20,7 @@ type reqInfo struct {
 	id     string
 	mu     sync.Mutex
 	fields []zap.Field
+	err    error // why a 5xx was answered (LogFailure), logged on the request's line
 }
 
 // RequestID returns the request ID of ctx, or "".
@@ -44,7 +45,8 @@ const RequestIDHeader = "X-Request-Id"
 
 // Logged gives every request an ID (the caller's X-Request-Id when it is
 // sane, so one ID follows a request through router and server), echoes it,
-// and logs one line per request.
+// and logs one line per request: at info, or for a 5xx at warn (503) or
+// error (any other), with its cause when LogFailure was told it.
 func Logged(log *zap.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get(RequestIDHeader)
@@ -56,17 +58,16 @@ func Logged(log *zap.Logger, next http.Handler) http.Handler {
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		start := time.Now()
 		next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), ctxKey{}, ri)))
-		lvl := zapcore.InfoLevel
-		if sw.status >= 500 && sw.status != http.StatusServiceUnavailable {
-			lvl = zapcore.ErrorLevel
-		}
-		ce := log.Check(lvl, "request")
+		ce := log.Check(statusLevel(sw.status), "request")
 		if ce == nil {
 			return // the level is off: build no line
 		}
 		ri.mu.Lock()
 		fields := append(ri.fields, zap.String("request_id", id), zap.String("method", r.Method),
 			zap.String("path", r.URL.Path), zap.Int("status", sw.status), zap.Duration("took", time.Since(start)))
+		if ri.err != nil {
+			fields = append(fields, zap.Error(ri.err))
+		}
 		ri.mu.Unlock()
 		ce.Write(fields...)
 	})
@@ -92,16 +93,37 @@ func (w *statusWriter) WriteHeader(code int) {
 // streamed answer).
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// LogFailure logs a request's error answer: a fault of the server (5xx) at
-// error level, each one a bug to look at; a 503 (busy, unavailable: load
-// or a dependency's outage, which clients retry and the metrics count) at
-// debug level, so an overload does not flood the log with non-faults. A
-// 4xx is the client's and not logged here.
-func LogFailure(log *zap.Logger, requestID string, err error) {
-	switch st := Status(err); {
-	case st == http.StatusServiceUnavailable:
-		log.Debug("request answered unavailable", zap.String("request_id", requestID), zap.Error(err))
-	case st >= 500:
-		log.Error("request failed", zap.String("request_id", requestID), zap.Error(err))
+// statusLevel is the level of a request's line: a 503 (busy,
+// unavailable: load or a dependency's outage, which clients retry) at
+// warn, any other 5xx (a fault of the server, a bug to look at) at error,
+// everything else at info.
+func statusLevel(status int) zapcore.Level {
+	switch {
+	case status == http.StatusServiceUnavailable:
+		return zapcore.WarnLevel
+	case status >= 500:
+		return zapcore.ErrorLevel
+	}
+	return zapcore.InfoLevel
+}
+
+// LogFailure records why a request of ctx is answered with err: for a 5xx
+// the cause goes on the request's one line (Logged), at warn or error with
+// its request ID and what the handlers learnt (user, packet ID), so every
+// 5xx says why, even with the log at warn. Outside Logged it logs a line
+// of its own. A 4xx is the client's and not logged here.
+func LogFailure(ctx context.Context, log *zap.Logger, err error) {
+	st := Status(err)
+	if st < 500 {
+		return
+	}
+	if ri, ok := ctx.Value(ctxKey{}).(*reqInfo); ok {
+		ri.mu.Lock()
+		ri.err = err
+		ri.mu.Unlock()
+		return
+	}
+	if ce := log.Check(statusLevel(st), "request failed"); ce != nil {
+		ce.Write(zap.Int("status", st), zap.Error(err))
 	}
 }

@@ -172,8 +172,8 @@ type Replication struct {
 	// money. A packet the replica lacks (not applied yet) is read from the
 	// primary.
 	ReadReplica bool `yaml:"read_replica"`
-	// MaxReplicaLag is how far behind (Seconds_Behind_Master) the replica
-	// may be and still serve reads (default 1s).
+	// MaxReplicaLag is how far behind the replica may be and still serve
+	// reads: it must apply the primary's position within it (default 1s).
 	MaxReplicaLag Duration `yaml:"max_replica_lag"`
 }
 

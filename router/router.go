@@ -136,7 +136,7 @@ func (rt *Router) authed(h handler) http.HandlerFunc {
 			err = api.ClientGone(r, h(w, r, user))
 		}
 		if err != nil {
-			api.LogFailure(rt.log, api.RequestID(r.Context()), err)
+			api.LogFailure(r.Context(), rt.log, err)
 			api.WriteProblem(w, err, api.RequestID(r.Context()))
 		}
 	}

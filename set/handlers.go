@@ -195,8 +195,8 @@ func (s *Server) handleOpen(r *http.Request, user hongbao.UserID, id hongbao.Pac
 	return http.StatusOK, api.OpenJSON{Status: res.Status, Amount: res.Amount}, nil
 }
 
-func (s *Server) handleDetail(r *http.Request, _ hongbao.UserID, id hongbao.PacketID) (int, any, error) {
-	p, recs, err := s.store.Packet(r.Context(), id)
+func (s *Server) handleDetail(r *http.Request, user hongbao.UserID, id hongbao.PacketID) (int, any, error) {
+	p, recs, err := s.store.Detail(r.Context(), id, user)
 	if err != nil {
 		return 0, nil, err
 	}

@@ -39,14 +39,20 @@ func outcome(res hongbao.OpenResult, err error) string {
 // drains the queues.
 func (s *Server) Drain() { s.ready.Store(false) }
 
-// Ready is the server's own readiness: not draining, and its MySQL
-// answers.
+// Ready is the server's readiness, which both its /readyz (the routers'
+// probe) and the admin listener answer: not draining, its MySQL answers,
+// and Deps.Ready (the topology's freshness) holds.
 func (s *Server) Ready(ctx context.Context) error {
 	if !s.ready.Load() {
 		return fmt.Errorf("draining: %w", hongbao.ErrUnavailable)
 	}
 	if err := s.store.DB().PingContext(ctx); err != nil {
 		return fmt.Errorf("mysql: %v: %w", err, hongbao.ErrUnavailable)
+	}
+	if s.readyMore != nil {
+		if err := s.readyMore(ctx); err != nil {
+			return fmt.Errorf("%v: %w", err, hongbao.ErrUnavailable)
+		}
 	}
 	return nil
 }

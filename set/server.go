@@ -35,18 +35,20 @@ type Server struct {
 	nonces  *nonces // of signed requests within the window
 	owns    func(hongbao.Bucket) bool
 	recheck func(context.Context, hongbao.Bucket) bool
-	minter  *hongbao.Minter
-	limits  hongbao.Limits
-	loc     *time.Location
-	now     func() time.Time
-	log     *zap.Logger
-	ready   atomic.Bool
-	memo    *soldOut     // openers of packets that sold out here
-	known   *known       // small packets opened here that still take opens
-	openers *openerCache // committed shares on their way to memcached
-	runners *runners     // of batches' sub-requests
-	http    *metrics.HTTP
-	opens   *metrics.Opens
+	// readyMore is Deps.Ready: more conditions of readiness; nil: none.
+	readyMore func(context.Context) error
+	minter    *hongbao.Minter
+	limits    hongbao.Limits
+	loc       *time.Location
+	now       func() time.Time
+	log       *zap.Logger
+	ready     atomic.Bool
+	memo      *soldOut     // openers of packets that sold out here
+	known     *known       // small packets opened here that still take opens
+	openers   *openerCache // committed shares on their way to memcached
+	runners   *runners     // of batches' sub-requests
+	http      *metrics.HTTP
+	opens     *metrics.Opens
 }
 
 // Deps are the Server's collaborators.
@@ -73,8 +75,14 @@ type Deps struct {
 	// Recheck refreshes the topology before answering Owns, for a packet
 	// not found (its bucket may just have moved away); nil: no recheck.
 	Recheck func(context.Context, hongbao.Bucket) bool
-	Limits  hongbao.Limits
-	Queue   queue.Config
+	// Ready, when set, is a further condition of readiness on the
+	// routers' probe (/readyz) as on the admin listener: hbserver's is
+	// that its topology was read lately and names its SET, so a server
+	// cut off from the meta database (keeping an old primary, answering
+	// 421 for buckets that moved in) is ranked last by every router.
+	Ready  func(context.Context) error
+	Limits hongbao.Limits
+	Queue  queue.Config
 	// SoldOutMemo is how many openers of sold-out packets the server
 	// remembers, to answer the crowd after the last share from memory; it
 	// bounds as well, apart, the openers of small packets still taking
@@ -93,7 +101,7 @@ type Deps struct {
 // drains it.
 func NewServer(d Deps) *Server {
 	s := &Server{store: d.Store, cache: d.Cache, wallet: d.Wallet, grant: d.DevGrant, auth: d.Auth,
-		self: d.Self, nonces: newNonces(api.Window, d.MaxNonces), owns: d.Owns, recheck: d.Recheck, minter: hongbao.NewMinter(d.Now),
+		self: d.Self, nonces: newNonces(api.Window, d.MaxNonces), owns: d.Owns, recheck: d.Recheck, readyMore: d.Ready, minter: hongbao.NewMinter(d.Now),
 		limits: d.Limits, loc: d.Loc, now: d.Now, log: d.Log, memo: newSoldOut(d.SoldOutMemo), known: newKnown(d.SoldOutMemo), openers: newOpenerCache(d.Cache),
 		http: d.HTTP, opens: d.Opens}
 	s.queue = queue.New(d.Queue, s.apply, d.Cache, d.Log)
@@ -186,7 +194,7 @@ func (s *Server) authed(h handler) http.HandlerFunc {
 			err = fmt.Errorf("%v: %w", err, hongbao.ErrUnavailable)
 		}
 		if err != nil {
-			api.LogFailure(s.log, rid, err)
+			api.LogFailure(r.Context(), s.log, err)
 			api.WriteProblem(w, err, rid)
 			return
 		}
@@ -246,12 +254,9 @@ func (s *Server) own(b hongbao.Bucket) error {
 func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), time.Second)
 	defer cancel()
-	if !s.ready.Load() {
-		api.WriteProblem(w, hongbao.ErrUnavailable, requestID(r.Context()))
-		return
-	}
-	if err := s.store.DB().PingContext(ctx); err != nil {
-		api.WriteProblem(w, fmt.Errorf("mysql: %v: %w", err, hongbao.ErrUnavailable), requestID(r.Context()))
+	if err := s.Ready(ctx); err != nil {
+		api.LogFailure(r.Context(), s.log, err)
+		api.WriteProblem(w, err, requestID(r.Context()))
 		return
 	}
 	w.Write([]byte("ready\n"))

@@ -26,10 +26,10 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// openers returns the users in a detail read, with their amounts.
-func openers(t *testing.T, st *store.Store, id hongbao.PacketID) map[hongbao.UserID]int64 {
+// openers returns the users in a detail read by reader, with their amounts.
+func openers(t *testing.T, st *store.Store, id hongbao.PacketID, reader hongbao.UserID) map[hongbao.UserID]int64 {
 	t.Helper()
-	_, recs, err := st.Packet(context.Background(), id)
+	_, recs, err := st.Detail(context.Background(), id, reader)
 	if err != nil {
 		t.Fatalf("Packet %s: %v", id, err)
 	}
@@ -71,13 +71,41 @@ func TestReplicaReads(t *testing.T) {
 
 	t.Run("fresh: the replica serves the detail", func(t *testing.T) {
 		fresh.Store(true)
-		if got := openers(t, st, id); len(got) != 0 {
+		if got := openers(t, st, id, 99); len(got) != 0 {
 			t.Errorf("detail %v, want the replica's (no opener yet)", got)
+		}
+	})
+	t.Run("fresh: an opener reads their own share back (the primary)", func(t *testing.T) {
+		fresh.Store(true)
+		if got := openers(t, st, id, 1); len(got) != 1 || got[1] != first.Amount {
+			t.Errorf("detail read by user 1 %v, want their %d", got, first.Amount)
+		}
+	})
+	t.Run("fresh: a send whose funding the replica lacks reads back (the primary)", func(t *testing.T) {
+		fresh.Store(true)
+		if _, err := replicaRoot.Exec("START SLAVE SQL_THREAD"); err != nil {
+			t.Fatal(err)
+		}
+		pend := createPacket(t, st, buckets[0], packetSpec{hongbao.Fixed, 400, 4}, hongbao.Pending)
+		waitFor(t, "the pending packet on the replica", func() bool {
+			var n int
+			packets, _ := dbtest.Tables(t, pend)
+			return replica.QueryRow("SELECT COUNT(*) FROM "+packets+" WHERE id = ?", pend).Scan(&n) == nil && n == 1
+		})
+		if _, err := replicaRoot.Exec("STOP SLAVE SQL_THREAD"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Fund(ctx, pend, hongbao.Funded); err != nil { // the send's last write: on the primary only
+			t.Fatal(err)
+		}
+		p, _, err := st.Detail(ctx, pend, 7)
+		if err != nil || p.Funding != hongbao.Funded || p.Total != 400 {
+			t.Errorf("Detail %s: %+v, %v; want it funded, 400", pend, p, err)
 		}
 	})
 	t.Run("not fresh: the primary serves it", func(t *testing.T) {
 		fresh.Store(false)
-		if got := openers(t, st, id); len(got) != 1 || got[1] != first.Amount {
+		if got := openers(t, st, id, 99); len(got) != 1 || got[1] != first.Amount {
 			t.Errorf("detail %v, want user 1 with %d", got, first.Amount)
 		}
 	})
@@ -91,7 +119,7 @@ func TestReplicaReads(t *testing.T) {
 	t.Run("a packet the replica lacks is read on the primary", func(t *testing.T) {
 		fresh.Store(true)
 		late := createPacket(t, st, buckets[0], packetSpec{hongbao.Fixed, 300, 3}, hongbao.Funded)
-		p, _, err := st.Packet(ctx, late)
+		p, _, err := st.Detail(ctx, late, 99)
 		if err != nil || p.Total != 300 {
 			t.Errorf("Packet %s: %+v, %v", late, p, err)
 		}
@@ -99,7 +127,7 @@ func TestReplicaReads(t *testing.T) {
 	t.Run("a replica that is down: the primary", func(t *testing.T) {
 		fresh.Store(true)
 		g.Replicas[0].Stop()
-		if got := openers(t, st, id); len(got) != 1 || got[1] != first.Amount {
+		if got := openers(t, st, id, 99); len(got) != 1 || got[1] != first.Amount {
 			t.Errorf("detail %v, want user 1 with %d", got, first.Amount)
 		}
 	})

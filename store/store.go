@@ -55,7 +55,7 @@ func (s *Store) WithArchive(cold *sql.DB) *Store {
 	return s
 }
 
-// WithReplica makes detail reads (Packet) use replica, a read-only copy
+// WithReplica makes detail reads (Detail) use replica, a read-only copy
 // of the SET's MySQL, while fresh reports it replicating close behind.
 // The open path never reads it: what a share is worth is decided on the
 // primary only.
@@ -198,19 +198,12 @@ func insertPacket(ctx context.Context, tx *sql.Tx, t hongbao.DayTable, n NewPack
 	return err
 }
 
-// Packet reads a packet and its records in opening order, from one
-// snapshot (an archive run cannot slip between the two reads). A packet
-// not in its day table is looked for in the archive.
+// Packet reads a packet and its records in opening order on the primary,
+// from one snapshot (an archive run cannot slip between the two reads). A
+// packet not in its day table is looked for in the archive. Detail is the
+// read a client's GET makes, which may be served by the replica.
 func (s *Store) Packet(ctx context.Context, id hongbao.PacketID) (*hongbao.Packet, []hongbao.Record, error) {
 	t := s.Table(id)
-	if s.replica != nil && s.fresh() {
-		// Any failure falls back to the primary: a packet sent a moment
-		// ago may not be applied on the replica yet (not found there), or
-		// the replica went away since fresh was last measured.
-		if p, recs, err := readPacket(ctx, s.replica, t.Packets(), t.Details(), id); err == nil {
-			return p, recs, nil
-		}
-	}
 	p, recs, err := readPacket(ctx, s.db, t.Packets(), t.Details(), id)
 	if errors.Is(err, hongbao.ErrNotFound) && s.cold != nil {
 		// The ID names its day, so an archived packet is one lookup away.
@@ -250,22 +243,38 @@ func readPacket(ctx context.Context, db *sql.DB, packets, details string, id hon
 }
 
 // Opened returns the share user took of id, if any: a point read on the
-// detail's primary key, for when the cache cannot tell. A packet old
-// enough to have been archived is looked for in the archive too, so an
-// earlier opener of an archived packet still gets their share back.
+// detail's primary key, for when the cache cannot tell. A packet no longer
+// in its day table is looked for in the archive, whatever its age (a
+// packet with a short expiry can be archived within the day it was sent:
+// retention 1 just after midnight, or an --as-of ahead), so an earlier
+// opener of an archived packet still gets their share back. The same
+// statement tells whether the packet is still in its day table, so the
+// crowd of a live packet pays no second read.
 func (s *Store) Opened(ctx context.Context, id hongbao.PacketID, user hongbao.UserID) (int64, bool, error) {
 	t := s.Table(id)
-	amount, ok, err := openedIn(ctx, s.db, t.Details(), id, user)
-	// The archiver keeps a day at least a day (archive.retention_days >=
-	// 1): a younger packet cannot be there, and the crowd of a fresh
-	// packet pays no second read.
-	if err == nil && !ok && s.cold != nil && s.now().Sub(id.Time()) > 24*time.Hour {
+	amount, ok, live, err := openedLive(ctx, s.db, t, id, user)
+	if err == nil && !ok && !live && s.cold != nil {
 		amount, ok, err = openedIn(ctx, s.cold, dayOf(t, id, s.loc).Archive().Details(), id, user)
 	}
 	if err != nil {
 		return 0, false, fmt.Errorf("store: opened %s by %s: %w", id, user, err)
 	}
 	return amount, ok, nil
+}
+
+// openedLive reads user's share of id in its day table, and whether the
+// packet is there at all (a missing day table: it is not).
+func openedLive(ctx context.Context, db *sql.DB, t hongbao.DayTable, id hongbao.PacketID, user hongbao.UserID) (amount int64, ok, live bool, err error) {
+	var a sql.NullInt64
+	err = db.QueryRowContext(ctx, "SELECT (SELECT amount FROM "+t.Details()+" WHERE packet_id = ? AND user_id = ?), EXISTS (SELECT 1 FROM "+
+		t.Packets()+" WHERE id = ?)", id, user, id).Scan(&a, &live)
+	switch {
+	case schema.IsMissingTable(err):
+		return 0, false, false, nil
+	case err != nil:
+		return 0, false, false, err
+	}
+	return a.Int64, a.Valid, live, nil
 }
 
 // openedIn reads user's share of id in the details table, if any.
@@ -301,9 +310,16 @@ func scanPacket(row scanner) (*hongbao.Packet, error) {
 	return &p, nil
 }
 
-// Head reads a packet without its records.
+// Head reads a packet without its records, on the primary. A packet not in
+// its day table is looked for in the archive, as Packet does: a grab of an
+// archived packet whose state the cache lost must find it (not finding it,
+// the server's not-found check did, and answered 503 busy for good).
 func (s *Store) Head(ctx context.Context, id hongbao.PacketID) (*hongbao.Packet, error) {
-	p, err := scanPacket(s.db.QueryRowContext(ctx, selectPacket+s.Table(id).Packets()+" WHERE id = ?", id))
+	t := s.Table(id)
+	p, err := scanPacket(s.db.QueryRowContext(ctx, selectPacket+t.Packets()+" WHERE id = ?", id))
+	if errors.Is(err, hongbao.ErrNotFound) && s.cold != nil {
+		p, err = scanPacket(s.cold.QueryRowContext(ctx, selectPacket+dayOf(t, id, s.loc).Archive().Packets()+" WHERE id = ?", id))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("store: packet %s: %w", id, err)
 	}

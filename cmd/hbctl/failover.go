@@ -462,7 +462,7 @@ func (f *failover) rejoinAll(ctx context.Context) error {
 			failed = append(failed, fmt.Sprintf("%s: not reachable (%v): start it, then run rejoin again", addrOf(r), err))
 			continue
 		}
-		if st.Configured && st.MasterHost == host && st.MasterPort == port && st.IORunning == "Yes" && st.SQLRunning == "Yes" {
+		if st.From(ctx, host, port) && st.IORunning == "Yes" && st.SQLRunning == "Yes" {
 			f.say("%s already replicates from %s", addrOf(r), addrOf(f.g.primary))
 			continue
 		}

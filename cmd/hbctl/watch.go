@@ -402,24 +402,30 @@ const (
 
 // probeReplicas reads each replica's replication status.
 func (w *watcher) probeReplicas(ctx context.Context, g *group) []replicaView {
-	host, port, err := replication.Addr(g.primary)
 	views := make([]replicaView, 0, len(g.replicas))
 	for _, r := range g.replicas {
-		v := replicaView{dsn: r}
-		st, serr := w.replicaStatus(ctx, r)
-		switch {
-		case err != nil || serr != nil:
-			v.state, v.what = unreachable, fmt.Sprint(errors.Join(err, serr))
-		case !st.Configured || st.MasterHost != host || st.MasterPort != port:
-			v.state, v.what = elsewhere, fmt.Sprintf("does not replicate from it (source %s:%d)", st.MasterHost, st.MasterPort)
-		case st.IORunning == "Yes":
-			v.state, v.what = replicating, "receives from it (Slave_IO_Running Yes)"
-		default:
-			v.state, v.what = lost, fmt.Sprintf("lost it (Slave_IO_Running %s: %s)", st.IORunning, st.LastError)
-		}
-		views = append(views, v)
+		st, err := w.replicaStatus(ctx, r)
+		views = append(views, viewOf(ctx, g.primary, r, st, err))
 	}
 	return views
+}
+
+// viewOf classifies replica r of primary by its replication status st
+// (err: it could not be read).
+func viewOf(ctx context.Context, primary, r string, st replication.Status, err error) replicaView {
+	v := replicaView{dsn: r}
+	host, port, aerr := replication.Addr(primary)
+	switch {
+	case aerr != nil || err != nil:
+		v.state, v.what = unreachable, fmt.Sprint(errors.Join(aerr, err))
+	case !st.From(ctx, host, port): // by address: a replica set up by name is the same
+		v.state, v.what = elsewhere, fmt.Sprintf("does not replicate from it (source %s:%d)", st.MasterHost, st.MasterPort)
+	case st.IORunning == "Yes":
+		v.state, v.what = replicating, "receives from it (Slave_IO_Running Yes)"
+	default:
+		v.state, v.what = lost, fmt.Sprintf("lost it (Slave_IO_Running %s: %s)", st.IORunning, st.LastError)
+	}
+	return v
 }
 
 // replicaStatus reads dsn's SHOW SLAVE STATUS within the probe timeout.

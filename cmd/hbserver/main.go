@@ -124,7 +124,7 @@ func run(args []string) error {
 	defer replica.DB().Close()
 	st := store.New(db, sc.Name, cfg.Location(), time.Now, rand.Int64N).WithArchive(cold).WithMetrics(metrics.NewStore(reg))
 	if cfg.Replication.ReadReplica {
-		lag := replication.NewLag(replica.DB(), cfg.Replication.MaxReplicaLag.D())
+		lag := replication.NewLag(db, replica.DB(), cfg.Replication.MaxReplicaLag.D())
 		go lag.Run(bg, time.Second)
 		st = st.WithReplica(replica.DB(), lag.Fresh)
 	}
@@ -141,6 +141,7 @@ func run(args []string) error {
 	srv := set.NewServer(set.Deps{
 		Owns:        owns,
 		Recheck:     recheck,
+		Ready:       topologyReady(topo, sc.Name),
 		Wallet:      wl,
 		DevGrant:    cfg.DevGrant,
 		Store:       st,
@@ -158,7 +159,7 @@ func run(args []string) error {
 		go followBuckets(bg, topo, sc.Name, srv)
 	}
 	metrics.RegisterOutbox(reg, sc.Name, srv.OutboxBacklog, time.Now)
-	ready := readiness(srv, topo, sc.Name)
+	ready := admin.Check(srv.Ready)
 	metrics.Ready(reg, admin.Now(bg, ready))
 	if topo != nil {
 		metrics.RegisterTopology(reg, metrics.Topology{Version: func() int64 { return topo.Current().Version },

@@ -78,6 +78,9 @@ type Options struct {
 	Replicated      []string
 	Replicas        int
 	SemiSyncTimeout time.Duration
+	// ReadReplica is replication.read_replica: the servers of Replicated
+	// SETs read packet details from the first replica while it is fresh.
+	ReadReplica bool
 	// Core, when positive, puts the meta and wallet databases on a
 	// replicated group of their own (the core group: a primary and Core
 	// replicas, semi-sync as Replicated's), apart from every SET's
@@ -242,8 +245,9 @@ func Start(t testing.TB, opts Options) *Cluster {
 		Router: c.routerAddr, RouterExtra: opts.RouterYAML, MetaDSN: c.MetaDSN, WalletDSN: c.WalletDSN, Sets: c.Sets,
 		CoreReplicas: core[min(1, len(core)):],
 		Extra: fmt.Sprintf("dev_grant: %d\narchive:\n  textfile: %q\ndashboard:\n  verify_textfile: %q\nsettle:\n  sweep_after: %s\n"+
-			"replication:\n  semi_sync_timeout: %s\n  admin_user: root\n  admin_password: \"\"\n  user: %s\n  password: %s\n  wait_applied: 30s\n",
-			opts.DevGrant, c.ArchiveTextfile, c.VerifyTextfile, opts.SweepAfter, opts.SemiSyncTimeout, dbtest.ReplUser, dbtest.ReplPassword)})
+			"replication:\n  semi_sync_timeout: %s\n  admin_user: root\n  admin_password: \"\"\n  user: %s\n  password: %s\n  wait_applied: 30s\n"+
+			"  read_replica: %t\n",
+			opts.DevGrant, c.ArchiveTextfile, c.VerifyTextfile, opts.SweepAfter, opts.SemiSyncTimeout, dbtest.ReplUser, dbtest.ReplPassword, opts.ReadReplica)})
 
 	c.MustCtl(t, "topology", "init")
 	for _, s := range all {

@@ -110,6 +110,12 @@ func (w *Watcher) refreshSoon() {
 	}
 }
 
+// refreshTimeout bounds one poll of Run: a connection to the meta
+// database cut by the network (silent, not closed) would hold a poll, and
+// the watcher with it, until TCP gives up (many minutes), long after the
+// meta database is reachable again on a new connection.
+const refreshTimeout = 5 * time.Second
+
 // Run polls until ctx ends.
 func (w *Watcher) Run(ctx context.Context) {
 	tick := time.NewTicker(w.interval)
@@ -119,11 +125,17 @@ func (w *Watcher) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-			if err := w.Refresh(ctx); err != nil && ctx.Err() == nil {
+			if err := w.poll(ctx); err != nil && ctx.Err() == nil {
 				w.log.Warn("topology refresh failed; keeping the last one", zap.Error(err))
 			}
 		}
 	}
+}
+
+func (w *Watcher) poll(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, refreshTimeout)
+	defer cancel()
+	return w.Refresh(ctx)
 }
 
 // FollowSet calls fn with SET name as each new version of the topology

@@ -25,7 +25,7 @@ func TestLag(t *testing.T) {
 	g := dbtest.StartReplicated(t, 0, 1)
 	root := dbtest.Open(t, g.Replicas[0].DSN, 4)
 	ctx, cancel := context.WithCancel(context.Background())
-	lag := replication.NewLag(dbtest.Open(t, g.Replicas[0].AppDSN(), 4), time.Second)
+	lag := newLag(t, g, time.Second)
 	done := make(chan struct{})
 	go func() { lag.Run(ctx, 20*time.Millisecond); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })

@@ -155,3 +155,29 @@ func semiSyncWaits(t *testing.T, root *sql.DB) int {
 	}
 	return n
 }
+
+// TestLockLogsNothingAndLeavesLoggingOn: Lock and Unlock write nothing to
+// the binary log (a replica must not copy a fence), and leave every
+// pooled connection logging: a promotion's epoch stamp written through the
+// same pool right after Unlock must reach the binary log.
+func TestLockLogsNothingAndLeavesLoggingOn(t *testing.T) {
+	r := newFenceRig(t)
+	ctx := context.Background()
+	r.root.SetMaxOpenConns(1) // the same connection for every statement
+	var before, after string
+	if err := r.root.QueryRow("SELECT @@GLOBAL.gtid_binlog_pos").Scan(&before); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []func(context.Context, *sql.DB, []string) error{replication.Lock, replication.Unlock} {
+		if err := f(ctx, r.root, []string{dbtest.AppUser}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.root.QueryRow("SELECT @@GLOBAL.gtid_binlog_pos").Scan(&after); err != nil || after != before {
+		t.Fatalf("the binary log moved from %q to %q (%v): Lock or Unlock was logged", before, after, err)
+	}
+	var logging int
+	if err := r.root.QueryRow("SELECT @@SESSION.sql_log_bin").Scan(&logging); err != nil || logging != 1 {
+		t.Errorf("sql_log_bin = %d (%v) on the pool's connection after Lock and Unlock; want 1", logging, err)
+	}
+}

@@ -226,15 +226,7 @@ func setLock(ctx context.Context, db *sql.DB, users []string, how string) error 
 	if len(users) == 0 {
 		return nil
 	}
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		return fmt.Errorf("replication: account %s: %w", strings.ToLower(how), err)
-	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, "SET SESSION sql_log_bin = 0"); err != nil {
-		return fmt.Errorf("replication: account %s: %w", strings.ToLower(how), err)
-	}
-	rows, err := conn.QueryContext(ctx, "SELECT user, host FROM mysql.user WHERE user IN ("+placeholders(len(users))+")", anys(users)...)
+	rows, err := db.QueryContext(ctx, "SELECT user, host FROM mysql.user WHERE user IN ("+placeholders(len(users))+")", anys(users)...)
 	if err != nil {
 		return fmt.Errorf("replication: account %s: %w", strings.ToLower(how), err)
 	}
@@ -252,8 +244,13 @@ func setLock(ctx context.Context, db *sql.DB, users []string, how string) error 
 		return fmt.Errorf("replication: account %s: %w", strings.ToLower(how), err)
 	}
 	for _, a := range accounts {
-		// ALTER USER is not preparable: the names are quoted here.
-		if _, err := conn.ExecContext(ctx, "ALTER USER "+quote(a[0])+"@"+quote(a[1])+" ACCOUNT "+how); err != nil {
+		// Unlogged for this statement only (SET STATEMENT): a session
+		// variable would stay off on the pooled connection, and the
+		// next write through it (a promotion's epoch stamp) would be
+		// missing from the binary log. ALTER USER is not preparable:
+		// the names are quoted here.
+		q := "SET STATEMENT sql_log_bin = 0 FOR ALTER USER " + quote(a[0]) + "@" + quote(a[1]) + " ACCOUNT " + how
+		if _, err := db.ExecContext(ctx, q); err != nil {
 			return fmt.Errorf("replication: account %s %s@%s: %w", strings.ToLower(how), a[0], a[1], err)
 		}
 	}

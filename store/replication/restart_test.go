@@ -1,0 +1,114 @@
+package replication_test
+
+import (
+	"context"
+	"database/sql"
+	"testing"
+	"time"
+
+	"github.com/hongbao-dev/hongbao/store/dbtest"
+	"github.com/hongbao-dev/hongbao/store/replication"
+)
+
+// acked commits n rows (ids from, from+1, ...) on the primary through
+// the application's account, each in its own transaction, and returns
+// the ids whose commit returned: acknowledged by a semi-sync replica.
+func acked(t *testing.T, app *sql.DB, from, n int) []int {
+	t.Helper()
+	var ids []int
+	for id := from; id < from+n; id++ {
+		if _, err := app.Exec("INSERT INTO x.t VALUES (?, ?)", id, id*100); err != nil {
+			t.Fatalf("insert %d: %v", id, err)
+		}
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// failOver does what hbctl set failover does with a dead primary: the
+// replica's receiving thread stopped, everything it received applied
+// (MASTER_GTID_WAIT on its own Gtid_IO_Pos), promoted.
+func failOver(t *testing.T, ctx context.Context, db *sql.DB) {
+	t.Helper()
+	if err := replication.StopIO(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	st, err := replication.ReplicaStatus(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := replication.WaitApplied(ctx, db, st.IOPos, 30*time.Second); err != nil {
+		t.Fatalf("replica did not apply what it received (%+v): %v", st, err)
+	}
+	if err := replication.Promote(ctx, db, 0, false, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// missing returns the ids of want that db's x.t lacks or holds with
+// another value.
+func missing(t *testing.T, db *sql.DB, want []int) []int {
+	t.Helper()
+	var lost []int
+	for _, id := range want {
+		var v int
+		err := db.QueryRow("SELECT v FROM x.t WHERE id = ?", id).Scan(&v)
+		if err == sql.ErrNoRows || (err == nil && v != id*100) {
+			lost = append(lost, id)
+		} else if err != nil {
+			t.Fatalf("read %d: %v", id, err)
+		}
+	}
+	return lost
+}
+
+// TestReplicaRestartKeepsAcknowledged (issue 23, finding 7): commits
+// acknowledged by a replica whose applier lags (its SQL thread stopped:
+// they are in its relay log only) survive a kill -9 and restart of the
+// replica followed by the loss of the primary (kill -9, never back): the
+// replica promoted after its restart has every one of them. A client was
+// told "committed" for each only once the replica had it; a restart must
+// not make the replica forget it.
+func TestReplicaRestartKeepsAcknowledged(t *testing.T) {
+	g := dbtest.StartReplicated(t, 0, 1)
+	ctx := context.Background()
+	app := dbtest.Open(t, g.Primary.AppDSN(), 4)
+	r := g.Replicas[0]
+	for _, q := range []string{"CREATE DATABASE x", "CREATE TABLE x.t (id INT PRIMARY KEY, v BIGINT)"} {
+		if _, err := app.Exec(q); err != nil {
+			t.Fatal(q, err)
+		}
+	}
+	want := acked(t, app, 1, 5) // applied on the replica
+	replRoot := dbtest.Open(t, r.DSN, 2)
+	pos, err := replication.BinlogPos(ctx, dbtest.Open(t, g.Primary.DSN, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := replication.WaitApplied(ctx, replRoot, pos, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := replRoot.Exec("STOP SLAVE SQL_THREAD"); err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, acked(t, app, 6, 20)...) // in the replica's relay log only
+	replRoot.Close()
+
+	r.Stop()
+	g.Primary.Stop() // lost for good
+	if err := r.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	db := dbtest.Open(t, r.DSN, 2)
+	failOver(t, ctx, db)
+	if lost := missing(t, db, want); len(lost) > 0 {
+		t.Fatalf("the promoted replica lacks %d of %d acknowledged commits after its restart: ids %v", len(lost), len(want), lost)
+	}
+	var n int
+	if err := db.QueryRow("SELECT COUNT(*) FROM x.t").Scan(&n); err != nil || n != len(want) {
+		t.Fatalf("promoted replica holds %d rows (%v); want %d", n, err, len(want))
+	}
+	if _, err := dbtest.Open(t, r.AppDSN(), 1).Exec("INSERT INTO x.t VALUES (1000, 1)"); err != nil {
+		t.Fatalf("the promoted replica does not take writes: %v", err)
+	}
+}

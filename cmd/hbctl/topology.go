@@ -62,13 +62,14 @@ func cmdTopology(ctx context.Context, e *env, args []string) error {
 }
 
 // topologyInit seeds the meta database from the config and records in each
-// SET's MySQL the buckets it owns (the fence).
+// SET's MySQL the buckets it owns (the fence). A SET's MySQL chosen by a
+// failover is kept, and said on stderr (topology.InitNoting).
 func topologyInit(ctx context.Context, e *env, cfg *configs.Config, meta *sql.DB) error {
 	infos := make([]topology.Set, len(cfg.Sets))
 	for i, s := range cfg.Sets {
 		infos[i] = topology.Set{Name: s.Name, Servers: s.Servers, MySQLDSN: s.MySQLDSN, Replicas: s.Replicas, Memcached: s.Memcached}
 	}
-	t, err := topology.Init(ctx, meta, infos)
+	t, err := topology.InitNoting(ctx, meta, infos, func(s string) { fmt.Fprintln(e.stderr, "hbctl topology init: "+s) })
 	if err != nil {
 		return err
 	}

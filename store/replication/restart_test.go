@@ -3,6 +3,8 @@ package replication_test
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -119,4 +121,103 @@ func TestReplicaRestartKeepsAcknowledged(t *testing.T) {
 	if _, err := dbtest.Open(t, r.AppDSN(), 1).Exec("INSERT INTO x.u VALUES (1)"); err != nil {
 		t.Fatalf("the promoted replica does not take writes: %v", err)
 	}
+}
+
+// TestSetPowerLoss (issue 23, finding 7): a whole replicated group loses
+// power at once under load: its primary and both replicas killed -9 at
+// the same instant (none closes a socket), one replica's applier lagging
+// (its SQL thread stopped: acknowledged commits in its relay log only).
+// Restarted in their roles (the primary as the primary, each replica
+// applying its relay log before replicating again), every commit a client
+// was told of is on every member, and the group replicates and
+// acknowledges again.
+func TestSetPowerLoss(t *testing.T) {
+	g := dbtest.StartReplicated(t, 0, 2)
+	ctx := context.Background()
+	app := dbtest.Open(t, g.Primary.AppDSN(), 16)
+	for _, q := range []string{"CREATE DATABASE x", "CREATE TABLE x.t (id INT PRIMARY KEY, v BIGINT)"} {
+		if _, err := app.Exec(q); err != nil {
+			t.Fatal(q, err)
+		}
+	}
+	want := load(t, app, 8, func() {
+		time.Sleep(300 * time.Millisecond)
+		lagging := dbtest.Open(t, g.Replicas[1].DSN, 1)
+		if _, err := lagging.Exec("STOP SLAVE SQL_THREAD"); err != nil {
+			t.Error(err)
+		}
+		lagging.Close()
+		time.Sleep(700 * time.Millisecond)
+		var wg sync.WaitGroup
+		for _, m := range g.Members() {
+			wg.Go(m.Stop)
+		}
+		wg.Wait()
+	})
+	t.Logf("%d commits acknowledged before the power loss", len(want))
+	if len(want) < 50 {
+		t.Fatalf("only %d commits acknowledged under load; want 50 at least for the test to mean something", len(want))
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(g.Members()))
+	for i, m := range g.Members() {
+		wg.Go(func() { errs[i] = m.Restart() })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	primary := dbtest.Open(t, g.Primary.DSN, 2)
+	if lost := missing(t, primary, want); len(lost) > 0 {
+		t.Fatalf("the restarted primary lacks %d of %d acknowledged commits: %v", len(lost), len(want), lost)
+	}
+	// Replicating and acknowledging again: a new commit returns, and
+	// every member has everything the primary has.
+	if _, err := dbtest.Open(t, g.Primary.AppDSN(), 1).Exec("INSERT INTO x.t VALUES (0, 0)"); err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, 0)
+	pos, err := replication.BinlogPos(ctx, primary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range g.Replicas {
+		db := dbtest.Open(t, r.DSN, 2)
+		if err := replication.WaitApplied(ctx, db, pos, 60*time.Second); err != nil {
+			st, _ := replication.ReplicaStatus(ctx, db)
+			t.Fatalf("replica %d does not replicate after the power loss (%+v): %v", i, st, err)
+		}
+		if lost := missing(t, db, want); len(lost) > 0 {
+			t.Errorf("replica %d lacks %d of %d acknowledged commits: %v", i, len(lost), len(want), lost)
+		}
+		if on, clients, err := replication.SemiSync(ctx, primary); err != nil || !on || clients != 2 {
+			t.Errorf("primary's semi-sync after the power loss: on %v, %d clients, %v; want on, 2", on, clients, err)
+		}
+	}
+}
+
+// load runs clients goroutines committing rows on app until they fail
+// (their server was killed), with during running meanwhile, and returns
+// the ids of the commits that returned.
+func load(t *testing.T, app *sql.DB, clients int, during func()) []int {
+	t.Helper()
+	var mu sync.Mutex
+	var ok []int
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Go(func() {
+			for i := 1; ; i++ {
+				id := c*1_000_000 + i
+				if _, err := app.Exec("INSERT INTO x.t VALUES (?, ?)", id, id*100); err != nil {
+					return
+				}
+				mu.Lock()
+				ok = append(ok, id)
+				mu.Unlock()
+			}
+		})
+	}
+	during()
+	wg.Wait()
+	return ok
 }

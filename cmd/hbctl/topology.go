@@ -69,13 +69,20 @@ func topologyInit(ctx context.Context, e *env, cfg *configs.Config, meta *sql.DB
 	for i, s := range cfg.Sets {
 		infos[i] = topology.Set{Name: s.Name, Servers: s.Servers, MySQLDSN: s.MySQLDSN, Replicas: s.Replicas, Memcached: s.Memcached}
 	}
-	t, err := topology.InitNoting(ctx, meta, infos, func(s string) { fmt.Fprintln(e.stderr, "hbctl topology init: "+s) })
-	if err != nil {
+	var t *topology.Map
+	if err := unstalled(ctx, e, "topology init: the meta database", cfg.MetaDSN,
+		"start the core group's replica, or after hbctl core failover run hbctl core rejoin", func(ctx context.Context) (err error) {
+			t, err = topology.InitNoting(ctx, meta, infos, func(s string) { fmt.Fprintln(e.stderr, "hbctl topology init: "+s) })
+			return err
+		}); err != nil {
 		return err
 	}
 	for _, s := range t.Sets {
-		if err := withDB(s.MySQLDSN, func(db *sql.DB) error {
-			return schema.Own(ctx, db, s.Name, t.Version, t.Buckets(s.Name))
+		fix := fmt.Sprintf("start its replica, or after hbctl set failover %s run hbctl set rejoin %s", s.Name, s.Name)
+		if err := unstalled(ctx, e, "topology init: SET "+s.Name, s.MySQLDSN, fix, func(ctx context.Context) error {
+			return withDB(s.MySQLDSN, func(db *sql.DB) error {
+				return schema.Own(ctx, db, s.Name, t.Version, t.Buckets(s.Name))
+			})
 		}); err != nil {
 			return fmt.Errorf("SET %s: %w", s.Name, err)
 		}

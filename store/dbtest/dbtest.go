@@ -304,7 +304,7 @@ func (m *MariaDB) startReplica() error {
 	defer db.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := replication.StartReplica(ctx, db, time.Minute); err != nil {
+	if _, err := replication.StartReplica(ctx, db, time.Minute); err != nil {
 		return fmt.Errorf("mariadbd on port %d: %w", m.Port, err)
 	}
 	return nil

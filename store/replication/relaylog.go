@@ -250,17 +250,19 @@ func nextRelayFile(file string) (string, error) {
 // StartReplica starts the replication of db's server after a start with
 // --skip-slave-start, when it is a replica: what it received and did not
 // apply first (ApplyRelayLog, at most timeout), then both threads, the
-// receiving one asking its primary for what follows. A server that is no
+// receiving one asking its primary for what follows. It returns the GTID
+// position applied before replication started. A server that is no
 // replica is left alone.
-func StartReplica(ctx context.Context, db *sql.DB, timeout time.Duration) error {
+func StartReplica(ctx context.Context, db *sql.DB, timeout time.Duration) (string, error) {
 	st, err := ReplicaStatus(ctx, db)
 	if err != nil || !st.Configured {
-		return err
+		return "", err
 	}
+	pos := st.SlavePos
 	if st.IORunning == "No" && st.SQLRunning == "No" {
-		if _, err := ApplyRelayLog(ctx, db, timeout); err != nil {
-			return err
+		if pos, err = ApplyRelayLog(ctx, db, timeout); err != nil {
+			return "", err
 		}
 	}
-	return execAll(ctx, db, "start replica", "START SLAVE")
+	return pos, execAll(ctx, db, "start replica", "START SLAVE")
 }

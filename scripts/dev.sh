@@ -753,7 +753,7 @@ case "${1:-}" in
   bench) shift; bench "$@" ;;
   bench-e2e) shift; bench_deps; down; bench_env; bench_e2e "$@" ;;
   chaos) shift; chaos "$@" ;;
-  infra) deps; build; infra ;;
+  infra) deps; infra ;;
   reseed) shift; reseed "$@" ;;
   test-env) test_env; env | grep '^HB_TEST_' | sed "s/^\([^=]*\)=\(.*\)$/export \1='\2'/" ;;
   *) sed -n '2,14p' "$0"; exit 2 ;;

@@ -152,6 +152,8 @@ type MariaDB struct {
 	dir  string
 	args []string
 	cmd  *exec.Cmd
+	// stopped: Restart leaves a replica's replication stopped.
+	stopped bool
 }
 
 // StartMariaDB initialises and starts a private MariaDB in a temporary
@@ -288,10 +290,19 @@ func (m *MariaDB) Restart() error {
 		log, _ := os.ReadFile(m.dir + "/error.log")
 		return fmt.Errorf("mariadbd: %w\n%s", err, log)
 	}
-	if _, err := os.Stat(m.dir + "/data/master.info"); err != nil || !slices.Contains(m.args, "--skip-slave-start") {
+	if _, err := os.Stat(m.dir + "/data/master.info"); err != nil || m.stopped || !slices.Contains(m.args, "--skip-slave-start") {
 		return nil
 	}
 	return m.startReplica()
+}
+
+// RestartStopped is Restart without starting a replica's replication: a
+// replica whose mysqld started (--skip-slave-start) and that nobody
+// started yet (hbctl replica start), its relay log as it was.
+func (m *MariaDB) RestartStopped() error {
+	m.stopped = true
+	defer func() { m.stopped = false }()
+	return m.Restart()
 }
 
 // startReplica starts a restarted replica's replication, its relay log

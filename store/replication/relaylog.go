@@ -27,6 +27,25 @@ import (
 // first, outside GTID mode (where nothing is purged), from exactly the
 // first transaction gtid_slave_pos lacks.
 
+// relayApplyPatience bounds how long Promote waits for a stopped
+// replica's relay log to be applied.
+const relayApplyPatience = 5 * time.Minute
+
+// ApplyIfStopped applies db's relay log (ApplyRelayLog) when db is a
+// replica whose threads are both stopped (restarted, not started yet);
+// with a thread running the relay log is in use and the applier goes on
+// by itself. A failover calls it before it reads what a replica received:
+// such a replica's Gtid_IO_Pos is empty, its relay log applied is in
+// gtid_slave_pos. Promote calls it before forgetting the replication.
+func ApplyIfStopped(ctx context.Context, db *sql.DB) error {
+	st, err := ReplicaStatus(ctx, db)
+	if err != nil || !st.Configured || st.IORunning != "No" || st.SQLRunning != "No" {
+		return err
+	}
+	_, err = ApplyRelayLog(ctx, db, relayApplyPatience)
+	return err
+}
+
 // RelayPos is a position in a replica's relay log.
 type RelayPos struct {
 	File string

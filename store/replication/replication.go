@@ -348,6 +348,11 @@ func StopIO(ctx context.Context, db *sql.DB) error {
 // its writes (the operator's, through read_only) wait for no
 // acknowledgement and precede every application write in its binary log.
 func Promote(ctx context.Context, db *sql.DB, timeout time.Duration, waitNoReplica bool, stamp func(context.Context, *sql.DB) error) error {
+	// A replica restarted and not started yet holds in its relay log
+	// commits it acknowledged: applied before RESET SLAVE ALL discards it.
+	if err := ApplyIfStopped(ctx, db); err != nil {
+		return fmt.Errorf("replication: promote: %w", err)
+	}
 	if err := execAll(ctx, db, "promote", "STOP SLAVE", "RESET SLAVE ALL"); err != nil {
 		return err
 	}

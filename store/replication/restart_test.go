@@ -221,3 +221,37 @@ func load(t *testing.T, app *sql.DB, clients int, during func()) []int {
 	wg.Wait()
 	return ok
 }
+
+// TestFailoverToAReplicaNotStartedYet (issue 23, finding 7): the replica
+// restarted and nobody started its replication yet (hbctl replica start:
+// both threads stopped, its relay log holding acknowledged commits it has
+// not applied) when the primary is lost. The failover's promotion applies
+// the relay log before it forgets the replica's replication (RESET SLAVE
+// ALL discards the relay log).
+func TestFailoverToAReplicaNotStartedYet(t *testing.T) {
+	g := dbtest.StartReplicated(t, 0, 1)
+	ctx := context.Background()
+	app := dbtest.Open(t, g.Primary.AppDSN(), 4)
+	r := g.Replicas[0]
+	for _, q := range []string{"CREATE DATABASE x", "CREATE TABLE x.t (id INT PRIMARY KEY, v BIGINT)"} {
+		if _, err := app.Exec(q); err != nil {
+			t.Fatal(q, err)
+		}
+	}
+	replRoot := dbtest.Open(t, r.DSN, 1)
+	if _, err := replRoot.Exec("STOP SLAVE SQL_THREAD"); err != nil {
+		t.Fatal(err)
+	}
+	want := acked(t, app, 1, 10)
+	replRoot.Close()
+	r.Stop()
+	g.Primary.Stop()
+	if err := r.RestartStopped(); err != nil {
+		t.Fatal(err)
+	}
+	db := dbtest.Open(t, r.DSN, 2)
+	failOver(t, ctx, db)
+	if lost := missing(t, db, want); len(lost) > 0 {
+		t.Fatalf("the promoted replica lacks %d of %d acknowledged commits: ids %v", len(lost), len(want), lost)
+	}
+}

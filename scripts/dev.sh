@@ -457,10 +457,34 @@ rejoin_old_primaries() {
   done
 }
 
-# member_at PORT: the name of the SET database listening on PORT.
+# rejoin_core: after hbctl core failover, the old core primary comes back
+# writable (its role is in its data; the core's primary is the highest
+# failover epoch, which no process would choose it under), and the
+# promoted one, without a replica, makes every commit wait: topology init
+# would. When both members are writable, make up runs hbctl core rejoin;
+# when it refuses, it says what to run and stops.
+rejoin_core() {
+  local m ro writable=0 primary
+  for m in core core-replica; do
+    ro=$(command mariadb --no-defaults -uroot --socket="$RUN/mariadb-$m.sock" -N -e 'SELECT @@read_only' 2>/dev/null) || return 0
+    [ "$ro" = 0 ] && writable=$((writable + 1))
+  done
+  [ "$writable" = 2 ] || return 0
+  echo "the core group has two writable members (an old primary back after hbctl core failover): hbctl core rejoin" >&2
+  if ! "$RUN/bin/hbctl" core rejoin -config "$CONFIG" >>"$RUN/rejoin.log" 2>&1; then
+    tail -5 "$RUN/rejoin.log" >&2
+    primary=$("$RUN/bin/hbctl" core status -config "$CONFIG" 2>/dev/null | sed -n 's/^core group: primary 127.0.0.1:\([0-9]*\) .*/\1/p')
+    m=core; [ "$(member_at "$primary")" = core ] && m=core-replica
+    echo "the old core primary $m could not rejoin (above). Seed it again from the primary, then make up:" >&2
+    echo "  scripts/dev.sh reseed $m $(member_at "$primary")" >&2
+    exit 1
+  fi
+}
+
+# member_at PORT: the name of the SET or core database listening on PORT.
 member_at() {
   local m
-  for m in a a-replica b b-replica c c-replica; do
+  for m in core core-replica a a-replica b b-replica c c-replica; do
     [ "$(member "$m" | cut -d' ' -f1)" = "$1" ] && echo "$m" && return 0
   done
 }
@@ -498,6 +522,7 @@ up() {
   deps
   build
   infra
+  rejoin_core
   rejoin_old_primaries
   "$RUN/bin/hbctl" topology init -config "$CONFIG" >"$RUN/topology.log"
   # Each process has its admin listener (metrics, health, pprof) on

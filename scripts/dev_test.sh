@@ -124,12 +124,17 @@ applied=$(grep -o 'relay log applied up to "[^"]*"' "$RUN/mariadb-b-replica.log"
 [ "$(sql b-replica "SELECT COUNT(*) FROM relay_probe.t")" = 3 ] || fail "b-replica lacks the acknowledged rows after its restart"
 echo "ok: b-replica killed -9 with acknowledged commits unapplied: applied from its relay log at make up ($acked)"
 
-# 5. make down and make up after a failover (issue 23, finding 8): up
-#    comes up (it hung in topology init: the promoted primary waited for a
-#    replica, the old one came back as a primary of its own); the old
-#    primary is read-only, rejoined, and acknowledges the new primary's
-#    commits; topology init kept the failover.
+# 5. make down and make up after a failover of SET a and of the core group
+#    (issue 23, finding 8): up comes up (it hung in topology init: the
+#    promoted primary waited for a replica, the old one came back as a
+#    primary of its own); each old primary is read-only, rejoined, and
+#    acknowledges the new primary's commits; topology init kept the
+#    failover.
 "$RUN/bin/hbctl" set failover a -config "$ROOT/configs/dev.yaml" >"$RUN/failover.out" 2>&1 || { cat "$RUN/failover.out"; fail "hbctl set failover a"; }
+# And the core group's (with --accept-single-copy: the meta and wallet
+# keep writing until make down).
+"$RUN/bin/hbctl" core failover --accept-single-copy -config "$ROOT/configs/dev.yaml" >>"$RUN/failover.out" 2>&1 ||
+  { cat "$RUN/failover.out"; fail "hbctl core failover"; }
 "$DEV" down >/dev/null
 t0=$(now)
 timeout 300 "$DEV" up >"$RUN/up4.out" 2>&1 || { tail -20 "$RUN/up4.out"; fail "make up after hbctl set failover a and make down"; }
@@ -140,7 +145,10 @@ grep -q "Master_Port: 3317" <(mariadb --no-defaults -uroot --socket="$RUN/mariad
 timeout 20 mariadb --no-defaults -uroot --socket="$RUN/mariadb-a-replica.sock" -e "CREATE DATABASE failover_probe" ||
   fail "a commit on the promoted a-replica is not acknowledged after make up"
 curl -fsS -m 5 http://127.0.0.1:8080/readyz >/dev/null || fail "router not ready after make up"
-echo "ok: make down and make up after hbctl set failover a: up in $(since "$t0") s, a rejoined as a-replica's replica"
+core=$("$RUN/bin/hbctl" core status -config "$ROOT/configs/dev.yaml" 2>&1) || fail "hbctl core status: $core"
+grep -q "127.0.0.1:3346: read-only, epoch [1-9][0-9]*, replicates from 127.0.0.1:3347 (IO Yes, SQL Yes)" <<<"$core" &&
+  grep -q "127.0.0.1:3347: writable" <<<"$core" || fail "the old core primary did not rejoin the new one: $core"
+echo "ok: make down and make up after hbctl set failover a and hbctl core failover: up in $(since "$t0") s, a rejoined as a-replica's replica, core as core-replica's"
 
 # 6. make down stops every supervisor and process.
 "$DEV" down

@@ -20,13 +20,13 @@ var (
 	stallGiveUp = 2 * time.Minute
 )
 
-// unstalled runs write against the MySQL at dsn (what names it, fix
-// what to run when no replica acknowledges its commits). While write
-// waits, it probes the server on a connection of its own and, when its
-// commits wait for an acknowledgement that no connected replica sends,
-// says so on stderr; after stallGiveUp write is abandoned with that
-// reason.
-func unstalled(ctx context.Context, e *env, what, dsn, fix string, write func(context.Context) error) error {
+// unstalled runs write against the MySQL at one of dsns (every member
+// write may go to; what names it, fix what to run when no replica
+// acknowledges its commits). While write waits, it probes the servers on
+// connections of their own and, when one's commits wait for an
+// acknowledgement, says so on stderr; after stallGiveUp write is
+// abandoned with that reason.
+func unstalled(ctx context.Context, e *env, what string, dsns []string, fix string, write func(context.Context) error) error {
 	wctx, cancel := context.WithTimeout(ctx, stallGiveUp)
 	defer cancel()
 	done := make(chan error, 1)
@@ -42,12 +42,22 @@ func unstalled(ctx context.Context, e *env, what, dsn, fix string, write func(co
 			}
 			return err
 		case <-tick.C:
-			if why := stallReason(ctx, dsn, fix); why != "" && why != said {
+			if why := stallReasons(ctx, dsns, fix); why != "" && why != said {
 				fmt.Fprintf(e.stderr, "hbctl: %s waits: %s\n", what, why)
 				said = why
 			}
 		}
 	}
+}
+
+// stallReasons is stallReason of the first of dsns that says something.
+func stallReasons(ctx context.Context, dsns []string, fix string) string {
+	for _, dsn := range dsns {
+		if why := stallReason(ctx, dsn, fix); why != "" {
+			return why
+		}
+	}
+	return ""
 }
 
 // stallReason says why commits on dsn's server do not return: waiting for

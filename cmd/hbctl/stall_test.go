@@ -28,7 +28,7 @@ func TestUnstalledSaysWhy(t *testing.T) {
 	var stderr bytes.Buffer
 	e := &env{stdout: &bytes.Buffer{}, stderr: &stderr}
 	began := time.Now()
-	err := unstalled(context.Background(), e, "topology init: SET a", g.Primary.AppDSN(), "run hbctl set rejoin a",
+	err := unstalled(context.Background(), e, "topology init: SET a", []string{g.Replicas[0].AppDSN(), g.Primary.AppDSN()}, "run hbctl set rejoin a",
 		func(ctx context.Context) error {
 			_, err := app.ExecContext(ctx, "CREATE TABLE x.t (id INT PRIMARY KEY)")
 			return err

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/configs"
 	"github.com/hongbao-dev/hongbao/router/topology"
@@ -70,7 +72,7 @@ func topologyInit(ctx context.Context, e *env, cfg *configs.Config, meta *sql.DB
 		infos[i] = topology.Set{Name: s.Name, Servers: s.Servers, MySQLDSN: s.MySQLDSN, Replicas: s.Replicas, Memcached: s.Memcached}
 	}
 	var t *topology.Map
-	if err := unstalled(ctx, e, "topology init: the meta database", cfg.MetaDSN,
+	if err := unstalled(ctx, e, "topology init: the meta database", coreDSNs(cfg),
 		"start the core group's replica, or after hbctl core failover run hbctl core rejoin", func(ctx context.Context) (err error) {
 			t, err = topology.InitNoting(ctx, meta, infos, func(s string) { fmt.Fprintln(e.stderr, "hbctl topology init: "+s) })
 			return err
@@ -79,7 +81,7 @@ func topologyInit(ctx context.Context, e *env, cfg *configs.Config, meta *sql.DB
 	}
 	for _, s := range t.Sets {
 		fix := fmt.Sprintf("start its replica, or after hbctl set failover %s run hbctl set rejoin %s", s.Name, s.Name)
-		if err := unstalled(ctx, e, "topology init: SET "+s.Name, s.MySQLDSN, fix, func(ctx context.Context) error {
+		if err := unstalled(ctx, e, "topology init: SET "+s.Name, []string{s.MySQLDSN}, fix, func(ctx context.Context) error {
 			return withDB(s.MySQLDSN, func(db *sql.DB) error {
 				return schema.Own(ctx, db, s.Name, t.Version, t.Buckets(s.Name))
 			})
@@ -89,6 +91,21 @@ func topologyInit(ctx context.Context, e *env, cfg *configs.Config, meta *sql.DB
 	}
 	fmt.Fprintf(e.stdout, "topology version %d\n", t.Version)
 	return topologyShow(e, t, false)
+}
+
+// coreDSNs are the DSNs of the core group's members (the meta database
+// may be on any of them after a core failover).
+func coreDSNs(cfg *configs.Config) []string {
+	dsns := []string{cfg.MetaDSN}
+	c, err := mysql.ParseDSN(cfg.MetaDSN)
+	if err != nil {
+		return dsns
+	}
+	for _, addr := range cfg.Core.Replicas {
+		c.Addr = addr
+		dsns = append(dsns, c.FormatDSN())
+	}
+	return dsns
 }
 
 type setJSON struct {

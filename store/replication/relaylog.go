@@ -74,8 +74,9 @@ var gtidInfo = regexp.MustCompile(`GTID (\d+)-(\d+)-(\d+)`)
 // leaves both threads stopped and the replica in GTID mode
 // (MASTER_USE_GTID = slave_pos), its relay log applied and discarded, and
 // returns the GTID position it applied up to (@@gtid_slave_pos). A server
-// that is no replica, or has nothing left to apply, is left alone.
-// Running threads are refused: the relay log is in use.
+// that is no replica is left alone; one with nothing left to apply is
+// only put back in GTID mode (a failed run left it outside). Running
+// threads are refused: the relay log is in use.
 func ApplyRelayLog(ctx context.Context, db *sql.DB, timeout time.Duration) (string, error) {
 	st, err := ReplicaStatus(ctx, db)
 	if err != nil || !st.Configured {

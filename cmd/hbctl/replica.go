@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -12,7 +13,7 @@ import (
 	"github.com/hongbao-dev/hongbao/store/replication"
 )
 
-const replicaUsage = "usage: hbctl replica start HOST:PORT... [-config FILE]"
+const replicaUsage = "usage: hbctl replica start HOST:PORT... [-config FILE] [--timeout 10m]"
 
 // cmdReplica is what starts a replica's replication after its mysqld
 // started (--skip-slave-start, replication.ServerArgs): the commits it
@@ -32,6 +33,7 @@ func cmdReplica(ctx context.Context, e *env, args []string) error {
 	}
 	fs := flags("replica start", e)
 	cfgPath := fs.String("config", "configs/dev.yaml", "configuration file")
+	timeout := fs.Duration("timeout", 10*time.Minute, "the longest wait for a replica to apply its relay log")
 	if err := fs.Parse(rest); err != nil {
 		return usageError{err.Error()}
 	}
@@ -44,7 +46,7 @@ func cmdReplica(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	for _, addr := range addrs {
-		if err := startReplica(ctx, e, cfg.Replication, addr); err != nil {
+		if err := startReplica(ctx, e, cfg.Replication, addr, *timeout); err != nil {
 			return fmt.Errorf("replica %s: %w", addr, err)
 		}
 	}
@@ -53,7 +55,7 @@ func cmdReplica(ctx context.Context, e *env, args []string) error {
 
 // startReplica starts the replication of the server at addr, as the
 // operator.
-func startReplica(ctx context.Context, e *env, r configs.Replication, addr string) error {
+func startReplica(ctx context.Context, e *env, r configs.Replication, addr string, timeout time.Duration) error {
 	c := mysql.NewConfig()
 	c.Net, c.Addr, c.User, c.Passwd = "tcp", addr, r.AdminUser, r.AdminPassword
 	db, err := schema.Open(c.FormatDSN(), 2)
@@ -69,7 +71,7 @@ func startReplica(ctx context.Context, e *env, r configs.Replication, addr strin
 		fmt.Fprintf(e.stdout, "%s: no replica (no primary configured): left alone\n", addr)
 		return nil
 	}
-	pos, err := replication.StartReplica(ctx, db, r.WaitApplied.D())
+	pos, err := replication.StartReplica(ctx, db, timeout)
 	if err != nil {
 		return err
 	}

@@ -145,9 +145,15 @@ grep -q "Master_Port: 3317" <(mariadb --no-defaults -uroot --socket="$RUN/mariad
 timeout 20 mariadb --no-defaults -uroot --socket="$RUN/mariadb-a-replica.sock" -e "CREATE DATABASE failover_probe" ||
   fail "a commit on the promoted a-replica is not acknowledged after make up"
 curl -fsS -m 5 http://127.0.0.1:8080/readyz >/dev/null || fail "router not ready after make up"
-core=$("$RUN/bin/hbctl" core status -config "$ROOT/configs/dev.yaml" 2>&1) || fail "hbctl core status: $core"
-grep -q "127.0.0.1:3346: read-only, epoch [1-9][0-9]*, replicates from 127.0.0.1:3347 (IO Yes, SQL Yes)" <<<"$core" &&
-  grep -q "127.0.0.1:3347: writable" <<<"$core" || fail "the old core primary did not rejoin the new one: $core"
+# (the new primary's epoch reaches the old one once it applied it)
+for i in $(seq 1 50); do
+  core=$("$RUN/bin/hbctl" core status -config "$ROOT/configs/dev.yaml" 2>&1) || fail "hbctl core status: $core"
+  grep -q "127.0.0.1:3346: read-only, epoch [1-9][0-9]*, replicates from 127.0.0.1:3347 (IO Yes, SQL Yes)" <<<"$core" &&
+    grep -q "127.0.0.1:3347: writable" <<<"$core" && break
+  sleep 0.2
+done
+grep -q "127.0.0.1:3346: read-only, epoch [1-9][0-9]*, replicates from 127.0.0.1:3347 (IO Yes, SQL Yes)" <<<"$core" ||
+  fail "the old core primary did not rejoin the new one: $core"
 echo "ok: make down and make up after hbctl set failover a and hbctl core failover: up in $(since "$t0") s, a rejoined as a-replica's replica, core as core-replica's"
 
 # 6. make down stops every supervisor and process.

@@ -118,24 +118,70 @@ semi_sync_ms() {
   esac
 }
 
-# repl_args DIR SERVER_ID: the options of a member of a replicated SET
+# repl_args NAME DIR SERVER_ID: the options of a member of a replicated SET
 # database (store/replication.ServerArgs): GTIDs in strict mode, every
 # applied transaction logged again, semi-sync waiting AFTER_SYNC. Its role
 # is in its data: a replica has a primary configured (master.info) or is
 # marked DIR.new-replica (being seeded, or an old primary that comes back
-# after a failover, until hbctl set rejoin), is read_only, no semi-sync
-# master and a semi-sync replica, whose crash recovery drops from its binary
-# log what it had not committed (an old primary's commits that waited for an
+# after a failover, until hbctl set rejoin), or the meta database names
+# another member as its SET's MySQL (a failover moved the primary away
+# from it: see demoted); a replica is read_only, no semi-sync master and a
+# semi-sync replica, whose crash recovery drops from its binary log what it
+# had not committed (an old primary's commits that waited for an
 # acknowledgement); a primary is a semi-sync master and no semi-sync
 # replica, whose crash recovery commits what is in its binary log (its
-# replica may have it already).
+# replica may have it already). Replication does not start by itself
+# (--skip-slave-start): start_replication applies the relay log first.
 repl_args() {
-  local dir=$1 id=$2 master=1 ro=0
-  if [ -f "$dir/master.info" ] || [ -f "$dir.new-replica" ]; then master=0; ro=1; fi
+  local name=$1 dir=$2 id=$3 master=1 ro=0
+  if [ -f "$dir/master.info" ] || [ -f "$dir.new-replica" ] || demoted "$name"; then master=0; ro=1; fi
   echo --server-id="$id" --log-bin="$dir/binlog" --log-slave-updates=1 --binlog-format=ROW --sync-binlog=1 \
     --gtid-strict-mode=1 --rpl-semi-sync-master-enabled=$master --rpl-semi-sync-slave-enabled=$ro \
     --rpl-semi-sync-master-wait-point=AFTER_SYNC --rpl-semi-sync-master-timeout="$(semi_sync_ms)" \
-    --relay-log-recovery=1 --read-only=$ro
+    --skip-slave-start --relay-log-recovery=0 --read-only=$ro
+}
+
+# meta_sql QUERY: QUERY on the meta database (hb_meta) of the core group's
+# writable member (the one every process follows), nothing when none
+# answers or the meta database does not exist yet.
+meta_sql() {
+  local m
+  for m in core core-replica; do
+    [ -S "$RUN/mariadb-$m.sock" ] || continue
+    [ "$(command mariadb --no-defaults -uroot --socket="$RUN/mariadb-$m.sock" -N -e 'SELECT @@read_only' 2>/dev/null)" = 0 ] || continue
+    command mariadb --no-defaults -uroot --socket="$RUN/mariadb-$m.sock" -N -e "$1" hb_meta 2>/dev/null || true
+    return 0
+  done
+}
+
+# meta_primary SET: the port of the MySQL the meta database names for SET
+# (its primary, a failover's choice), nothing when it names none.
+meta_primary() {
+  meta_sql "SELECT mysql_dsn FROM sets WHERE name = '$1'" | sed -n 's/.*tcp([^)]*:\([0-9]*\)).*/\1/p' | head -1
+}
+
+# demoted NAME: SET database NAME (a, a-replica, ...) is not its SET's
+# primary in the meta database: a failover promoted another member. The
+# core group's members are left to their data (see docs/REPLICATION.md).
+demoted() {
+  local name=$1 set port want
+  case $name in core | core-replica | test-*) return 1 ;; esac
+  set=${name%-replica}
+  port=$(member "$name" | cut -d' ' -f1)
+  want=$(meta_primary "$set")
+  [ -n "$want" ] && [ "$want" != "$port" ]
+}
+
+# start_replication NAME PORT: a replica's replication after its start
+# (--skip-slave-start): what it acknowledged to its primary and had not
+# applied is applied from its relay log first (MariaDB's GTID replication
+# would throw the relay log away), then it replicates (hbctl replica start).
+# A member that is no replica is left alone.
+start_replication() {
+  [ -f "$RUN/mariadb-$1/master.info" ] || return 0
+  [ -x "$RUN/bin/hbctl" ] || build
+  "$RUN/bin/hbctl" replica start -config "$CONFIG" "127.0.0.1:$2" >>"$RUN/mariadb-$1.log" 2>&1 ||
+    { tail -5 "$RUN/mariadb-$1.log" >&2; echo "mariadb $1: its replication did not start (above)" >&2; exit 1; }
 }
 
 # mariadb NAME PORT [SERVER_ID]: a private MariaDB with user hongbao/hongbao on
@@ -157,7 +203,7 @@ mariadb_start() {
   # replica's IO thread "Preparing" for minutes).
   local threads=pool-of-threads
   # shellcheck disable=SC2207 # options without spaces
-  [ -n "$id" ] && binlog=($(repl_args "$dir" "$id")) && threads=one-thread-per-connection
+  [ -n "$id" ] && binlog=($(repl_args "$name" "$dir" "$id")) && threads=one-thread-per-connection
   [ -d "$dir/mysql" ] || mariadb_install "$name" "$dir"
   # Durable commits (flush at every commit, doublewrite on): an open answered
   # "opened" must survive a crash. A 1 GiB buffer pool and a 512 MiB redo log
@@ -194,6 +240,7 @@ mariadb_start() {
     CREATE USER IF NOT EXISTS 'hbadmin'@'127.0.0.1' IDENTIFIED BY 'hbadmin';
     GRANT ALL ON *.* TO 'hbadmin'@'127.0.0.1' WITH GRANT OPTION;" ||
     { tail -20 "$RUN/mariadb-$name.log"; echo "mariadb $name did not start" >&2; exit 1; }
+  [ -z "$id" ] || start_replication "$name" "$port"
 }
 
 # mariadb_install NAME DIR: a fresh data directory. A loaded host now and
@@ -384,6 +431,64 @@ member() {
   esac
 }
 
+# rejoin_old_primaries: after hbctl set failover NAME, the old primary
+# (started read-only, as a replica: see demoted) replicates from nobody
+# until hbctl set rejoin NAME, and the promoted primary's commits wait for
+# a replica (semi-sync, waiting forever), topology init's among them: make
+# up would hang there. make up rejoins it; when rejoin refuses (errant
+# transactions, e.g. DDL in its binary log when it was killed), it says
+# what to run and stops.
+rejoin_old_primaries() {
+  local set m port want
+  for set in a b c; do
+    want=$(meta_primary "$set")
+    [ -n "$want" ] || continue
+    for m in "$set" "$set-replica"; do
+      port=$(member "$m" | cut -d' ' -f1)
+      [ "$port" != "$want" ] && [ ! -f "$RUN/mariadb-$m/master.info" ] && [ ! -f "$RUN/mariadb-$m.new-replica" ] || continue
+      echo "SET $set: its MySQL is 127.0.0.1:$want since a failover, and $m (127.0.0.1:$port) replicates from nobody: hbctl set rejoin $set" >&2
+      if ! "$RUN/bin/hbctl" set rejoin "$set" -config "$CONFIG" >>"$RUN/rejoin.log" 2>&1; then
+        tail -5 "$RUN/rejoin.log" >&2
+        echo "SET $set: $m could not rejoin (above). Seed it again from the primary, then make up:" >&2
+        echo "  scripts/dev.sh reseed $m $(member_at "$want")" >&2
+        exit 1
+      fi
+    done
+  done
+}
+
+# rejoin_core: after hbctl core failover, the old core primary comes back
+# writable (its role is in its data; the core's primary is the highest
+# failover epoch, which no process would choose it under), and the
+# promoted one, without a replica, makes every commit wait: topology init
+# would. When both members are writable, make up runs hbctl core rejoin;
+# when it refuses, it says what to run and stops.
+rejoin_core() {
+  local m ro writable=0 primary
+  for m in core core-replica; do
+    ro=$(command mariadb --no-defaults -uroot --socket="$RUN/mariadb-$m.sock" -N -e 'SELECT @@read_only' 2>/dev/null) || return 0
+    [ "$ro" = 0 ] && writable=$((writable + 1))
+  done
+  [ "$writable" = 2 ] || return 0
+  echo "the core group has two writable members (an old primary back after hbctl core failover): hbctl core rejoin" >&2
+  if ! "$RUN/bin/hbctl" core rejoin -config "$CONFIG" >>"$RUN/rejoin.log" 2>&1; then
+    tail -5 "$RUN/rejoin.log" >&2
+    primary=$("$RUN/bin/hbctl" core status -config "$CONFIG" 2>/dev/null | sed -n 's/^core group: primary 127.0.0.1:\([0-9]*\) .*/\1/p')
+    m=core; [ "$(member_at "$primary")" = core ] && m=core-replica
+    echo "the old core primary $m could not rejoin (above). Seed it again from the primary, then make up:" >&2
+    echo "  scripts/dev.sh reseed $m $(member_at "$primary")" >&2
+    exit 1
+  fi
+}
+
+# member_at PORT: the name of the SET or core database listening on PORT.
+member_at() {
+  local m
+  for m in core core-replica a a-replica b b-replica c c-replica; do
+    [ "$(member "$m" | cut -d' ' -f1)" = "$1" ] && echo "$m" && return 0
+  done
+}
+
 # reseed NAME PRIMARY: SET database NAME stopped, thrown away and seeded
 # again as a replica of PRIMARY (its current primary, a name of infra's):
 # what an operator does with an old primary whose rejoin was refused
@@ -417,6 +522,8 @@ up() {
   deps
   build
   infra
+  rejoin_core
+  rejoin_old_primaries
   "$RUN/bin/hbctl" topology init -config "$CONFIG" >"$RUN/topology.log"
   # Each process has its admin listener (metrics, health, pprof) on
   # loopback: the public port + 1000 (settlers 9085, 9086).

@@ -4,7 +4,9 @@
 # HB_DEV_RUN): every process killed with kill -9 serves again within
 # HB_DEV_TEST_WITHIN seconds (default 5) without anyone running make up;
 # make up right after a MariaDB's kill -9 succeeds (issue 14, problem 4);
-# make down leaves no process behind. Exits non-zero on the first failure.
+# a replica's relay log is applied at its restart and make up after a
+# failover comes up (issue 23); make down leaves no process behind. Exits
+# non-zero on the first failure.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 RUN="${HB_DEV_RUN:?HB_DEV_RUN: a private directory for the test cluster}"
@@ -106,7 +108,55 @@ grep -q "Slave_SQL_Running: Yes" <(mariadb --no-defaults -uroot --socket="$RUN/m
   fail "c-replica does not replicate after its reseed"
 echo "ok: c-replica seeded again while c created $want tables ($retried dump(s) failed by a creation and taken again): $(since "$t0") s, all of them replicated"
 
-# 4. make down stops every supervisor and process.
+# 4. A replica's relay log survives its restart (issue 23, finding 7):
+#    b-replica's applier stopped, commits acknowledged on b (in its relay
+#    log only), b-replica killed -9; make up applies them before it
+#    replicates again (hbctl replica start: MariaDB's GTID replication
+#    would have thrown them away and fetched them again).
+sql b-replica "STOP SLAVE SQL_THREAD"
+sql b "CREATE DATABASE relay_probe; CREATE TABLE relay_probe.t (a INT PRIMARY KEY); INSERT INTO relay_probe.t VALUES (1), (2), (3)"
+acked=$(sql b "SELECT @@gtid_binlog_pos")
+kill -9 "$(cat "$RUN/mariadb-b-replica.pid")"
+"$DEV" up >"$RUN/up3.out" 2>&1 || { tail -20 "$RUN/up3.out"; fail "make up after kill -9 of b-replica"; }
+applied=$(grep -o 'relay log applied up to "[^"]*"' "$RUN/mariadb-b-replica.log" | tail -1 | grep -o '[0-9]*"$' | tr -d '"')
+[ -n "$applied" ] && [ "$applied" -ge "${acked##*-}" ] ||
+  fail "b-replica did not apply its relay log up to $acked at its restart: $(grep 'relay log applied' "$RUN/mariadb-b-replica.log" | tail -1)"
+[ "$(sql b-replica "SELECT COUNT(*) FROM relay_probe.t")" = 3 ] || fail "b-replica lacks the acknowledged rows after its restart"
+echo "ok: b-replica killed -9 with acknowledged commits unapplied: applied from its relay log at make up ($acked)"
+
+# 5. make down and make up after a failover of SET a and of the core group
+#    (issue 23, finding 8): up comes up (it hung in topology init: the
+#    promoted primary waited for a replica, the old one came back as a
+#    primary of its own); each old primary is read-only, rejoined, and
+#    acknowledges the new primary's commits; topology init kept the
+#    failover.
+"$RUN/bin/hbctl" set failover a -config "$ROOT/configs/dev.yaml" >"$RUN/failover.out" 2>&1 || { cat "$RUN/failover.out"; fail "hbctl set failover a"; }
+# And the core group's (with --accept-single-copy: the meta and wallet
+# keep writing until make down).
+"$RUN/bin/hbctl" core failover --accept-single-copy -config "$ROOT/configs/dev.yaml" >>"$RUN/failover.out" 2>&1 ||
+  { cat "$RUN/failover.out"; fail "hbctl core failover"; }
+"$DEV" down >/dev/null
+t0=$(now)
+timeout 300 "$DEV" up >"$RUN/up4.out" 2>&1 || { tail -20 "$RUN/up4.out"; fail "make up after hbctl set failover a and make down"; }
+grep -q "keeping the meta database's MySQL \[127.0.0.1:3317\]" "$RUN/up4.out" || fail "topology init did not say it kept the failover: $(tail -5 "$RUN/up4.out")"
+[ "$(sql a "SELECT @@read_only")" = 1 ] || fail "the old primary a is writable after make up"
+grep -q "Master_Port: 3317" <(mariadb --no-defaults -uroot --socket="$RUN/mariadb-a.sock" -e "SHOW SLAVE STATUS\\G") ||
+  fail "the old primary a does not replicate from a-replica after make up"
+timeout 20 mariadb --no-defaults -uroot --socket="$RUN/mariadb-a-replica.sock" -e "CREATE DATABASE failover_probe" ||
+  fail "a commit on the promoted a-replica is not acknowledged after make up"
+curl -fsS -m 5 http://127.0.0.1:8080/readyz >/dev/null || fail "router not ready after make up"
+# (the new primary's epoch reaches the old one once it applied it)
+for i in $(seq 1 50); do
+  core=$("$RUN/bin/hbctl" core status -config "$ROOT/configs/dev.yaml" 2>&1) || fail "hbctl core status: $core"
+  grep -q "127.0.0.1:3346: read-only, epoch [1-9][0-9]*, replicates from 127.0.0.1:3347 (IO Yes, SQL Yes)" <<<"$core" &&
+    grep -q "127.0.0.1:3347: writable" <<<"$core" && break
+  sleep 0.2
+done
+grep -q "127.0.0.1:3346: read-only, epoch [1-9][0-9]*, replicates from 127.0.0.1:3347 (IO Yes, SQL Yes)" <<<"$core" ||
+  fail "the old core primary did not rejoin the new one: $core"
+echo "ok: make down and make up after hbctl set failover a and hbctl core failover: up in $(since "$t0") s, a rejoined as a-replica's replica, core as core-replica's"
+
+# 6. make down stops every supervisor and process.
 "$DEV" down
 trap - EXIT
 sleep 0.5

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/configs"
 	"github.com/hongbao-dev/hongbao/router/topology"
@@ -62,25 +64,48 @@ func cmdTopology(ctx context.Context, e *env, args []string) error {
 }
 
 // topologyInit seeds the meta database from the config and records in each
-// SET's MySQL the buckets it owns (the fence).
+// SET's MySQL the buckets it owns (the fence). A SET's MySQL chosen by a
+// failover is kept, and said on stderr (topology.InitNoting).
 func topologyInit(ctx context.Context, e *env, cfg *configs.Config, meta *sql.DB) error {
 	infos := make([]topology.Set, len(cfg.Sets))
 	for i, s := range cfg.Sets {
 		infos[i] = topology.Set{Name: s.Name, Servers: s.Servers, MySQLDSN: s.MySQLDSN, Replicas: s.Replicas, Memcached: s.Memcached}
 	}
-	t, err := topology.Init(ctx, meta, infos)
-	if err != nil {
+	var t *topology.Map
+	if err := unstalled(ctx, e, "topology init: the meta database", coreDSNs(cfg),
+		"start the core group's replica, or after hbctl core failover run hbctl core rejoin", func(ctx context.Context) (err error) {
+			t, err = topology.InitNoting(ctx, meta, infos, func(s string) { fmt.Fprintln(e.stderr, "hbctl topology init: "+s) })
+			return err
+		}); err != nil {
 		return err
 	}
 	for _, s := range t.Sets {
-		if err := withDB(s.MySQLDSN, func(db *sql.DB) error {
-			return schema.Own(ctx, db, s.Name, t.Version, t.Buckets(s.Name))
+		fix := fmt.Sprintf("start its replica, or after hbctl set failover %s run hbctl set rejoin %s", s.Name, s.Name)
+		if err := unstalled(ctx, e, "topology init: SET "+s.Name, []string{s.MySQLDSN}, fix, func(ctx context.Context) error {
+			return withDB(s.MySQLDSN, func(db *sql.DB) error {
+				return schema.Own(ctx, db, s.Name, t.Version, t.Buckets(s.Name))
+			})
 		}); err != nil {
 			return fmt.Errorf("SET %s: %w", s.Name, err)
 		}
 	}
 	fmt.Fprintf(e.stdout, "topology version %d\n", t.Version)
 	return topologyShow(e, t, false)
+}
+
+// coreDSNs are the DSNs of the core group's members (the meta database
+// may be on any of them after a core failover).
+func coreDSNs(cfg *configs.Config) []string {
+	dsns := []string{cfg.MetaDSN}
+	c, err := mysql.ParseDSN(cfg.MetaDSN)
+	if err != nil {
+		return dsns
+	}
+	for _, addr := range cfg.Core.Replicas {
+		c.Addr = addr
+		dsns = append(dsns, c.FormatDSN())
+	}
+	return dsns
 }
 
 type setJSON struct {

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/go-sql-driver/mysql"
+
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/schema"
 )
@@ -160,6 +162,12 @@ func split(s string) []string {
 // only updates SET addresses and never moves a bucket (that is a migration).
 // The version goes up whenever something changed.
 func Init(ctx context.Context, meta *sql.DB, sets []Set) (*Map, error) {
+	return InitNoting(ctx, meta, sets, func(string) {})
+}
+
+// InitNoting is Init, telling note what it kept of the meta database
+// against the configuration.
+func InitNoting(ctx context.Context, meta *sql.DB, sets []Set, note func(string)) (*Map, error) {
 	if len(sets) == 0 {
 		return nil, errors.New("topology: no SETs configured")
 	}
@@ -177,7 +185,7 @@ func Init(ctx context.Context, meta *sql.DB, sets []Set) (*Map, error) {
 		return nil, fmt.Errorf("topology: init: %w", err)
 	}
 	for _, s := range sets {
-		if err := keepPrimary(ctx, tx, &s); err != nil {
+		if err := keepPrimary(ctx, tx, &s, note); err != nil {
 			return nil, err
 		}
 		if err := upsertSet(ctx, tx, s); err != nil {
@@ -198,10 +206,14 @@ func Init(ctx context.Context, meta *sql.DB, sets []Set) (*Map, error) {
 	return Load(ctx, meta)
 }
 
-// keepPrimary keeps the primary a failover chose: when the meta database
-// has the same MySQL servers for s as the configuration, in another role
-// order, s takes the meta database's order.
-func keepPrimary(ctx context.Context, tx *sql.Tx, s *Set) error {
+// keepPrimary keeps the primary a failover chose. The meta database is
+// the truth about a SET's MySQL once a failover changed it: when its
+// primary is not the configuration's, s takes the meta database's primary
+// and replicas, whatever the file lists, and note says so (reverting the
+// failover would send writes to a server that is no longer the primary,
+// maybe a replica or a fenced, stale one). When the primaries agree, the
+// file's replica list is taken (an operator adding or removing one).
+func keepPrimary(ctx context.Context, tx *sql.Tx, s *Set, note func(string)) error {
 	var primary, replicas string
 	err := tx.QueryRowContext(ctx, "SELECT mysql_dsn, replicas FROM sets WHERE name = ?", s.Name).Scan(&primary, &replicas)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -210,14 +222,26 @@ func keepPrimary(ctx context.Context, tx *sql.Tx, s *Set) error {
 	if err != nil {
 		return fmt.Errorf("topology: set %s: %w", s.Name, err)
 	}
-	have := append([]string{primary}, splitDSNs(replicas)...)
-	want := append([]string{s.MySQLDSN}, s.Replicas...)
-	slices.Sort(have)
-	slices.Sort(want)
-	if slices.Equal(have, want) {
-		s.MySQLDSN, s.Replicas = primary, splitDSNs(replicas)
+	if primary == s.MySQLDSN {
+		return nil
 	}
+	note(fmt.Sprintf("SET %s: keeping the meta database's MySQL %s (replicas %s), chosen by a failover; the configuration "+
+		"file names %s (replicas %s). Update the file to match, or move the primary with hbctl set failover %s --to DSN "+
+		"(after hbctl set rejoin %s)", s.Name, addrs(primary), addrs(replicas), addrs(s.MySQLDSN), addrs(JoinDSNs(s.Replicas)), s.Name, s.Name))
+	s.MySQLDSN, s.Replicas = primary, splitDSNs(replicas)
 	return nil
+}
+
+// addrs lists the host:port of DSNs (JoinDSNs), for messages.
+func addrs(dsns string) string {
+	var out []string
+	for _, d := range splitDSNs(dsns) {
+		if cfg, err := mysql.ParseDSN(d); err == nil {
+			d = cfg.Addr
+		}
+		out = append(out, d)
+	}
+	return "[" + strings.Join(out, " ") + "]"
 }
 
 // bump sets the version to one more than version, read FOR UPDATE in tx.

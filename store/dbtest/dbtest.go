@@ -7,6 +7,7 @@
 package dbtest
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
 	"net"
@@ -151,6 +152,8 @@ type MariaDB struct {
 	dir  string
 	args []string
 	cmd  *exec.Cmd
+	// stopped: Restart leaves a replica's replication stopped.
+	stopped bool
 }
 
 // StartMariaDB initialises and starts a private MariaDB in a temporary
@@ -269,7 +272,9 @@ func startMariaDB(extra []string) (m *MariaDB, err error) {
 // kill -9): InnoDB recovers what was committed.
 //
 // A member of a replicated pair comes back in the role its data says: a
-// replica (a primary configured, master.info) or a primary.
+// replica (a primary configured, master.info) or a primary. A replica
+// (started with --skip-slave-start, replication.ServerArgs) applies what
+// its relay log holds before it replicates again (replication.StartReplica).
 func (m *MariaDB) Restart() error {
 	for i, a := range m.args {
 		if strings.HasPrefix(a, "--rpl-semi-sync-master-enabled=") {
@@ -284,6 +289,34 @@ func (m *MariaDB) Restart() error {
 	if err := waitTCP(fmt.Sprintf("127.0.0.1:%d", m.Port)); err != nil {
 		log, _ := os.ReadFile(m.dir + "/error.log")
 		return fmt.Errorf("mariadbd: %w\n%s", err, log)
+	}
+	if _, err := os.Stat(m.dir + "/data/master.info"); err != nil || m.stopped || !slices.Contains(m.args, "--skip-slave-start") {
+		return nil
+	}
+	return m.startReplica()
+}
+
+// RestartStopped is Restart without starting a replica's replication: a
+// replica whose mysqld started (--skip-slave-start) and that nobody
+// started yet (hbctl replica start), its relay log as it was.
+func (m *MariaDB) RestartStopped() error {
+	m.stopped = true
+	defer func() { m.stopped = false }()
+	return m.Restart()
+}
+
+// startReplica starts a restarted replica's replication, its relay log
+// applied first.
+func (m *MariaDB) startReplica() error {
+	db, err := schema.Open(m.DSN, 1)
+	if err != nil {
+		return fmt.Errorf("mariadbd: replica: %w", err)
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := replication.StartReplica(ctx, db, time.Minute); err != nil {
+		return fmt.Errorf("mariadbd on port %d: %w", m.Port, err)
 	}
 	return nil
 }

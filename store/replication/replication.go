@@ -61,7 +61,11 @@ func ServerArgs(serverID int, timeout time.Duration, primary bool) []string {
 		SlaveArg(!primary),
 		"--rpl-semi-sync-master-wait-point=AFTER_SYNC",
 		"--rpl-semi-sync-master-timeout=" + strconv.FormatInt(TimeoutMS(timeout), 10),
-		"--relay-log-recovery=1",
+		// What a replica acknowledged and did not apply is in its relay
+		// log only: kept across a restart (MariaDB's GTID replication
+		// would discard it at its start) and applied before replication
+		// starts again (StartReplica). See relaylog.go.
+		"--skip-slave-start", "--relay-log-recovery=0",
 	}
 }
 
@@ -450,6 +454,11 @@ func StopIO(ctx context.Context, db *sql.DB) error {
 // its writes (the operator's, through read_only) wait for no
 // acknowledgement and precede every application write in its binary log.
 func Promote(ctx context.Context, db *sql.DB, timeout time.Duration, waitNoReplica bool, stamp func(context.Context, *sql.DB) error) error {
+	// A replica restarted and not started yet holds in its relay log
+	// commits it acknowledged: applied before RESET SLAVE ALL discards it.
+	if err := ApplyIfStopped(ctx, db); err != nil {
+		return fmt.Errorf("replication: promote: %w", err)
+	}
 	if err := execAll(ctx, db, "promote", "STOP SLAVE", "RESET SLAVE ALL"); err != nil {
 		return err
 	}

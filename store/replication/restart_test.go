@@ -1,0 +1,257 @@
+package replication_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hongbao-dev/hongbao/store/dbtest"
+	"github.com/hongbao-dev/hongbao/store/replication"
+)
+
+// acked commits n rows (ids from, from+1, ...) on the primary through
+// the application's account, each in its own transaction, and returns
+// the ids whose commit returned: acknowledged by a semi-sync replica.
+func acked(t *testing.T, app *sql.DB, from, n int) []int {
+	t.Helper()
+	var ids []int
+	for id := from; id < from+n; id++ {
+		if _, err := app.Exec("INSERT INTO x.t VALUES (?, ?)", id, id*100); err != nil {
+			t.Fatalf("insert %d: %v", id, err)
+		}
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// failOver does what hbctl set failover does with a dead primary: the
+// replica's receiving thread stopped, everything it received applied
+// (MASTER_GTID_WAIT on its own Gtid_IO_Pos), promoted.
+func failOver(t *testing.T, ctx context.Context, db *sql.DB) {
+	t.Helper()
+	if err := replication.StopIO(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	st, err := replication.ReplicaStatus(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := replication.WaitApplied(ctx, db, st.IOPos, 30*time.Second); err != nil {
+		t.Fatalf("replica did not apply what it received (%+v): %v", st, err)
+	}
+	if err := replication.Promote(ctx, db, 0, false, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// missing returns the ids of want that db's x.t lacks or holds with
+// another value.
+func missing(t *testing.T, db *sql.DB, want []int) []int {
+	t.Helper()
+	var lost []int
+	for _, id := range want {
+		var v int
+		err := db.QueryRow("SELECT v FROM x.t WHERE id = ?", id).Scan(&v)
+		if err == sql.ErrNoRows || (err == nil && v != id*100) {
+			lost = append(lost, id)
+		} else if err != nil {
+			t.Fatalf("read %d: %v", id, err)
+		}
+	}
+	return lost
+}
+
+// TestReplicaRestartKeepsAcknowledged (issue 23, finding 7): commits
+// acknowledged by a replica whose applier lags (its SQL thread stopped:
+// they are in its relay log only) survive a kill -9 and restart of the
+// replica followed by the loss of the primary (kill -9, never back): the
+// replica promoted after its restart has every one of them. A client was
+// told "committed" for each only once the replica had it; a restart must
+// not make the replica forget it.
+func TestReplicaRestartKeepsAcknowledged(t *testing.T) {
+	g := dbtest.StartReplicated(t, 0, 1)
+	ctx := context.Background()
+	app := dbtest.Open(t, g.Primary.AppDSN(), 4)
+	r := g.Replicas[0]
+	for _, q := range []string{"CREATE DATABASE x", "CREATE TABLE x.t (id INT PRIMARY KEY, v BIGINT)"} {
+		if _, err := app.Exec(q); err != nil {
+			t.Fatal(q, err)
+		}
+	}
+	want := acked(t, app, 1, 5) // applied on the replica
+	replRoot := dbtest.Open(t, r.DSN, 2)
+	pos, err := replication.BinlogPos(ctx, dbtest.Open(t, g.Primary.DSN, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := replication.WaitApplied(ctx, replRoot, pos, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := replRoot.Exec("STOP SLAVE SQL_THREAD"); err != nil {
+		t.Fatal(err)
+	}
+	// In the replica's relay log only, over two of its files.
+	want = append(want, acked(t, app, 6, 10)...)
+	if _, err := replRoot.Exec("FLUSH RELAY LOGS"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := app.Exec("CREATE TABLE x.u (id INT PRIMARY KEY)"); err != nil { // DDL: a GTID of its own, no BEGIN
+		t.Fatal(err)
+	}
+	want = append(want, acked(t, app, 16, 10)...)
+	replRoot.Close()
+
+	r.Stop()
+	g.Primary.Stop() // lost for good
+	if err := r.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	db := dbtest.Open(t, r.DSN, 2)
+	failOver(t, ctx, db)
+	if lost := missing(t, db, want); len(lost) > 0 {
+		t.Fatalf("the promoted replica lacks %d of %d acknowledged commits after its restart: ids %v", len(lost), len(want), lost)
+	}
+	var n int
+	if err := db.QueryRow("SELECT COUNT(*) FROM x.t").Scan(&n); err != nil || n != len(want) {
+		t.Fatalf("promoted replica holds %d rows (%v); want %d", n, err, len(want))
+	}
+	if _, err := dbtest.Open(t, r.AppDSN(), 1).Exec("INSERT INTO x.u VALUES (1)"); err != nil {
+		t.Fatalf("the promoted replica does not take writes: %v", err)
+	}
+}
+
+// TestSetPowerLoss (issue 23, finding 7): a whole replicated group loses
+// power at once under load: its primary and both replicas killed -9 at
+// the same instant (none closes a socket), one replica's applier lagging
+// (its SQL thread stopped: acknowledged commits in its relay log only).
+// Restarted in their roles (the primary as the primary, each replica
+// applying its relay log before replicating again), every commit a client
+// was told of is on every member, and the group replicates and
+// acknowledges again.
+func TestSetPowerLoss(t *testing.T) {
+	g := dbtest.StartReplicated(t, 0, 2)
+	ctx := context.Background()
+	app := dbtest.Open(t, g.Primary.AppDSN(), 16)
+	for _, q := range []string{"CREATE DATABASE x", "CREATE TABLE x.t (id INT PRIMARY KEY, v BIGINT)"} {
+		if _, err := app.Exec(q); err != nil {
+			t.Fatal(q, err)
+		}
+	}
+	want := load(t, app, 8, func() {
+		time.Sleep(300 * time.Millisecond)
+		lagging := dbtest.Open(t, g.Replicas[1].DSN, 1)
+		if _, err := lagging.Exec("STOP SLAVE SQL_THREAD"); err != nil {
+			t.Error(err)
+		}
+		lagging.Close()
+		time.Sleep(700 * time.Millisecond)
+		var wg sync.WaitGroup
+		for _, m := range g.Members() {
+			wg.Go(m.Stop)
+		}
+		wg.Wait()
+	})
+	t.Logf("%d commits acknowledged before the power loss", len(want))
+	if len(want) < 50 {
+		t.Fatalf("only %d commits acknowledged under load; want 50 at least for the test to mean something", len(want))
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(g.Members()))
+	for i, m := range g.Members() {
+		wg.Go(func() { errs[i] = m.Restart() })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	primary := dbtest.Open(t, g.Primary.DSN, 2)
+	if lost := missing(t, primary, want); len(lost) > 0 {
+		t.Fatalf("the restarted primary lacks %d of %d acknowledged commits: %v", len(lost), len(want), lost)
+	}
+	// Replicating and acknowledging again: a new commit returns, and
+	// every member has everything the primary has.
+	if _, err := dbtest.Open(t, g.Primary.AppDSN(), 1).Exec("INSERT INTO x.t VALUES (0, 0)"); err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, 0)
+	pos, err := replication.BinlogPos(ctx, primary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range g.Replicas {
+		db := dbtest.Open(t, r.DSN, 2)
+		if err := replication.WaitApplied(ctx, db, pos, 60*time.Second); err != nil {
+			st, _ := replication.ReplicaStatus(ctx, db)
+			t.Fatalf("replica %d does not replicate after the power loss (%+v): %v", i, st, err)
+		}
+		if lost := missing(t, db, want); len(lost) > 0 {
+			t.Errorf("replica %d lacks %d of %d acknowledged commits: %v", i, len(lost), len(want), lost)
+		}
+		if on, clients, err := replication.SemiSync(ctx, primary); err != nil || !on || clients != 2 {
+			t.Errorf("primary's semi-sync after the power loss: on %v, %d clients, %v; want on, 2", on, clients, err)
+		}
+	}
+}
+
+// load runs clients goroutines committing rows on app until they fail
+// (their server was killed), with during running meanwhile, and returns
+// the ids of the commits that returned.
+func load(t *testing.T, app *sql.DB, clients int, during func()) []int {
+	t.Helper()
+	var mu sync.Mutex
+	var ok []int
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Go(func() {
+			for i := 1; ; i++ {
+				id := c*1_000_000 + i
+				if _, err := app.Exec("INSERT INTO x.t VALUES (?, ?)", id, id*100); err != nil {
+					return
+				}
+				mu.Lock()
+				ok = append(ok, id)
+				mu.Unlock()
+			}
+		})
+	}
+	during()
+	wg.Wait()
+	return ok
+}
+
+// TestFailoverToAReplicaNotStartedYet (issue 23, finding 7): the replica
+// restarted and nobody started its replication yet (hbctl replica start:
+// both threads stopped, its relay log holding acknowledged commits it has
+// not applied) when the primary is lost. The failover's promotion applies
+// the relay log before it forgets the replica's replication (RESET SLAVE
+// ALL discards the relay log).
+func TestFailoverToAReplicaNotStartedYet(t *testing.T) {
+	g := dbtest.StartReplicated(t, 0, 1)
+	ctx := context.Background()
+	app := dbtest.Open(t, g.Primary.AppDSN(), 4)
+	r := g.Replicas[0]
+	for _, q := range []string{"CREATE DATABASE x", "CREATE TABLE x.t (id INT PRIMARY KEY, v BIGINT)"} {
+		if _, err := app.Exec(q); err != nil {
+			t.Fatal(q, err)
+		}
+	}
+	replRoot := dbtest.Open(t, r.DSN, 1)
+	if _, err := replRoot.Exec("STOP SLAVE SQL_THREAD"); err != nil {
+		t.Fatal(err)
+	}
+	want := acked(t, app, 1, 10)
+	replRoot.Close()
+	r.Stop()
+	g.Primary.Stop()
+	if err := r.RestartStopped(); err != nil {
+		t.Fatal(err)
+	}
+	db := dbtest.Open(t, r.DSN, 2)
+	failOver(t, ctx, db)
+	if lost := missing(t, db, want); len(lost) > 0 {
+		t.Fatalf("the promoted replica lacks %d of %d acknowledged commits: ids %v", len(lost), len(want), lost)
+	}
+}

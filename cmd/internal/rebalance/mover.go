@@ -324,16 +324,20 @@ func (mv *Mover) freeze(ctx context.Context, m *topology.Move, b *migrate.Bucket
 		now := mv.now()
 		*d, step = now.Sub(step), now
 	}
-	if err := schema.Claim(ctx, b.To.Live, m.To, version+1, []hongbao.Bucket{m.Bucket}); err != nil {
-		return err
-	}
-	since(&parts.Claim)
 	m.Step = topology.Disowning
-	// The lease: until it ends no server finishes this move for us.
+	// The lease: until it ends no server finishes this move for us. It is
+	// recorded before the target's claim: a claim with no Disowning move
+	// behind it is stale (its mover died), and the target's servers
+	// delete it (RemoveStaleClaims); one made after this record is
+	// never taken for one.
 	if err := mv.Journal.Record(ctx, m, time.Second); err != nil {
 		return err
 	}
 	since(&parts.Lease)
+	if err := schema.Claim(ctx, b.To.Live, m.To, version+1, []hongbao.Bucket{m.Bucket}); err != nil {
+		return err
+	}
+	since(&parts.Claim)
 	// Both fences hold the bucket until the commit: a test pauses here
 	// (HBCTL_FAULT=pause@claimed:PATH) to check verify counts it once.
 	mv.Fault.at(FaultClaimed)

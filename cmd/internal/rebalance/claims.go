@@ -43,6 +43,11 @@ func RemoveStaleClaims(ctx context.Context, meta, db *sql.DB, set string, owner 
 	return removed, errors.Join(errs...)
 }
 
+// afterCheck, when set (tests only), runs in removeClaim after the meta
+// database said the claim is stale, before the delete: a live mover's
+// claim is made to wait there on the row's lock.
+var afterCheck func(hongbao.Bucket)
+
 // removeClaim deletes SET set's claim of bucket b unless the meta database
 // backs it (topology.ClaimBacked), in one transaction on the SET's MySQL
 // that locks the row first. A live mover cannot lose its claim to this: it
@@ -69,6 +74,9 @@ func removeClaim(ctx context.Context, meta, db *sql.DB, set string, b hongbao.Bu
 	backed, err := topology.ClaimBacked(ctx, meta, set, b)
 	if err != nil || backed {
 		return false, err
+	}
+	if afterCheck != nil {
+		afterCheck(b)
 	}
 	if _, err := tx.ExecContext(ctx, "DELETE FROM hb_fence.owned WHERE set_name = ? AND bucket = ?", set, int(b)); err != nil {
 		return false, fmt.Errorf("stale claim of bucket %d by %s: delete: %w", b, set, err)

@@ -324,17 +324,7 @@ func (mv *Mover) freeze(ctx context.Context, m *topology.Move, b *migrate.Bucket
 		now := mv.now()
 		*d, step = now.Sub(step), now
 	}
-	m.Step = topology.Disowning
-	// The lease: until it ends no server finishes this move for us. It is
-	// recorded before the target's claim: a claim with no Disowning move
-	// behind it is stale (its mover died), and the target's servers
-	// delete it (RemoveStaleClaims); one made after this record is
-	// never taken for one.
-	if err := mv.Journal.Record(ctx, m, time.Second); err != nil {
-		return err
-	}
-	since(&parts.Lease)
-	if err := schema.Claim(ctx, b.To.Live, m.To, version+1, []hongbao.Bucket{m.Bucket}); err != nil {
+	if err := claimTarget(ctx, mv.Journal, m, b.To.Live, version+1, func() { since(&parts.Lease) }); err != nil {
 		return err
 	}
 	since(&parts.Claim)
@@ -358,6 +348,21 @@ func (mv *Mover) freeze(ctx context.Context, m *topology.Move, b *migrate.Bucket
 	}
 	mv.Fault.at(m.Step)
 	return nil
+}
+
+// claimTarget records m Disowning with a one-second lease (until it ends
+// no server finishes the move for its mover), then claims the target's
+// fence at version; leased runs between the two. The record comes first:
+// a claim with no Disowning move behind it is stale (its mover died), and
+// the target's servers delete it (RemoveStaleClaims); one made after this
+// record is never taken for one.
+func claimTarget(ctx context.Context, j *topology.Journal, m *topology.Move, to *sql.DB, version int64, leased func()) error {
+	m.Step = topology.Disowning
+	if err := j.Record(ctx, m, time.Second); err != nil {
+		return err
+	}
+	leased()
+	return schema.Claim(ctx, to, m.To, version, []hongbao.Bucket{m.Bucket})
 }
 
 // publish hands m to the publisher and waits for its publication.

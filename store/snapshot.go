@@ -48,9 +48,11 @@ type Pending struct {
 // Owed is an outbox row: a credit or refund not yet delivered, or being
 // delivered.
 type Owed struct {
+	ID     int64 // the outbox row's id, for an operator to find it
 	Key    string
 	Kind   string
 	Amount int64
+	Packet hongbao.PacketID
 }
 
 // OpenSnapshot reads SET set's share of db (set "": all of it) and its
@@ -106,6 +108,9 @@ func (s *Snapshot) begin(ctx context.Context) error {
 // a snapshot of every table, set ""). The caller must not change it.
 func (s *Snapshot) Fence() map[hongbao.Bucket]bool { return s.owned }
 
+// Set is the SET whose share the snapshot reads ("": every table).
+func (s *Snapshot) Set() string { return s.set }
+
 // Count reads the snapshot's totals, violations, pending packets and
 // outbox, counting the packets of buckets only (nil: every bucket); from
 // then on Sources and SourcesNow see those buckets only. buckets should
@@ -135,7 +140,7 @@ func (s *Snapshot) read(ctx context.Context, cold *sql.DB) error {
 	if err != nil {
 		return err
 	}
-	rows, err := s.conn.QueryContext(ctx, "SELECT entry_key, kind, amount FROM hb_set.outbox WHERE "+where, args...)
+	rows, err := s.conn.QueryContext(ctx, "SELECT id, entry_key, kind, amount, packet_id FROM hb_set.outbox WHERE "+where, args...)
 	if schema.IsMissingTable(err) {
 		return nil
 	}
@@ -145,7 +150,7 @@ func (s *Snapshot) read(ctx context.Context, cold *sql.DB) error {
 	defer rows.Close()
 	for rows.Next() {
 		var o Owed
-		if err := rows.Scan(&o.Key, &o.Kind, &o.Amount); err != nil {
+		if err := rows.Scan(&o.ID, &o.Key, &o.Kind, &o.Amount, &o.Packet); err != nil {
 			return fmt.Errorf("outbox: %w", err)
 		}
 		s.Outbox = append(s.Outbox, o)

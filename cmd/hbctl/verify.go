@@ -168,7 +168,8 @@ func inFlight(ctx context.Context, snaps []*store.Snapshot, ws *wallet.Snapshot,
 				continue
 			}
 			if en.Amount != o.Amount || en.Kind != o.Kind {
-				bad = append(bad, fmt.Sprintf("outbox entry %s (%s %d) is in the ledger as %s %d", o.Key, o.Kind, o.Amount, en.Kind, en.Amount))
+				bad = append(bad, fmt.Sprintf("outbox row %d of SET %s (packet %s): entry %s (%s %d fen) is in the ledger as %s %d fen to user %s: never delivered",
+					o.ID, s.Set(), o.Packet, o.Key, o.Kind, o.Amount, en.Kind, en.Amount, en.User))
 			}
 			fl.deliveredN++
 			switch o.Kind {
@@ -328,7 +329,7 @@ func readSets(ctx context.Context, e *env, cfg *configs.Config, sets []configs.S
 		}
 		defer meta.Close()
 	}
-	if snaps, err = openSnapshots(ctx, e, meta, pools, cfg.Location()); err != nil {
+	if snaps, bad, err = openSnapshots(ctx, e, meta, pools, cfg.Location()); err != nil {
 		return nil, nil, nil, err
 	}
 	*closers = append(*closers, func() { closeAll(snaps) })

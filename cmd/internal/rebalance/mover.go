@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"go.uber.org/zap"
+
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/router/topology"
 	"github.com/hongbao-dev/hongbao/schema"
@@ -40,6 +42,9 @@ type Mover struct {
 	SmallDelta int64
 	// MaxPasses bounds the catch-up passes before the freeze (default 8).
 	MaxPasses int
+	// Log receives what the Fleet's following of the SETs' primaries
+	// says (nil: nothing).
+	Log *zap.Logger
 
 	parts sync.Map      // *topology.Move -> FreezeParts of its freeze
 	drops chan struct{} // bounds the deletions of sources' copies at once
@@ -75,6 +80,17 @@ func (mv *Mover) Apply(ctx context.Context, r *topology.Rebalance) error {
 		}
 	}
 	mv.Report.Event(Event{Kind: "start", Rebalance: r, Total: len(r.Moves), Todo: len(todo)})
+	// The SETs' pools follow their primaries through a failover during
+	// the apply (the topology names the promoted one).
+	watch, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	log := mv.Log
+	if log == nil {
+		log = zap.NewNop()
+	}
+	if err := mv.Fleet.Watch(watch, mv.Meta, log); err != nil {
+		return err
+	}
 	mv.drops = make(chan struct{}, max(mv.Parallel, 1))
 	mv.pubs = make(chan publication)
 	published := make(chan struct{})

@@ -99,4 +99,18 @@ func TestMoveKilledAtClaim(t *testing.T) {
 		t.Errorf("SET %s still claims bucket %d (owned by %s)", target, bucket, a)
 	}
 	c.CheckInvariants(t)
+
+	// The move sent back to catching up is finished by the next apply:
+	// its claim is made again and kept.
+	out = c.MustCtl(t, "rebalance", "apply")
+	if got := ownerOf(t, c, bucket); got != target {
+		t.Fatalf("after apply bucket %d is on %s, want %s\n%s", bucket, got, target, out)
+	}
+	time.Sleep(time.Second) // two rounds of the servers' stale-claim removal
+	if n := dbtest.Count(t, c.DB(target), "SELECT COUNT(*) FROM hb_fence.owned WHERE set_name = ? AND bucket = ?", target, int(bucket)); n != 1 {
+		t.Errorf("after the move SET %s has %d claims of bucket %d, want 1", target, n, bucket)
+	}
+	sameShares(t, "on the target", sharesOn(t, c, target, id), shares)
+	waitOutbox(t, c)
+	c.CheckInvariants(t)
 }

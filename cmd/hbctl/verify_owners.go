@@ -37,9 +37,9 @@ import (
 //     longer has b; the only other fence that may hold b then is a move's
 //     target (a copy, stale until the freeze), which no server writes to
 //     before it is published.
-//   - else, b's move S -> T was Disowning in d0 (so T's claim, made before
-//     that record, is older than T's snapshot) and T's fence holds b: T
-//     counts b. S released it; T's copy was verified under the freeze and
+//   - else, b's move S -> T was Disowning in d0 and T's fence holds b in
+//     T's snapshot (so T's claim, made after the verify under the freeze
+//     and after that record, is older than T's snapshot): T counts b. S released it; T's copy was verified under the freeze and
 //     nobody writes it until the publish, which t1 has not seen.
 //   - else, b's move is Disowning in d1, or t0 and t1 name different SETs
 //     for b: a handover overlapped the pass. The snapshots are closed and

@@ -32,6 +32,13 @@ func RemoveStaleClaims(ctx context.Context, meta, db *sql.DB, set string, owner 
 		if owner(b) == set {
 			continue
 		}
+		// Asked first without the lock: a claim the caller's stale view
+		// mistook (a bucket just moved here) is not locked, which would
+		// stall the bucket's opens behind it.
+		if backed, err := topology.ClaimBacked(ctx, meta, set, b); err != nil || backed {
+			errs = append(errs, err)
+			continue
+		}
 		gone, err := removeClaim(ctx, meta, db, set, b)
 		if err != nil {
 			errs = append(errs, err)

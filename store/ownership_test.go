@@ -46,6 +46,17 @@ func TestOwnershipFiltersSettling(t *testing.T) {
 			t.Errorf("Owns(%d) = %v, %v; want %v", b, got, err, want)
 		}
 	}
+	days, err := st.Days(ctx) // what the archiver archives
+	if err != nil {
+		t.Fatal(err)
+	}
+	var in []hongbao.Bucket
+	for _, d := range days {
+		in = append(in, d.Table.Bucket)
+	}
+	if !slices.Contains(in, buckets[0]) || slices.Contains(in, buckets[1]) {
+		t.Errorf("the archiver's days are of buckets %v, want %d's and never %d's", in, buckets[0], buckets[1])
+	}
 
 	boom := errors.New("meta database unreachable")
 	st.WithOwnership(func(context.Context, map[hongbao.Bucket]int64) (map[hongbao.Bucket]bool, error) { return nil, boom })

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -30,9 +31,14 @@ import (
 // flight on the old one fail at once (a freeze's commit on a fenced or
 // paused old primary would otherwise wait for ever).
 type Fleet struct {
-	mu    sync.Mutex
-	sides map[string]*fleetSide
+	mu       sync.Mutex
+	sides    map[string]*fleetSide
+	switches atomic.Int64 // pools pointed at another server so far
 }
+
+// Switches counts the pools pointed at another server so far: a move that
+// failed while it changed failed because of a failover.
+func (f *Fleet) Switches() int64 { return f.switches.Load() }
 
 // fleetSide is one SET's pools: live, and cold when its archive is
 // elsewhere (nil: the live pool serves both).
@@ -48,14 +54,21 @@ func (fs *fleetSide) side() migrate.Side {
 	return side
 }
 
-// follow points fs's pools at s's DSNs.
-func (fs *fleetSide) follow(s *topology.Set) error {
-	if _, err := fs.live.To(s.MySQLDSN); err != nil {
+// follow points fs's pools at s's DSNs, counting the switches in n.
+func (fs *fleetSide) follow(s *topology.Set, n *atomic.Int64) error {
+	switched, err := fs.live.To(s.MySQLDSN)
+	if err != nil {
 		return fmt.Errorf("SET %s: %w", s.Name, err)
 	}
+	if switched {
+		n.Add(1)
+	}
 	if fs.cold != nil {
-		if _, err := fs.cold.To(s.Cold()); err != nil {
+		if switched, err = fs.cold.To(s.Cold()); err != nil {
 			return fmt.Errorf("SET %s archive: %w", s.Name, err)
+		}
+		if switched {
+			n.Add(1)
 		}
 	}
 	return nil
@@ -67,7 +80,7 @@ func (f *Fleet) Side(s *topology.Set) (migrate.Side, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if fs, ok := f.sides[s.Name]; ok {
-		return fs.side(), fs.follow(s)
+		return fs.side(), fs.follow(s, &f.switches)
 	}
 	live, err := schema.OpenSwitch(s.MySQLDSN, 16)
 	if err != nil {
@@ -95,7 +108,7 @@ func (f *Fleet) Follow(m *topology.Map) error {
 	var errs []error
 	for i := range m.Sets {
 		if fs, ok := f.sides[m.Sets[i].Name]; ok {
-			errs = append(errs, fs.follow(&m.Sets[i]))
+			errs = append(errs, fs.follow(&m.Sets[i], &f.switches))
 		}
 	}
 	return errors.Join(errs...)

@@ -117,8 +117,11 @@ func (mv *Mover) Apply(ctx context.Context, r *topology.Rebalance) error {
 	for range max(mv.Parallel, 1) {
 		wg.Go(func() {
 			for m := range work {
-				began := mv.now()
+				began, switches := mv.now(), mv.Fleet.Switches()
 				cleanup, err := mv.moveOne(ctx, m)
+				if err != nil && !errors.Is(err, ErrMismatch) && mv.Fleet.Switches() != switches {
+					err = fmt.Errorf("%w (a SET's primary changed during the move, a failover: its statements on the old one were cut; run hbctl rebalance apply again to continue)", err)
+				}
 				if err != nil || cleanup == nil {
 					finish(m, began, err)
 					continue

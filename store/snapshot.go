@@ -48,11 +48,10 @@ type Pending struct {
 // Owed is an outbox row: a credit or refund not yet delivered, or being
 // delivered.
 type Owed struct {
-	ID     int64 // the outbox row's id, for an operator to find it
+	ID     int64 // the row's id in hb_set.outbox
 	Key    string
 	Kind   string
 	Amount int64
-	Packet hongbao.PacketID
 }
 
 // OpenSnapshot reads SET set's share of db (set "": all of it) and its
@@ -140,7 +139,7 @@ func (s *Snapshot) read(ctx context.Context, cold *sql.DB) error {
 	if err != nil {
 		return err
 	}
-	rows, err := s.conn.QueryContext(ctx, "SELECT id, entry_key, kind, amount, packet_id FROM hb_set.outbox WHERE "+where, args...)
+	rows, err := s.conn.QueryContext(ctx, "SELECT id, entry_key, kind, amount FROM hb_set.outbox WHERE "+where, args...)
 	if schema.IsMissingTable(err) {
 		return nil
 	}
@@ -150,7 +149,7 @@ func (s *Snapshot) read(ctx context.Context, cold *sql.DB) error {
 	defer rows.Close()
 	for rows.Next() {
 		var o Owed
-		if err := rows.Scan(&o.ID, &o.Key, &o.Kind, &o.Amount, &o.Packet); err != nil {
+		if err := rows.Scan(&o.ID, &o.Key, &o.Kind, &o.Amount); err != nil {
 			return fmt.Errorf("outbox: %w", err)
 		}
 		s.Outbox = append(s.Outbox, o)

@@ -48,7 +48,6 @@ type Pending struct {
 // Owed is an outbox row: a credit or refund not yet delivered, or being
 // delivered.
 type Owed struct {
-	ID     int64 // the row's id in hb_set.outbox
 	Key    string
 	Kind   string
 	Amount int64
@@ -107,9 +106,6 @@ func (s *Snapshot) begin(ctx context.Context) error {
 // a snapshot of every table, set ""). The caller must not change it.
 func (s *Snapshot) Fence() map[hongbao.Bucket]bool { return s.owned }
 
-// Set is the SET whose share the snapshot reads ("": every table).
-func (s *Snapshot) Set() string { return s.set }
-
 // Count reads the snapshot's totals, violations, pending packets and
 // outbox, counting the packets of buckets only (nil: every bucket); from
 // then on Sources and SourcesNow see those buckets only. buckets should
@@ -139,7 +135,7 @@ func (s *Snapshot) read(ctx context.Context, cold *sql.DB) error {
 	if err != nil {
 		return err
 	}
-	rows, err := s.conn.QueryContext(ctx, "SELECT id, entry_key, kind, amount FROM hb_set.outbox WHERE "+where, args...)
+	rows, err := s.conn.QueryContext(ctx, "SELECT entry_key, kind, amount FROM hb_set.outbox WHERE "+where, args...)
 	if schema.IsMissingTable(err) {
 		return nil
 	}
@@ -149,7 +145,7 @@ func (s *Snapshot) read(ctx context.Context, cold *sql.DB) error {
 	defer rows.Close()
 	for rows.Next() {
 		var o Owed
-		if err := rows.Scan(&o.ID, &o.Key, &o.Kind, &o.Amount); err != nil {
+		if err := rows.Scan(&o.Key, &o.Kind, &o.Amount); err != nil {
 			return fmt.Errorf("outbox: %w", err)
 		}
 		s.Outbox = append(s.Outbox, o)

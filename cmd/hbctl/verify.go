@@ -168,8 +168,7 @@ func inFlight(ctx context.Context, snaps []*store.Snapshot, ws *wallet.Snapshot,
 				continue
 			}
 			if en.Amount != o.Amount || en.Kind != o.Kind {
-				bad = append(bad, fmt.Sprintf("outbox row %d of SET %s: entry %s (%s %d fen) is in the ledger as %s %d fen to user %s: never delivered",
-					o.ID, s.Set(), o.Key, o.Kind, o.Amount, en.Kind, en.Amount, en.User))
+				bad = append(bad, fmt.Sprintf("outbox entry %s (%s %d) is in the ledger as %s %d", o.Key, o.Kind, o.Amount, en.Kind, en.Amount))
 			}
 			fl.deliveredN++
 			switch o.Kind {

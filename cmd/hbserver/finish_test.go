@@ -96,3 +96,77 @@ func proxy(t *testing.T, addr string, up *atomic.Bool) string {
 	}()
 	return l.Addr().String()
 }
+
+// TestFinishLeavesAResumedMove: a server sends back a dead mover's move
+// (Disowning, lease run out, the source still holding the bucket), but not
+// when a mover resumed it between the server's look and its retry (a new
+// attempt recorded Disowning with a new lease): sent back then, the new
+// attempt's publish would find nothing to publish after the source gave
+// the bucket up, and the bucket would be left with no owner.
+func TestFinishLeavesAResumedMove(t *testing.T) {
+	ctx := context.Background()
+	cfg, err := mysql.ParseDSN(dbtest.DSN(t, "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DBName = dbtest.UniqueName("hb_meta_resumed_")
+	meta, err := topology.OpenMeta(ctx, cfg.FormatDSN(), nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = meta.Exec("DROP DATABASE `" + cfg.DBName + "`"); meta.Close() })
+	a, c := dbtest.UniqueName("ra"), dbtest.UniqueName("rc")
+	top, err := topology.Init(ctx, meta, []topology.Set{{Name: a, MySQLDSN: "dsn-a"}, {Name: c, MySQLDSN: "dsn-c"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := dbtest.DB(t, "a", 4)
+	bucket := top.Buckets(a)[1]
+	if err := schema.Own(ctx, db, a, top.Version, []hongbao.Bucket{bucket}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = db.Exec("DELETE FROM hb_fence.owned WHERE set_name = ?", a) })
+	base := time.Now()
+	var ms atomic.Int64 // the mover's clock: a millisecond further at each reading
+	mover, err := topology.NewJournal(ctx, meta, func() time.Time { return base.Add(time.Duration(ms.Add(1)) * time.Millisecond) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The server's clock is ahead: every lease looks run out.
+	server, err := topology.NewJournal(ctx, meta, func() time.Time { return time.Now().Add(time.Minute) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := mover.Create(ctx, "move", 0, "", []topology.Move{{Bucket: bucket, From: a, To: c}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &r.Moves[0]
+	step := func() string {
+		t.Helper()
+		var s string
+		if err := meta.QueryRow("SELECT step FROM moves WHERE rebalance_id = ? AND bucket = ?", r.ID, int(bucket)).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	disowning := func() {
+		t.Helper()
+		m.Step = topology.Disowning
+		if err := mover.Record(ctx, m, time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	disowning()
+	if err := finishOnce(ctx, server, db, a, zap.NewNop()); err != nil || step() != topology.CatchingUp {
+		t.Fatalf("a dead mover's move: %v, step %s; want it sent back to %s", err, step(), topology.CatchingUp)
+	}
+
+	disowning()
+	afterHolds = func(*topology.Move) { disowning() } // resumed: a new attempt, a new lease
+	t.Cleanup(func() { afterHolds = nil })
+	if err := finishOnce(ctx, server, db, a, zap.NewNop()); err != nil || step() != topology.Disowning {
+		t.Fatalf("a move resumed under the server's look: %v, step %s; want it left %s to its mover", err, step(), topology.Disowning)
+	}
+}

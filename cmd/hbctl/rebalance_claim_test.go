@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -111,6 +114,59 @@ func TestMoveKilledAtClaim(t *testing.T) {
 		t.Errorf("after the move SET %s has %d claims of bucket %d, want 1", target, n, bucket)
 	}
 	sameShares(t, "on the target", sharesOn(t, c, target, id), shares)
+	waitOutbox(t, c)
+	c.CheckInvariants(t)
+}
+
+// TestMoveLostItsJournalStep: a move whose journal step was taken from
+// it during its handover (set back to catching_up while the mover was at
+// its claim; the servers' RetryStuck no longer does this, the test does
+// it by hand) is not recorded published when its publish finds nothing to
+// publish: hbctl fails saying so, and the source's copy is kept (a
+// cleanup would delete the only copy the topology names); the next apply
+// finishes the move.
+func TestMoveLostItsJournalStep(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Options{DevGrant: 1_000_000})
+	a, b := c.Sets[0].Name, c.Sets[1].Name
+	bucket := bucketsOf(t, c, a)[9]
+	id, _ := sendInto(t, c, bucket, 10, 2)
+	pause := filepath.Join(t.TempDir(), "claimed")
+	done := make(chan error, 1)
+	var out string
+	go func() {
+		var err error
+		out, err = c.CtlWith([]string{"HBCTL_FAULT=pause@claimed:" + pause}, "topology", "move", "--bucket", strconv.Itoa(int(bucket)), "--to", b)
+		done <- err
+	}()
+	waitFile(t, pause+".ready", 60*time.Second)
+	if _, err := c.Meta().Exec("UPDATE hb_meta.moves SET step = 'catching_up', lease_until = NULL WHERE bucket = ? AND step = 'disowning'", int(bucket)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(pause+".go", nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err == nil || !strings.Contains(out, "not published") {
+		t.Fatalf("hbctl after its move lost its step: %v, want a failure saying it was not published\n%s", err, out)
+	}
+	time.Sleep(4 * time.Second) // past the 3 s grace a cleanup would have waited
+	if dbtest.ReadPacket(t, c.DB(a), id) == nil {
+		t.Errorf("the source's copy of packet %s was deleted, the topology still naming %s", id, ownerOf(t, c, bucket))
+	}
+	if st := rebalanceStatus(t, c); len(st.List) != 1 || st.List[0].Step == "published" || st.List[0].Step == "done" {
+		t.Errorf("journal: %v %+v; want the move not recorded published", st, st.List)
+	}
+	// As the error says, the next apply finishes the move.
+	out = c.MustCtl(t, "rebalance", "apply")
+	if got := ownerOf(t, c, bucket); got != b {
+		t.Fatalf("after apply bucket %d is on %s, want %s\n%s", bucket, got, b, out)
+	}
+	u := user()
+	if o := c.Client.Retrying(10*time.Second).Open(u, id.String()); o.Status != http.StatusOK || o.Body.Status != hongbao.Opened {
+		t.Errorf("open after the move: %v", o)
+	}
+	if p := dbtest.ReadPacket(t, c.DB(b), id); p == nil || len(p.Shares) != 3 {
+		t.Errorf("the target holds %+v, want packet %s with 3 shares", p, id)
+	}
 	waitOutbox(t, c)
 	c.CheckInvariants(t)
 }

@@ -358,6 +358,9 @@ func (mv *Mover) freeze(ctx context.Context, m *topology.Move, b *migrate.Bucket
 	if err := mv.publish(ctx, m); err != nil {
 		return err
 	}
+	if err := mv.published(ctx, m); err != nil {
+		return err
+	}
 	since(&parts.Publish)
 	m.Step = topology.Published
 	m.FreezeMS = int(mv.now().Sub(began).Milliseconds())
@@ -382,6 +385,26 @@ func claimTarget(ctx context.Context, j *topology.Journal, m *topology.Move, to 
 	}
 	leased()
 	return schema.Claim(ctx, to, m.To, version, []hongbao.Bucket{m.Bucket})
+}
+
+// published checks that m's publish took place: PublishAll marks m
+// Published when it published it; otherwise a server published it for its
+// mover (the topology names the target) or the journal no longer had the
+// move at Disowning, and then nothing may be recorded Published: the
+// cleanup would delete the source's copy, the one the topology names.
+func (mv *Mover) published(ctx context.Context, m *topology.Move) error {
+	if m.Step == topology.Published {
+		return nil
+	}
+	t, err := topology.Load(ctx, mv.Meta)
+	if err != nil {
+		return err
+	}
+	if owner := t.Owner(m.Bucket).Name; owner != m.To {
+		return fmt.Errorf("bucket %d: the source gave it up but the move was not published (the journal no longer had it at %s; the topology names %s): see hbctl rebalance status; hbctl rebalance apply finishes it",
+			m.Bucket, topology.Disowning, owner)
+	}
+	return nil
 }
 
 // publish hands m to the publisher and waits for its publication.

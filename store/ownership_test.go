@@ -35,8 +35,15 @@ func TestOwnershipFiltersSettling(t *testing.T) {
 		seen = fence
 		return map[hongbao.Bucket]bool{buckets[0]: true}, nil
 	})
-	if got := due(ctx, t, st, "expiry", later); !slices.Equal(got, []hongbao.PacketID{mine}) {
-		t.Errorf("with the topology's ownership: due %v, want only %s (bucket %d is only claimed)", got, mine, buckets[1])
+	// Other tests' packets may share these buckets (one MariaDB): look at ours.
+	for _, id := range due(ctx, t, st, "expiry", later) {
+		if id.Bucket() != buckets[0] {
+			t.Errorf("with the topology's ownership: %s of bucket %d is due, want only bucket %d's (bucket %d is only claimed)",
+				id, id.Bucket(), buckets[0], buckets[1])
+		}
+	}
+	if got := due(ctx, t, st, "expiry", later); !slices.Contains(got, mine) {
+		t.Errorf("with the topology's ownership: due %v, want %s among them", got, mine)
 	}
 	if want := map[hongbao.Bucket]int64{buckets[0]: 1, buckets[1]: 1}; !maps.Equal(seen, want) {
 		t.Errorf("the Ownership was shown the fence %v, want %v", seen, want)

@@ -104,3 +104,29 @@ func Holds(ctx context.Context, db *sql.DB, set string, b hongbao.Bucket) (held,
 	}
 	return held, false, nil
 }
+
+// Claims returns the buckets set's fence in db holds, each with the
+// topology version it was claimed at (a plain read, no lock; no table: none).
+func Claims(ctx context.Context, db *sql.DB, set string) (map[hongbao.Bucket]int64, error) {
+	rows, err := db.QueryContext(ctx, "SELECT bucket, version FROM hb_fence.owned WHERE set_name = ?", set)
+	if IsMissingTable(err) {
+		return map[hongbao.Bucket]int64{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("schema: fence of %s: %w", set, err)
+	}
+	defer rows.Close()
+	out := map[hongbao.Bucket]int64{}
+	for rows.Next() {
+		var b int
+		var v int64
+		if err := rows.Scan(&b, &v); err != nil {
+			return nil, fmt.Errorf("schema: fence of %s: %w", set, err)
+		}
+		out[hongbao.Bucket(b)] = v
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("schema: fence of %s: %w", set, err)
+	}
+	return out, nil
+}

@@ -44,7 +44,7 @@ func idAt(t time.Time) hongbao.PacketID {
 }
 
 // Days lists the Days in the day tables of the buckets the SET's fence
-// holds, oldest date first per table. The tables of a bucket it gave away
+// holds (and the Ownership trusts), oldest date first per table. The tables of a bucket it gave away
 // (a copy left for a grace period) or is being given (a copy in progress)
 // are another SET's to archive.
 func (s *Store) Days(ctx context.Context) ([]Day, error) {
@@ -52,7 +52,7 @@ func (s *Store) Days(ctx context.Context) ([]Day, error) {
 	if err != nil {
 		return nil, err
 	}
-	owned, err := ownedBuckets(ctx, s.db, s.set)
+	owned, err := s.trusted(ctx)
 	if err != nil {
 		return nil, err
 	}

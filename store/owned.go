@@ -10,16 +10,45 @@ import (
 	"github.com/hongbao-dev/hongbao/schema"
 )
 
-// Owns reports whether the SET's fence holds bucket b now. It is a plain
-// read, no lock: what depends on the answer staying true (a purge) takes
-// the fence's lock in its own transaction.
+// Ownership picks, of the buckets a SET's fence holds (each with the
+// topology version it was claimed at), those the SET may pay out, refund
+// and archive: the ones the topology gives it. A fence row alone is not
+// enough: a mover that died between its claim on the target and the
+// source's release leaves the target a claim (and a stale copy) of a
+// bucket the source still serves.
+type Ownership func(ctx context.Context, fence map[hongbao.Bucket]int64) (map[hongbao.Bucket]bool, error)
+
+// trusted returns the buckets the settler and the archiver act on: those
+// the fence holds, filtered by the Ownership when there is one.
+func (s *Store) trusted(ctx context.Context) (map[hongbao.Bucket]bool, error) {
+	fence, err := schema.Claims(ctx, s.db, s.set)
+	if err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	if s.ownership != nil {
+		owned, err := s.ownership(ctx, fence)
+		if err != nil {
+			return nil, fmt.Errorf("store: buckets of SET %s: %w", s.set, err)
+		}
+		return owned, nil
+	}
+	out := make(map[hongbao.Bucket]bool, len(fence))
+	for b := range fence {
+		out[b] = true
+	}
+	return out, nil
+}
+
+// Owns reports whether the SET's fence holds bucket b now and the
+// Ownership (WithOwnership) trusts it. It is a plain read, no lock: what
+// depends on the answer staying true (a purge) takes the fence's lock in
+// its own transaction.
 func (s *Store) Owns(ctx context.Context, b hongbao.Bucket) (bool, error) {
-	var one int
-	err := s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM hb_fence.owned WHERE set_name = ? AND bucket = ?", s.set, int(b)).Scan(&one)
-	if err != nil && !schema.IsMissingTable(err) {
+	owned, err := s.trusted(ctx)
+	if err != nil {
 		return false, fmt.Errorf("store: owns bucket %d: %w", b, err)
 	}
-	return one > 0, nil
+	return owned[b], nil
 }
 
 // Absent settles a not-found answer for packet id: in one snapshot, the

@@ -91,19 +91,31 @@ func (s *Store) Close(ctx context.Context, id hongbao.PacketID) (bool, int64, er
 }
 
 // Due lists up to limit packets of the table ("expiry" or "pending") whose
-// time column is before t, of buckets the SET's fence holds: a bucket
-// moved away takes its marks along (the move copies them), and its new
-// owner settles them; this SET's transactions would fail wrong_set. The
-// fence is read with a plain semi-join, no lock: Close and Fund check it
-// again under their transaction's lock.
+// time column is before t, of buckets the SET's fence holds and the
+// Ownership trusts (WithOwnership): a bucket moved away takes its marks
+// along (the move copies them), and its new owner settles them; this SET's
+// transactions would fail wrong_set. A bucket only claimed here (a mover
+// died after its claim, the source kept the bucket) is not this SET's to
+// settle: its copy is stale. The fence is read with a plain semi-join, no
+// lock: Close and Fund check it again under their transaction's lock.
 func (s *Store) Due(ctx context.Context, table string, t time.Time, limit int) ([]hongbao.PacketID, error) {
 	col := map[string]string{"expiry": "expires_at", "pending": "created_at"}[table]
 	if col == "" {
 		return nil, fmt.Errorf("store: no due list %q", table)
 	}
+	owned, err := s.trusted(ctx)
+	if err != nil || len(owned) == 0 {
+		return nil, err
+	}
+	args := []any{t.UTC(), s.set}
+	for b := range owned {
+		args = append(args, int(b))
+	}
+	args = append(args, limit)
 	rows, err := s.db.QueryContext(ctx, "SELECT m.packet_id FROM hb_set."+table+" m WHERE m."+col+" <= ?"+
 		" AND EXISTS (SELECT 1 FROM hb_fence.owned f WHERE f.set_name = ? AND f.bucket = (m.packet_id >> 12) & 1023)"+
-		" ORDER BY m."+col+" LIMIT ?", t.UTC(), s.set, limit)
+		" AND (m.packet_id >> 12) & 1023 IN ("+schema.Placeholders(len(owned), "?")+")"+
+		" ORDER BY m."+col+" LIMIT ?", args...)
 	if err != nil {
 		if schema.IsMissingTable(err) {
 			return nil, nil

@@ -31,6 +31,9 @@ type Store struct {
 	intn    func(n int64) int64
 	tables  *schema.Ensurer
 	obs     *metrics.Store // retries and fence refusals of the open transactions; nil: none
+	// owned decides which buckets of the fence the settler and the
+	// archiver act on; nil: the fence alone (no topology to ask).
+	ownership Ownership
 }
 
 // New returns the Store of SET set on db. loc is the cluster's time zone
@@ -45,6 +48,13 @@ func New(db *sql.DB, set string, loc *time.Location, now func() time.Time, intn 
 // fence's refusals in m.
 func (s *Store) WithMetrics(m *metrics.Store) *Store {
 	s.obs = m
+	return s
+}
+
+// WithOwnership makes the settler's and the archiver's reads (Due, Days,
+// Owns) act only on the buckets o trusts, of those the fence holds.
+func (s *Store) WithOwnership(o Ownership) *Store {
+	s.ownership = o
 	return s
 }
 

@@ -345,7 +345,7 @@ func readSets(ctx context.Context, e *env, cfg *configs.Config, sets []configs.S
 		}
 		defer meta.Close()
 	}
-	if snaps, err = openSnapshots(ctx, e, meta, pools, cfg.Location()); err != nil {
+	if snaps, bad, err = openSnapshots(ctx, e, meta, pools, cfg.Location()); err != nil {
 		return nil, nil, nil, err
 	}
 	*closers = append(*closers, func() { closeAll(snaps) })

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
@@ -35,9 +37,9 @@ import (
 //     longer has b; the only other fence that may hold b then is a move's
 //     target (a copy, stale until the freeze), which no server writes to
 //     before it is published.
-//   - else, b's move S -> T was Disowning in d0 (so T's claim, made before
-//     that record, is older than T's snapshot) and T's fence holds b: T
-//     counts b. S released it; T's copy was verified under the freeze and
+//   - else, b's move S -> T was Disowning in d0 and T's fence holds b in
+//     T's snapshot (so T's claim, made after the verify under the freeze
+//     and after that record, is older than T's snapshot): T counts b. S released it; T's copy was verified under the freeze and
 //     nobody writes it until the publish, which t1 has not seen.
 //   - else, b's move is Disowning in d1, or t0 and t1 name different SETs
 //     for b: a handover overlapped the pass. The snapshots are closed and
@@ -106,6 +108,28 @@ func assign(v ownerView) (map[string]map[hongbao.Bucket]bool, []hongbao.Bucket) 
 	return counted, unsettled
 }
 
+// staleClaims names the fence rows of v that nothing backs: a SET's claim
+// of a bucket the topology gives another SET (in t0 and t1) with no move
+// of it to that SET Disowning (d0 or d1). A mover killed between its
+// claim and the source's release leaves one; the claiming SET's servers
+// delete it within a second (rebalance.RemoveStaleClaims), and its
+// settler and archiver never act on it, but it is shown: an operator
+// reading the fence must not take it for ownership.
+func staleClaims(v ownerView) []string {
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(v.fences)) {
+		for _, b := range slices.Sorted(maps.Keys(v.fences[name])) {
+			owner := v.t1(b)
+			if owner == name || v.t0(b) == name || v.d0[b].To == name || v.d1[b].To == name {
+				continue
+			}
+			out = append(out, fmt.Sprintf("SET %s: stale claim of bucket %d in its fence (hb_fence.owned): the topology gives it to SET %s and no move of it to %s is under way; its servers delete it (is one running?)",
+				name, b, owner, name))
+		}
+	}
+	return out
+}
+
 // setPools are one SET's pools, open for the whole verify.
 type setPools struct {
 	set      string // its name
@@ -118,16 +142,16 @@ type setPools struct {
 // opening (at most settleFor). meta nil: no topology, every snapshot
 // counts every table. The snapshots are returned in the order of pools;
 // the caller closes them.
-func openSnapshots(ctx context.Context, e *env, meta *sql.DB, pools []setPools, loc *time.Location) ([]*store.Snapshot, error) {
+func openSnapshots(ctx context.Context, e *env, meta *sql.DB, pools []setPools, loc *time.Location) ([]*store.Snapshot, []string, error) {
 	deadline := time.Now().Add(settleFor)
 	for {
-		snaps, unsettled, err := openPass(ctx, meta, pools, loc)
+		snaps, unsettled, stale, err := openPass(ctx, meta, pools, loc)
 		if err != nil || len(unsettled) == 0 {
-			return snaps, err
+			return snaps, stale, err
 		}
 		closeAll(snaps)
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("buckets %v were being handed over between SETs for %s: no consistent view of them (a move stuck at %s? see hbctl rebalance status); run verify again",
+			return nil, nil, fmt.Errorf("buckets %v were being handed over between SETs for %s: no consistent view of them (a move stuck at %s? see hbctl rebalance status); run verify again",
 				unsettled[:min(len(unsettled), 10)], settleFor, topology.Disowning)
 		}
 		fmt.Fprintf(e.stdout, "%d bucket(s) (%v) handed over while the snapshots opened: opening them again\n",
@@ -135,14 +159,15 @@ func openSnapshots(ctx context.Context, e *env, meta *sql.DB, pools []setPools, 
 		select {
 		case <-time.After(100 * time.Millisecond):
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, nil, ctx.Err()
 		}
 	}
 }
 
 // openPass is one attempt of openSnapshots: the snapshots, with their
-// buckets assigned and counted, or the buckets a handover overlapped.
-func openPass(ctx context.Context, meta *sql.DB, pools []setPools, loc *time.Location) (_ []*store.Snapshot, unsettled []hongbao.Bucket, err error) {
+// buckets assigned and counted, and the stale claims (staleClaims), or the
+// buckets a handover overlapped.
+func openPass(ctx context.Context, meta *sql.DB, pools []setPools, loc *time.Location) (_ []*store.Snapshot, unsettled []hongbao.Bucket, stale []string, err error) {
 	var snaps []*store.Snapshot
 	defer func() {
 		if err != nil {
@@ -153,7 +178,7 @@ func openPass(ctx context.Context, meta *sql.DB, pools []setPools, loc *time.Loc
 	if meta != nil {
 		t0, d0, err := readOwners(ctx, meta)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		v.v0, v.t0, v.d0 = t0.Version, ownerOf(t0), d0
 	}
@@ -161,7 +186,7 @@ func openPass(ctx context.Context, meta *sql.DB, pools []setPools, loc *time.Loc
 	for _, p := range pools {
 		s, err := store.BeginSnapshot(ctx, p.db, p.name, loc)
 		if err != nil {
-			return nil, nil, fmt.Errorf("SET %s: %w", p.set, err)
+			return nil, nil, nil, fmt.Errorf("SET %s: %w", p.set, err)
 		}
 		snaps = append(snaps, s)
 		v.fences[p.name] = s.Fence()
@@ -171,23 +196,24 @@ func openPass(ctx context.Context, meta *sql.DB, pools []setPools, loc *time.Loc
 		// The journal before the topology: a publish between them shows
 		// in t1 (see the comment above settleFor).
 		if v.d1, err = topology.DisowningMoves(ctx, meta); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		t1, err := topology.Load(ctx, meta)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		v.v1, v.t1 = t1.Version, ownerOf(t1)
 		if counted, unsettled = assign(v); len(unsettled) > 0 {
-			return snaps, unsettled, nil
+			return snaps, unsettled, nil, nil
 		}
+		stale = staleClaims(v)
 	}
 	for i, p := range pools {
 		if err := snaps[i].Count(ctx, p.cold, counted[p.name]); err != nil {
-			return nil, nil, fmt.Errorf("SET %s: %w", p.set, err)
+			return nil, nil, nil, fmt.Errorf("SET %s: %w", p.set, err)
 		}
 	}
-	return snaps, nil, nil
+	return snaps, nil, stale, nil
 }
 
 // readOwners reads the topology and the Disowning moves, in this order.

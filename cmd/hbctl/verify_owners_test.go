@@ -3,6 +3,7 @@ package main
 import (
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 
 	hongbao "github.com/hongbao-dev/hongbao"
@@ -82,4 +83,46 @@ func fence(others, has bool, moving hongbao.Bucket) map[hongbao.Bucket]bool {
 		}
 	}
 	return f
+}
+
+// TestStaleClaims: verify names a claim that neither the topology nor a
+// Disowning move backs (a dead mover's), by SET and bucket, and no other:
+// not the owner's row, not a live move's target, not a published one.
+func TestStaleClaims(t *testing.T) {
+	const moving = hongbao.Bucket(7)
+	onA := func(hongbao.Bucket) string { return "a" }
+	movedToB := func(b hongbao.Bucket) string {
+		if b == moving {
+			return "b"
+		}
+		return "a"
+	}
+	disowning := map[hongbao.Bucket]topology.Move{moving: {Bucket: moving, From: "a", To: "b", Step: topology.Disowning}}
+	none := map[hongbao.Bucket]topology.Move{}
+	for _, tc := range []struct {
+		name   string
+		t0, t1 func(hongbao.Bucket) string
+		d0, d1 map[hongbao.Bucket]topology.Move
+		aHas   bool // the source's fence holds bucket 7
+		want   int
+	}{
+		{"a dead mover's claim", onA, onA, none, none, true, 1},
+		{"a live move's claim", onA, onA, disowning, disowning, true, 0},
+		{"claimed, then disowning seen after the snapshots", onA, onA, none, disowning, true, 0},
+		{"released, disowning", onA, onA, disowning, disowning, false, 0},
+		{"published", movedToB, movedToB, none, none, false, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := ownerView{v0: 1, v1: 1, t0: tc.t0, t1: tc.t1, d0: tc.d0, d1: tc.d1, fences: map[string]map[hongbao.Bucket]bool{
+				"a": fence(true, tc.aHas, moving), "b": fence(false, true, moving),
+			}}
+			got := staleClaims(v)
+			if len(got) != tc.want {
+				t.Fatalf("stale claims %q, want %d", got, tc.want)
+			}
+			if tc.want == 1 && !strings.Contains(got[0], "SET b: stale claim of bucket 7") || tc.want == 1 && !strings.Contains(got[0], "to SET a") {
+				t.Errorf("violation %q does not name SET b, bucket 7 and its owner a", got[0])
+			}
+		})
+	}
 }

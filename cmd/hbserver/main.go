@@ -108,7 +108,7 @@ func run(args []string) error {
 		return err
 	}
 	if topo != nil {
-		go finishMoves(bg, cfg.MetaDSN, cfg.CoreMembers(), db, sc.Name, log)
+		go finishMoves(bg, cfg.MetaDSN, cfg.CoreMembers(), db, sc.Name, func(b hongbao.Bucket) string { return topo.Current().Owner(b).Name }, log)
 	}
 	reg := metrics.NewRegistry()
 	coldSw, err := schema.OpenSwitch(sc.Cold(), 4)

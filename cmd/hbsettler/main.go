@@ -81,7 +81,8 @@ func run(args []string) error {
 	}
 	db := live.DB()
 	defer db.Close()
-	if err := followPrimary(ctx, cfg, sc.Name, live, log); err != nil {
+	topo, err := followPrimary(ctx, cfg, sc.Name, live, log)
+	if err != nil {
 		return err
 	}
 	if err := schema.EnsureSet(ctx, db); err != nil {
@@ -92,7 +93,13 @@ func run(args []string) error {
 		return err
 	}
 	defer wl.Close()
-	st := settle.New(store.New(db, sc.Name, cfg.Location(), time.Now, rand.Int64N), wl, time.Now, log)
+	ss := store.New(db, sc.Name, cfg.Location(), time.Now, rand.Int64N)
+	if topo != nil {
+		// Refund and fund only the buckets the topology gives this SET,
+		// never by a fence row alone (a dead mover's claim).
+		ss.WithOwnership(topo.Trusted(sc.Name))
+	}
+	st := settle.New(ss, wl, time.Now, log)
 	st.SweepAfter = *sweepAfter
 	reg := metrics.NewRegistry()
 	st.Metrics = metrics.NewSettle(reg)
@@ -113,20 +120,20 @@ func run(args []string) error {
 	return nil
 }
 
-// followPrimary watches the topology (when there is a meta database) and
-// points live at the SET's MySQL as it names it.
-func followPrimary(ctx context.Context, cfg *configs.Config, name string, live *schema.Switch, log *zap.Logger) error {
+// followPrimary watches the topology (when there is a meta database: nil
+// otherwise) and points live at the SET's MySQL as it names it.
+func followPrimary(ctx context.Context, cfg *configs.Config, name string, live *schema.Switch, log *zap.Logger) (*topology.Watcher, error) {
 	if cfg.MetaDSN == "" {
-		return nil
+		return nil, nil
 	}
 	meta, err := topology.OpenMeta(ctx, cfg.MetaDSN, cfg.CoreMembers(), false, settings.CoreMoves(log, "meta"))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	w, err := topology.NewWatcher(ctx, meta, time.Second, log)
 	if err != nil {
 		meta.Close()
-		return err
+		return nil, err
 	}
 	go func() { w.Run(ctx); meta.Close() }()
 	go w.FollowSet(ctx, name, func(s topology.Set) {
@@ -136,5 +143,5 @@ func followPrimary(ctx context.Context, cfg *configs.Config, name string, live *
 			log.Warn("the SET's MySQL moved: new connections go to the new primary")
 		}
 	})
-	return nil
+	return w, nil
 }

@@ -46,6 +46,9 @@ type Move struct {
 	Error       string
 	StartedAt   time.Time // zero until begun
 	UpdatedAt   time.Time
+	// LeaseUntil is the lease Stuck saw run out (zero elsewhere): the
+	// mover's attempt a server finishes (RetryStuck).
+	LeaseUntil time.Time
 }
 
 // Rebalance is one plan being applied, with its moves in bucket order.
@@ -243,7 +246,7 @@ func (j *Journal) PublishAll(ctx context.Context, ms []*Move) (int64, error) {
 // publishing it. The source's servers finish them (Publish) when their
 // fence no longer has the bucket, or send them back (Retry) when it does.
 func (j *Journal) Stuck(ctx context.Context, from string) ([]Move, error) {
-	rows, err := j.db.QueryContext(ctx, `SELECT rebalance_id, bucket, from_set, to_set, step FROM moves
+	rows, err := j.db.QueryContext(ctx, `SELECT rebalance_id, bucket, from_set, to_set, step, lease_until FROM moves
 		WHERE step = ? AND from_set = ? AND lease_until < ?`, Disowning, from, j.now().UTC())
 	if err != nil {
 		if schema.IsMissingTable(err) {
@@ -256,7 +259,7 @@ func (j *Journal) Stuck(ctx context.Context, from string) ([]Move, error) {
 	for rows.Next() {
 		var m Move
 		var b int
-		if err := rows.Scan(&m.Rebalance, &b, &m.From, &m.To, &m.Step); err != nil {
+		if err := rows.Scan(&m.Rebalance, &b, &m.From, &m.To, &m.Step, &m.LeaseUntil); err != nil {
 			return nil, err
 		}
 		m.Bucket = hongbao.Bucket(b)
@@ -274,6 +277,26 @@ func (j *Journal) Retry(ctx context.Context, m *Move) error {
 		return fmt.Errorf("topology: retry bucket %d: %w", m.Bucket, err)
 	}
 	return nil
+}
+
+// RetryStuck is Retry for a server finishing a dead mover's move m, as
+// Stuck returned it: only while the move is still at the attempt whose
+// lease Stuck saw run out. A mover that resumed the move meanwhile (its
+// own Retry, a new freeze recording Disowning with a new lease) keeps it:
+// sent back then, the new attempt's publish would find nothing to publish
+// after the source gave the bucket up. It reports whether it sent m back.
+func (j *Journal) RetryStuck(ctx context.Context, m *Move) (bool, error) {
+	res, err := j.db.ExecContext(ctx, `UPDATE moves SET step = ?, lease_until = NULL, updated_at = ?
+		WHERE rebalance_id = ? AND bucket = ? AND step = ? AND lease_until = ?`,
+		CatchingUp, j.now().UTC(), m.Rebalance, int(m.Bucket), Disowning, m.LeaseUntil)
+	if err != nil {
+		return false, fmt.Errorf("topology: retry bucket %d: %w", m.Bucket, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("topology: retry bucket %d: %w", m.Bucket, err)
+	}
+	return n > 0, nil
 }
 
 // ErrBusy is returned by Lock when another apply holds the journal.

@@ -2,6 +2,7 @@ package archivecmd
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"flag"
 	"fmt"
@@ -95,9 +96,16 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, environ [
 			}
 		}()
 	}
+	var meta *sql.DB // archive only the buckets the topology gives a SET
+	if cfg.MetaDSN != "" {
+		if meta, err = topology.OpenMeta(ctx, cfg.MetaDSN, cfg.CoreMembers(), false); err != nil {
+			return err
+		}
+		defer meta.Close()
+	}
 	var errs []error
 	for _, sc := range sets {
-		a, closeAll, err := newArchiver(sc, cfg, days)
+		a, closeAll, err := newArchiver(sc, cfg, days, meta)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("SET %s: %w", sc.Name, err))
 			continue
@@ -125,7 +133,10 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, environ [
 	return errors.Join(errs...)
 }
 
-func newArchiver(sc configs.Set, cfg *configs.Config, days int) (*archive.Archiver, func(), error) {
+// newArchiver opens SET sc's pools; with a meta database it archives only
+// the buckets the topology gives the SET, never by a fence row alone (a
+// dead mover's claim).
+func newArchiver(sc configs.Set, cfg *configs.Config, days int, meta *sql.DB) (*archive.Archiver, func(), error) {
 	live, err := schema.Open(sc.MySQLDSN, 4)
 	if err != nil {
 		return nil, nil, err
@@ -136,6 +147,9 @@ func newArchiver(sc configs.Set, cfg *configs.Config, days int) (*archive.Archiv
 		return nil, nil, err
 	}
 	st := store.New(live, sc.Name, cfg.Location(), time.Now, rand.Int64N)
+	if meta != nil {
+		st.WithOwnership(topology.TrustedIn(meta, sc.Name))
+	}
 	a := &archive.Archiver{Set: sc.Name, Store: st, Live: live, Cold: cold, Loc: cfg.Location(), Retention: days}
 	return a, func() { live.Close(); cold.Close() }, nil
 }

@@ -10,9 +10,13 @@ package rebalance
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"go.uber.org/zap"
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/router/topology"
@@ -20,49 +24,136 @@ import (
 	"github.com/hongbao-dev/hongbao/store/migrate"
 )
 
-// Fleet opens each SET's databases once and closes them together.
+// Fleet opens each SET's databases once and closes them together. Its
+// pools are switchable (schema.Switch) and follow the SET's primary as the
+// topology names it (Follow, Watch): after a failover of a SET during an
+// apply, the mover's statements go to the promoted primary, and those in
+// flight on the old one fail at once (a freeze's commit on a fenced or
+// paused old primary would otherwise wait for ever).
 type Fleet struct {
-	mu    sync.Mutex
-	sides map[string]migrate.Side
-	pools []*sql.DB
+	mu       sync.Mutex
+	sides    map[string]*fleetSide
+	switches atomic.Int64 // pools pointed at another server so far
 }
 
-// Side returns the live and cold pools of SET s.
+// Switches counts the pools pointed at another server so far: a move that
+// failed while it changed failed because of a failover.
+func (f *Fleet) Switches() int64 { return f.switches.Load() }
+
+// fleetSide is one SET's pools: live, and cold when its archive is
+// elsewhere (nil: the live pool serves both).
+type fleetSide struct {
+	live, cold *schema.Switch
+}
+
+func (fs *fleetSide) side() migrate.Side {
+	side := migrate.Side{Live: fs.live.DB(), Cold: fs.live.DB()}
+	if fs.cold != nil {
+		side.Cold = fs.cold.DB()
+	}
+	return side
+}
+
+// follow points fs's pools at s's DSNs, counting the switches in n.
+func (fs *fleetSide) follow(s *topology.Set, n *atomic.Int64) error {
+	switched, err := fs.live.To(s.MySQLDSN)
+	if err != nil {
+		return fmt.Errorf("SET %s: %w", s.Name, err)
+	}
+	if switched {
+		n.Add(1)
+	}
+	if fs.cold != nil {
+		if switched, err = fs.cold.To(s.Cold()); err != nil {
+			return fmt.Errorf("SET %s archive: %w", s.Name, err)
+		}
+		if switched {
+			n.Add(1)
+		}
+	}
+	return nil
+}
+
+// Side returns the live and cold pools of SET s, pointed at the DSNs s
+// names.
 func (f *Fleet) Side(s *topology.Set) (migrate.Side, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if side, ok := f.sides[s.Name]; ok {
-		return side, nil
+	if fs, ok := f.sides[s.Name]; ok {
+		return fs.side(), fs.follow(s, &f.switches)
 	}
-	live, err := schema.Open(s.MySQLDSN, 16)
+	live, err := schema.OpenSwitch(s.MySQLDSN, 16)
 	if err != nil {
 		return migrate.Side{}, fmt.Errorf("SET %s: %w", s.Name, err)
 	}
-	f.pools = append(f.pools, live)
-	side := migrate.Side{Live: live, Cold: live}
+	fs := &fleetSide{live: live}
 	if s.Cold() != s.MySQLDSN {
-		cold, err := schema.Open(s.Cold(), 8)
-		if err != nil {
+		if fs.cold, err = schema.OpenSwitch(s.Cold(), 8); err != nil {
+			live.DB().Close()
 			return migrate.Side{}, fmt.Errorf("SET %s archive: %w", s.Name, err)
 		}
-		f.pools = append(f.pools, cold)
-		side.Cold = cold
 	}
 	if f.sides == nil {
-		f.sides = map[string]migrate.Side{}
+		f.sides = map[string]*fleetSide{}
 	}
-	f.sides[s.Name] = side
-	return side, nil
+	f.sides[s.Name] = fs
+	return fs.side(), nil
+}
+
+// Follow points the pools of every SET of m already opened at the DSNs m
+// names.
+func (f *Fleet) Follow(m *topology.Map) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var errs []error
+	for i := range m.Sets {
+		if fs, ok := f.sides[m.Sets[i].Name]; ok {
+			errs = append(errs, fs.follow(&m.Sets[i], &f.switches))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Watch follows the topology in meta (each new version, polled every
+// half second) until ctx ends.
+func (f *Fleet) Watch(ctx context.Context, meta *sql.DB, log *zap.Logger) error {
+	w, err := topology.NewWatcher(ctx, meta, 500*time.Millisecond, log)
+	if err != nil {
+		return err
+	}
+	go w.Run(ctx)
+	go func() {
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		seen := int64(-1)
+		for {
+			if m := w.Current(); m.Version != seen {
+				seen = m.Version
+				if err := f.Follow(m); err != nil {
+					log.Error("rebalance: cannot follow a SET's MySQL", zap.Error(err))
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return nil
 }
 
 // Close closes every pool opened.
 func (f *Fleet) Close() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for _, db := range f.pools {
-		db.Close()
+	for _, fs := range f.sides {
+		fs.live.DB().Close()
+		if fs.cold != nil {
+			fs.cold.DB().Close()
+		}
 	}
-	f.pools, f.sides = nil, nil
+	f.sides = nil
 }
 
 // Loads reads every bucket's load from the SET that owns it.

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"go.uber.org/zap"
+
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/router/topology"
 	"github.com/hongbao-dev/hongbao/schema"
@@ -40,6 +42,9 @@ type Mover struct {
 	SmallDelta int64
 	// MaxPasses bounds the catch-up passes before the freeze (default 8).
 	MaxPasses int
+	// Log receives what the Fleet's following of the SETs' primaries
+	// says (nil: nothing).
+	Log *zap.Logger
 
 	parts sync.Map      // *topology.Move -> FreezeParts of its freeze
 	drops chan struct{} // bounds the deletions of sources' copies at once
@@ -75,6 +80,17 @@ func (mv *Mover) Apply(ctx context.Context, r *topology.Rebalance) error {
 		}
 	}
 	mv.Report.Event(Event{Kind: "start", Rebalance: r, Total: len(r.Moves), Todo: len(todo)})
+	// The SETs' pools follow their primaries through a failover during
+	// the apply (the topology names the promoted one).
+	watch, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	log := mv.Log
+	if log == nil {
+		log = zap.NewNop()
+	}
+	if err := mv.Fleet.Watch(watch, mv.Meta, log); err != nil {
+		return err
+	}
 	mv.drops = make(chan struct{}, max(mv.Parallel, 1))
 	mv.pubs = make(chan publication)
 	published := make(chan struct{})
@@ -101,8 +117,11 @@ func (mv *Mover) Apply(ctx context.Context, r *topology.Rebalance) error {
 	for range max(mv.Parallel, 1) {
 		wg.Go(func() {
 			for m := range work {
-				began := mv.now()
+				began, switches := mv.now(), mv.Fleet.Switches()
 				cleanup, err := mv.moveOne(ctx, m)
+				if err != nil && !errors.Is(err, ErrMismatch) && mv.Fleet.Switches() != switches {
+					err = fmt.Errorf("%w (a SET's primary changed during the move, a failover: its statements on the old one were cut; run hbctl rebalance apply again to continue)", err)
+				}
 				if err != nil || cleanup == nil {
 					finish(m, began, err)
 					continue
@@ -324,16 +343,10 @@ func (mv *Mover) freeze(ctx context.Context, m *topology.Move, b *migrate.Bucket
 		now := mv.now()
 		*d, step = now.Sub(step), now
 	}
-	if err := schema.Claim(ctx, b.To.Live, m.To, version+1, []hongbao.Bucket{m.Bucket}); err != nil {
+	if err := claimTarget(ctx, mv.Journal, m, b.To.Live, version+1, func() { since(&parts.Lease) }); err != nil {
 		return err
 	}
 	since(&parts.Claim)
-	m.Step = topology.Disowning
-	// The lease: until it ends no server finishes this move for us.
-	if err := mv.Journal.Record(ctx, m, time.Second); err != nil {
-		return err
-	}
-	since(&parts.Lease)
 	// Both fences hold the bucket until the commit: a test pauses here
 	// (HBCTL_FAULT=pause@claimed:PATH) to check verify counts it once.
 	mv.Fault.at(FaultClaimed)
@@ -345,6 +358,9 @@ func (mv *Mover) freeze(ctx context.Context, m *topology.Move, b *migrate.Bucket
 	if err := mv.publish(ctx, m); err != nil {
 		return err
 	}
+	if err := mv.published(ctx, m); err != nil {
+		return err
+	}
 	since(&parts.Publish)
 	m.Step = topology.Published
 	m.FreezeMS = int(mv.now().Sub(began).Milliseconds())
@@ -353,6 +369,41 @@ func (mv *Mover) freeze(ctx context.Context, m *topology.Move, b *migrate.Bucket
 		return err
 	}
 	mv.Fault.at(m.Step)
+	return nil
+}
+
+// claimTarget records m Disowning with a one-second lease (until it ends
+// no server finishes the move for its mover), then claims the target's
+// fence at version; leased runs between the two. The record comes first:
+// a claim with no Disowning move behind it is stale (its mover died), and
+// the target's servers delete it (RemoveStaleClaims); one made after this
+// record is never taken for one.
+func claimTarget(ctx context.Context, j *topology.Journal, m *topology.Move, to *sql.DB, version int64, leased func()) error {
+	m.Step = topology.Disowning
+	if err := j.Record(ctx, m, time.Second); err != nil {
+		return err
+	}
+	leased()
+	return schema.Claim(ctx, to, m.To, version, []hongbao.Bucket{m.Bucket})
+}
+
+// published checks that m's publish took place: PublishAll marks m
+// Published when it published it; otherwise a server published it for its
+// mover (the topology names the target) or the journal no longer had the
+// move at Disowning, and then nothing may be recorded Published: the
+// cleanup would delete the source's copy, the one the topology names.
+func (mv *Mover) published(ctx context.Context, m *topology.Move) error {
+	if m.Step == topology.Published {
+		return nil
+	}
+	t, err := topology.Load(ctx, mv.Meta)
+	if err != nil {
+		return err
+	}
+	if owner := t.Owner(m.Bucket).Name; owner != m.To {
+		return fmt.Errorf("bucket %d: the source gave it up but the move was not published (the journal no longer had it at %s; the topology names %s): see hbctl rebalance status; hbctl rebalance apply finishes it",
+			m.Bucket, topology.Disowning, owner)
+	}
 	return nil
 }
 

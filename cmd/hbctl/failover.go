@@ -112,9 +112,13 @@ func setGroup(ctx context.Context, meta *sql.DB, name string) (*group, error) {
 	return &group{name: "SET " + s.Name, primary: s.MySQLDSN, replicas: s.Replicas, rejoinCmd: "hbctl set rejoin " + s.Name,
 		apps: accounts(s.MySQLDSN),
 		publish: func(ctx context.Context, primary string, replicas []string) (string, error) {
-			v, err := topology.Failover(ctx, meta, s.Name, primary, replicas)
+			v, err := topology.Failover(ctx, meta, s.Name, s.MySQLDSN, primary, replicas)
+			if errors.Is(err, topology.ErrPublished) {
+				return "", fmt.Errorf("%w (the promoted %s is writable but unknown to servers: hbctl set rejoin %s makes it a replica of the published primary)",
+					err, addrOf(primary), s.Name)
+			}
 			if err != nil {
-				return "", fmt.Errorf("%w (the promoted %s is writable: publish it by running failover again with --to it)", err, addrOf(primary))
+				return "", fmt.Errorf("%w (the promoted %s is writable: running failover again publishes it)", err, addrOf(primary))
 			}
 			return fmt.Sprintf("at topology version %d; servers and settlers follow within a second", v), nil
 		}}, nil

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"regexp"
 
+	"github.com/go-sql-driver/mysql"
+
 	"github.com/hongbao-dev/hongbao/schema"
 )
 
@@ -86,20 +88,46 @@ func RemoveSet(ctx context.Context, meta *sql.DB, name string) (int64, error) {
 	})
 }
 
+// ErrPublished is Failover's refusal: the SET's primary in the meta
+// database is no longer the one the failover started from (another
+// failover published its own meanwhile).
+var ErrPublished = errors.New("topology: another failover published a primary meanwhile")
+
 // Failover publishes primary as SET name's MySQL and replicas as its
 // replicas (the old primary among them), in one new version: servers and
-// settlers move their pools to it when they see the version.
-func Failover(ctx context.Context, meta *sql.DB, name, primary string, replicas []string) (int64, error) {
+// settlers move their pools to it when they see the version. It is a
+// compare-and-set: it publishes only while the SET's MySQL is still from,
+// the primary the failover started from, and otherwise fails with
+// ErrPublished naming what is published: two failovers of one primary
+// never publish in turn (the second would take the SET away from a
+// primary that acknowledged commits).
+func Failover(ctx context.Context, meta *sql.DB, name, from, primary string, replicas []string) (int64, error) {
 	return change(ctx, meta, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, "UPDATE sets SET mysql_dsn = ?, replicas = ? WHERE name = ?", primary, JoinDSNs(replicas), name)
+		var now string
+		err := tx.QueryRowContext(ctx, "SELECT mysql_dsn FROM sets WHERE name = ? FOR UPDATE", name).Scan(&now)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("%w: %s", ErrNoSet, name)
+		}
 		if err != nil {
 			return fmt.Errorf("topology: failover of %s: %w", name, err)
 		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return fmt.Errorf("%w: %s", ErrNoSet, name)
+		if now != from {
+			return fmt.Errorf("%w: SET %s's primary is %s, not %s this failover started from; %s was not published",
+				ErrPublished, name, addr(now), addr(from), addr(primary))
+		}
+		if _, err := tx.ExecContext(ctx, "UPDATE sets SET mysql_dsn = ?, replicas = ? WHERE name = ?", primary, JoinDSNs(replicas), name); err != nil {
+			return fmt.Errorf("topology: failover of %s: %w", name, err)
 		}
 		return nil
 	})
+}
+
+// addr is a DSN's address, for messages (no password).
+func addr(dsn string) string {
+	if c, err := mysql.ParseDSN(dsn); err == nil {
+		return c.Addr
+	}
+	return "?"
 }
 
 // ErrFailoverBusy is returned by LockFailover when another failover or

@@ -1,0 +1,131 @@
+package main
+
+// The harness of the in-process failover tests (issue 23, findings 3 and
+// 5): a meta database of its own on the shared test MariaDB, a SET whose
+// MySQL is a real replicated group (dbtest.StartReplicated), and a
+// failover acting as hbctl set failover does, with hooks between steps.
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/hongbao-dev/hongbao/configs"
+	"github.com/hongbao-dev/hongbao/router/topology"
+	"github.com/hongbao-dev/hongbao/store/dbtest"
+)
+
+// testMeta creates a meta database of its own on test SET a's MariaDB
+// (dropped when the test ends) holding sets, and returns a pool on it.
+func testMeta(t *testing.T, sets ...topology.Set) *sql.DB {
+	t.Helper()
+	ctx := context.Background()
+	root := dbtest.DB(t, "a", 1)
+	name := dbtest.UniqueName("h23meta_")
+	if _, err := root.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.ExecContext(context.Background(), "DROP DATABASE "+name) }) //nolint:errcheck // best effort
+	c, err := mysql.ParseDSN(dbtest.DSN(t, "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.DBName = name
+	meta := dbtest.Open(t, c.FormatDSN(), 4)
+	if _, err := topology.Init(ctx, meta, sets); err != nil {
+		t.Fatal(err)
+	}
+	return meta
+}
+
+// fakeSet is a SET whose MySQL addresses need not exist (the meta
+// database only).
+func fakeSet(name string, primary string, replicas ...string) topology.Set {
+	return topology.Set{Name: name, Servers: []string{"127.0.0.1:1"}, MySQLDSN: primary, Replicas: replicas, Memcached: []string{"127.0.0.1:2"}}
+}
+
+// fakeDSN is an application DSN on 127.0.0.1:port.
+func fakeDSN(port int) string { return fmt.Sprintf("hongbao:hongbao@tcp(127.0.0.1:%d)/", port) }
+
+// replicatedSet starts a replicated group of a primary and replicas
+// replicas and a meta database naming it as SET name (the operator's
+// DSNs: root, no password), and returns them with a failover config.
+func replicatedSet(t *testing.T, name string, replicas int) (*dbtest.Group, *sql.DB, configs.Replication) {
+	t.Helper()
+	g := dbtest.StartReplicated(t, 0, replicas)
+	var rs []string
+	for _, r := range g.Replicas {
+		rs = append(rs, r.AppDSN())
+	}
+	meta := testMeta(t, fakeSet(name, g.Primary.AppDSN(), rs...))
+	cfg := configs.Replication{AdminUser: "root", User: dbtest.ReplUser, Password: dbtest.ReplPassword,
+		WaitApplied: configs.Duration(10 * time.Second)}
+	return g, meta, cfg
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use: what a failover
+// says.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// testFailover is a failover of SET name as read from meta now, saying
+// what it does to out.
+func testFailover(t *testing.T, meta *sql.DB, name string, cfg configs.Replication, out *syncBuffer) *failover {
+	t.Helper()
+	g, err := setGroup(context.Background(), meta, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &failover{e: &env{stdout: out, stderr: out}, cfg: cfg, g: g}
+}
+
+// metaPrimary is SET name's mysql_dsn in meta.
+func metaPrimary(t *testing.T, meta *sql.DB, name string) string {
+	t.Helper()
+	var dsn string
+	if err := meta.QueryRow("SELECT mysql_dsn FROM sets WHERE name = ?", name).Scan(&dsn); err != nil {
+		t.Fatal(err)
+	}
+	return dsn
+}
+
+// readOnly reports m's @@read_only.
+func readOnly(t *testing.T, m *dbtest.MariaDB) bool {
+	t.Helper()
+	db := dbtest.Open(t, m.DSN, 1)
+	var ro int
+	if err := db.QueryRow("SELECT @@GLOBAL.read_only").Scan(&ro); err != nil {
+		t.Fatal(err)
+	}
+	return ro == 1
+}
+
+func contains(s string, subs ...string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
+}

@@ -71,7 +71,7 @@ func cmdCore(ctx context.Context, e *env, args []string) error {
 		f.coreStatus(ctx, members)
 		return nil
 	}
-	f.g = coreGroup(members, accounts(cfg.MetaDSN, cfg.WalletDSN))
+	f.g = coreGroup(members, accounts(cfg.MetaDSN, cfg.WalletDSN), f.epochOf)
 	o := failoverOptions{singleCopy: *single}
 	if *to != "" {
 		i := slices.IndexFunc(members.dsns, func(d string) bool { return addrOf(d) == *to })
@@ -130,7 +130,7 @@ func (f *failover) coreMembers(ctx context.Context, cfg *configs.Config) (coreMe
 // member carries, and at least the time in milliseconds, so that it also
 // tops an epoch only an unreachable member carries (stamped by an earlier
 // failover that a lagging replica had not received yet).
-func coreGroup(m coreMembers, apps []string) *group {
+func coreGroup(m coreMembers, apps []string, epochOf func(ctx context.Context, dsn string) (int64, error)) *group {
 	next := max(m.epoch+1, time.Now().UnixMilli())
 	var replicas []string
 	for i, d := range m.dsns {
@@ -140,11 +140,45 @@ func coreGroup(m coreMembers, apps []string) *group {
 	}
 	return &group{name: "the core group", primary: m.dsns[m.primary], replicas: replicas, rejoinCmd: "hbctl core rejoin", apps: apps,
 		stamp: func(ctx context.Context, db *sql.DB, dsn string) error {
+			if err := m.noNewerEpoch(ctx, db, dsn, epochOf); err != nil {
+				return err
+			}
 			return schema.StampEpoch(ctx, db, next, addrOf(dsn))
 		},
 		publish: func(context.Context, string, []string) (string, error) {
 			return fmt.Sprintf("at failover epoch %d; every process follows it within a second (it probes the core members)", next), nil
 		}}
+}
+
+// noNewerEpoch is the core group's compare-and-set before a stamp: it
+// fails when the promoted member (db, of dsn) or any other member that
+// answers carries an epoch above m.epoch, the one this failover started
+// from: another failover promoted a member meanwhile, and stamping ours
+// (possibly higher: epochs follow the clock) would move every process
+// away from a primary that may have acknowledged commits. A member that
+// does not answer is not read: the core failover lock (lockCore) is what
+// excludes a concurrent failover; this catches one that ran between our
+// reading the members and our stamp.
+func (m coreMembers) noNewerEpoch(ctx context.Context, db *sql.DB, dsn string, epochOf func(context.Context, string) (int64, error)) error {
+	own, _, err := schema.Epoch(ctx, db)
+	if err != nil {
+		return err
+	}
+	if own > m.epoch {
+		return fmt.Errorf("%s carries failover epoch %d, above epoch %d this failover started from: another core failover promoted "+
+			"a member meanwhile (hbctl core status); not stamped", addrOf(dsn), own, m.epoch)
+	}
+	for _, d := range m.dsns {
+		if d == dsn {
+			continue
+		}
+		e, err := epochOf(ctx, d)
+		if err == nil && e > m.epoch {
+			return fmt.Errorf("core member %s carries failover epoch %d, above epoch %d this failover started from: another core "+
+				"failover promoted it meanwhile (hbctl core status); %s not stamped", addrOf(d), e, m.epoch, addrOf(dsn))
+		}
+	}
+	return nil
 }
 
 // coreStatus prints each member: reachable, read-only, its epoch, whom it
@@ -176,4 +210,14 @@ func (f *failover) coreStatus(ctx context.Context, m coreMembers) {
 			f.say("  %s: does not answer (%v)", addrOf(d), err)
 		}
 	}
+}
+
+// epochOf reads the highest failover epoch dsn's member carries, as the
+// operator.
+func (f *failover) epochOf(ctx context.Context, dsn string) (epoch int64, err error) {
+	err = f.on(ctx, dsn, func(ctx context.Context, db *sql.DB) error {
+		epoch, _, err = schema.Epoch(ctx, db)
+		return err
+	})
+	return epoch, err
 }

@@ -172,7 +172,7 @@ func cmdCoreWatch(ctx context.Context, e *env, cfg *configs.Config, cfgPath stri
 			if err != nil {
 				return nil, err
 			}
-			return coreGroup(m, accounts(cfg.MetaDSN, cfg.WalletDSN)), nil
+			return coreGroup(m, accounts(cfg.MetaDSN, cfg.WalletDSN), quiet.epochOf), nil
 		}}, &failover{e: e, cfg: cfg.Replication, log: l, reroute: reroute}, o)
 	return watch(ctx, log, o, []*watcher{w})
 }

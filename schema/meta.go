@@ -59,6 +59,15 @@ var MetaStatements = []string{
   PRIMARY KEY (rebalance_id, bucket),
   KEY by_step (step)
 ) ENGINE=InnoDB`,
+	// A failover's promotion of a SET's replica until it is published
+	// (topology.RecordPromotion): a failover run again resumes it and
+	// never promotes a second replica of the same primary.
+	`CREATE TABLE IF NOT EXISTS promotions (
+  set_name    VARCHAR(64) NOT NULL PRIMARY KEY,
+  from_dsn    TEXT        NOT NULL,
+  to_dsn      TEXT        NOT NULL,
+  promoted_at DATETIME(3) NOT NULL
+) ENGINE=InnoDB`,
 }
 
 // EnsureMeta creates the topology tables in db's current database.

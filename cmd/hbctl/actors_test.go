@@ -12,6 +12,7 @@ import (
 	"github.com/hongbao-dev/hongbao/configs"
 	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store/dbtest"
+	"github.com/hongbao-dev/hongbao/store/replication"
 )
 
 // TestPublishChecksPrimary: two failover actors read SET s's group while
@@ -106,4 +107,73 @@ func startMariaDBs(t *testing.T, n int) []*dbtest.MariaDB {
 		t.Fatal(err)
 	}
 	return ms
+}
+
+// TestFailoverRerunPublishesPromoted: a failover of SET s (a primary and
+// two replicas, some writes) promotes a replica and repoints the other,
+// then dies before publishing (the hook). Run again, it must publish the
+// replica already promoted and never promote the other one: one writable
+// member, the other replicating from it.
+func TestFailoverRerunPublishesPromoted(t *testing.T) {
+	ctx := context.Background()
+	name := dbtest.UniqueName("s")
+	g, meta, cfg := replicatedSet(t, name, 2)
+	writeSome(t, g.Primary, 5)
+	out := &syncBuffer{}
+	f := testFailover(t, meta, name, cfg, out)
+	f.hook = func(step string) error {
+		if step == stepPublish {
+			return errors.New("killed before publishing (test hook)")
+		}
+		return nil
+	}
+	if err := f.run(ctx, failoverOptions{}); err == nil {
+		t.Fatalf("the first run published despite its hook:\n%s", out)
+	}
+	var promoted, other *dbtest.MariaDB
+	for _, r := range g.Replicas {
+		if !readOnly(t, r) {
+			promoted = r
+		} else {
+			other = r
+		}
+	}
+	if promoted == nil || other == nil {
+		t.Fatalf("after the first run: want one replica promoted (writable), the other read-only:\n%s", out)
+	}
+	t.Logf("first run (promoted %s, not published):\n%s", addrOf(promoted.DSN), out)
+
+	out2 := &syncBuffer{}
+	f2 := testFailover(t, meta, name, cfg, out2)
+	err := f2.run(ctx, failoverOptions{})
+	t.Logf("second run: %v\n%s", err, out2)
+	if !readOnly(t, other) {
+		t.Fatalf("the second run promoted %s too: two writable primaries (%s and %s)", addrOf(other.DSN), addrOf(promoted.DSN), addrOf(other.DSN))
+	}
+	if err != nil {
+		t.Fatalf("the second run: %v", err)
+	}
+	if got := metaPrimary(t, meta, name); got != promoted.AppDSN() {
+		t.Errorf("published %s; want %s, promoted by the first run", addrOf(got), addrOf(promoted.DSN))
+	}
+	st, err := replication.ReplicaStatus(ctx, dbtest.Open(t, other.DSN, 1))
+	if err != nil || st.MasterPort != promoted.Port || st.IORunning != "Yes" {
+		t.Errorf("%s after the second run: %+v %v; want replicating from %s", addrOf(other.DSN), st, err, addrOf(promoted.DSN))
+	}
+}
+
+// writeSome commits n rows on m's primary as the application.
+func writeSome(t *testing.T, m *dbtest.MariaDB, n int) {
+	t.Helper()
+	db := dbtest.Open(t, m.AppDSN(), 1)
+	for _, q := range []string{"CREATE DATABASE IF NOT EXISTS h23", "CREATE TABLE IF NOT EXISTS h23.t (id INT AUTO_INCREMENT PRIMARY KEY, v INT)"} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range n {
+		if _, err := db.Exec("INSERT INTO h23.t (v) VALUES (?)", i); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

@@ -121,6 +121,12 @@ func setGroup(ctx context.Context, meta *sql.DB, name string) (*group, error) {
 				return "", fmt.Errorf("%w (the promoted %s is writable: running failover again publishes it)", err, addrOf(primary))
 			}
 			return fmt.Sprintf("at topology version %d; servers and settlers follow within a second", v), nil
+		},
+		record: func(ctx context.Context, to string) error {
+			return topology.RecordPromotion(ctx, meta, s.Name, s.MySQLDSN, to)
+		},
+		promoted: func(ctx context.Context) (string, bool, error) {
+			return topology.Promotion(ctx, meta, s.Name, s.MySQLDSN)
 		}}, nil
 }
 
@@ -140,6 +146,13 @@ type group struct {
 	// publish makes the promoted primary known (the old primary among
 	// the replicas) and says how processes follow it.
 	publish func(ctx context.Context, primary string, replicas []string) (string, error)
+	// record, when set, records in the meta database that this failover
+	// (from primary) promotes the replica of DSN to, before it does;
+	// promoted returns the replica a failover from primary promoted and
+	// did not publish (see topology.RecordPromotion). The core group has
+	// neither: its publish is the stamp, part of the promotion.
+	record   func(ctx context.Context, to string) error
+	promoted func(ctx context.Context) (to string, ok bool, err error)
 }
 
 // failover is one failover or rejoin of a group.
@@ -154,6 +167,28 @@ type failover struct {
 	// every connection this process makes (HBCTL_TEST_REROUTE: a test cuts
 	// the watcher alone off from a server); nil: none.
 	reroute map[string]string
+	// hook, when set, runs before each destructive step of run (a
+	// stepX): a test's in-process knob, e.g. to die before publishing.
+	hook func(step string) error
+}
+
+// The destructive steps of a failover, in order (failover.step).
+const (
+	stepFence   = "fence"   // fence the old primary
+	stepStop    = "stop"    // stop the replicas receiving
+	stepPromote = "promote" // promote the chosen replica
+	stepPublish = "publish" // publish it
+)
+
+// step is called before each destructive step of run: it aborts the
+// failover when the step must not run.
+func (f *failover) step(name string) error {
+	if f.hook != nil {
+		if err := f.hook(name); err != nil {
+			return fmt.Errorf("%s: before the step %q: %w", f.g.name, name, err)
+		}
+	}
+	return nil
 }
 
 // admin opens a pool on dsn's server as the operator, with short timeouts:
@@ -214,8 +249,17 @@ func (f *failover) run(ctx context.Context, o failoverOptions) error {
 		return usageError{fmt.Sprintf("flag --to: %q is not a replica of %s (%s)", o.to, g.name, strings.Join(g.replicas, " "))}
 	}
 	began := time.Now()
+	if resumed, err := f.resume(ctx, &o, began); resumed || err != nil {
+		return err
+	}
+	if err := f.step(stepFence); err != nil {
+		return err
+	}
 	fenced, err := f.fenceOld(ctx)
 	if err != nil {
+		return err
+	}
+	if err := f.step(stepStop); err != nil {
 		return err
 	}
 	cands, err := f.stopReceiving(ctx, fenced)
@@ -226,30 +270,49 @@ func (f *failover) run(ctx context.Context, o failoverOptions) error {
 	if err != nil {
 		return err
 	}
-	others := slices.DeleteFunc(slices.Clone(cands), func(c candidate) bool { return c.dsn == best.dsn })
+	var others []string
+	for _, c := range cands {
+		if c.dsn != best.dsn {
+			others = append(others, c.dsn)
+		}
+	}
+	if err := f.recordPromotion(ctx, best.dsn); err != nil {
+		return err
+	}
 	if err := f.promote(ctx, best, len(others) == 0 && o.singleCopy); err != nil {
 		return err
 	}
+	return f.finish(ctx, best.dsn, others, o, began)
+}
 
+// finish repoints the other replicas to the promoted primary, publishes
+// it and says what the group looks like now.
+func (f *failover) finish(ctx context.Context, promoted string, others []string, o failoverOptions, began time.Time) error {
+	g := f.g
 	// The other replicas follow the new primary before it is published,
 	// so that its first commits find a replica to acknowledge them.
 	old := g.primary
-	g.primary = best.dsn
+	g.primary = promoted
 	followers := 0
-	for _, c := range others {
-		if err := f.rejoin(ctx, c.dsn); err != nil {
-			f.say("replica %s: %v", addrOf(c.dsn), err)
+	for _, r := range others {
+		if err := f.rejoin(ctx, r); err != nil {
+			f.say("replica %s: %v", addrOf(r), err)
 			continue
 		}
 		followers++
 	}
-	replicas := append(slices.DeleteFunc(slices.Clone(g.replicas), func(r string) bool { return r == best.dsn }), old)
-	how, err := g.publish(ctx, best.dsn, replicas)
-	if err != nil {
+	replicas := append(slices.DeleteFunc(slices.Clone(g.replicas), func(r string) bool { return r == promoted }), old)
+	if err := f.step(stepPublish); err != nil {
+		g.primary = old // as published
 		return err
 	}
-	g.primary, g.replicas = best.dsn, replicas // the group as it stands now
-	f.say("%s's primary is %s %s (failover took %v).", g.name, addrOf(best.dsn), how, time.Since(began).Round(time.Millisecond))
+	how, err := g.publish(ctx, promoted, replicas)
+	if err != nil {
+		g.primary = old
+		return err
+	}
+	g.primary, g.replicas = promoted, replicas // the group as it stands now
+	f.say("%s's primary is %s %s (failover took %v).", g.name, addrOf(promoted), how, time.Since(began).Round(time.Millisecond))
 	switch {
 	case followers > 0:
 		f.say("%d replica(s) follow it: %s keeps writing, each commit on two machines", followers, g.name)

@@ -118,6 +118,10 @@ func Failover(ctx context.Context, meta *sql.DB, name, from, primary string, rep
 		if _, err := tx.ExecContext(ctx, "UPDATE sets SET mysql_dsn = ?, replicas = ? WHERE name = ?", primary, JoinDSNs(replicas), name); err != nil {
 			return fmt.Errorf("topology: failover of %s: %w", name, err)
 		}
+		// Published: the promotion is no longer one to resume.
+		if _, err := tx.ExecContext(ctx, "DELETE FROM promotions WHERE set_name = ?", name); err != nil {
+			return fmt.Errorf("topology: failover of %s: %w", name, err)
+		}
 		return nil
 	})
 }

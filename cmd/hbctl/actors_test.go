@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"strconv"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hongbao-dev/hongbao/configs"
+	"github.com/hongbao-dev/hongbao/router/topology"
 	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store/dbtest"
 	"github.com/hongbao-dev/hongbao/store/replication"
@@ -176,4 +178,81 @@ func writeSome(t *testing.T, m *dbtest.MariaDB, n int) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// TestFailoverStopsWhenLockLost: SET s's failover holds the SET's
+// failover lock; after it fenced the old primary, the lock's meta
+// connection is killed (as a core failover's fence kills every
+// application connection of the old core primary) and another actor
+// takes the lock. The failover must stop before its next step: no
+// replica stopped receiving, none promoted, nothing published.
+func TestFailoverStopsWhenLockLost(t *testing.T) {
+	ctx := context.Background()
+	name := dbtest.UniqueName("s")
+	g, meta, cfg := replicatedSet(t, name, 2)
+	writeSome(t, g.Primary, 3)
+	lock, err := topology.LockFailover(ctx, meta, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Release()
+	out := &syncBuffer{}
+	f := testFailover(t, meta, name, cfg, out)
+	f.lock = lock
+	var other *topology.FailoverLock
+	f.hook = func(step string) error {
+		if step != stepStop {
+			return nil
+		}
+		killLockHolder(t, meta, "hb_failover:"+name)
+		other, err = topology.LockFailover(ctx, meta, name)
+		if err != nil {
+			t.Errorf("another actor could not take the lock after its holder's connection was killed: %v", err)
+		}
+		return nil
+	}
+	err = f.run(ctx, failoverOptions{})
+	t.Logf("failover: %v\n%s", err, out)
+	if other != nil {
+		defer other.Release()
+	}
+	if err == nil || !errors.Is(err, topology.ErrLockLost) {
+		t.Errorf("the failover went on after losing its lock to another actor: %v; want topology.ErrLockLost", err)
+	}
+	for _, r := range g.Replicas {
+		if !readOnly(t, r) {
+			t.Errorf("replica %s was promoted after the lock was lost", addrOf(r.DSN))
+		}
+		st, err := replication.ReplicaStatus(ctx, dbtest.Open(t, r.DSN, 1))
+		if err != nil || st.IORunning != "Yes" {
+			t.Errorf("replica %s: %+v %v; want still receiving (not stopped after the lock was lost)", addrOf(r.DSN), st, err)
+		}
+	}
+	if got := metaPrimary(t, meta, name); got != g.Primary.AppDSN() {
+		t.Errorf("published %s after the lock was lost", addrOf(got))
+	}
+}
+
+// killLockHolder kills the meta connection holding user lock key, as a
+// fence kills the application's connections (only that one: the meta
+// database is on the shared test MariaDB).
+func killLockHolder(t *testing.T, meta *sql.DB, key string) {
+	t.Helper()
+	var id sql.NullInt64
+	if err := meta.QueryRow("SELECT IS_USED_LOCK(?)", key).Scan(&id); err != nil || !id.Valid {
+		t.Fatalf("lock %s: holder %v, %v", key, id, err)
+	}
+	if _, err := meta.Exec("KILL CONNECTION " + strconv.FormatInt(id.Int64, 10)); err != nil {
+		t.Fatal(err)
+	}
+	for range 100 { // KILL returns before the lock is dropped
+		if err := meta.QueryRow("SELECT IS_USED_LOCK(?)", key).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		if !id.Valid {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("lock %s still held by connection %d after its kill", key, id.Int64)
 }

@@ -78,16 +78,16 @@ func cmdFailover(ctx context.Context, e *env, verb, name, cfgPath string, o fail
 	defer meta.Close()
 	// One failover or rejoin of a SET at a time, the watchdog's included;
 	// the group is read under the lock.
-	release, err := topology.LockFailover(ctx, meta, name)
+	lock, err := topology.LockFailover(ctx, meta, name)
 	if err != nil {
 		return err
 	}
-	defer release()
+	defer lock.Release()
 	g, err := setGroup(ctx, meta, name)
 	if err != nil {
 		return err
 	}
-	f := &failover{e: e, cfg: cfg.Replication, g: g}
+	f := &failover{e: e, cfg: cfg.Replication, g: g, lock: lock}
 	if verb == "rejoin" {
 		return f.rejoinAll(ctx)
 	}
@@ -170,6 +170,15 @@ type failover struct {
 	// hook, when set, runs before each destructive step of run (a
 	// stepX): a test's in-process knob, e.g. to die before publishing.
 	hook func(step string) error
+	// lock, when set, is the failover lock held for this failover:
+	// checked before each destructive step (step).
+	lock heldLock
+}
+
+// heldLock is a failover lock its holder may have lost meanwhile.
+type heldLock interface {
+	Held(ctx context.Context) error
+	Release()
 }
 
 // The destructive steps of a failover, in order (failover.step).
@@ -181,11 +190,18 @@ const (
 )
 
 // step is called before each destructive step of run: it aborts the
-// failover when the step must not run.
-func (f *failover) step(name string) error {
+// failover when the step must not run: the failover lock was lost (e.g.
+// its meta connection was killed by a core failover, and another actor
+// may hold it now).
+func (f *failover) step(ctx context.Context, name string) error {
 	if f.hook != nil {
 		if err := f.hook(name); err != nil {
 			return fmt.Errorf("%s: before the step %q: %w", f.g.name, name, err)
+		}
+	}
+	if f.lock != nil {
+		if err := f.lock.Held(ctx); err != nil {
+			return fmt.Errorf("%s: stopped before the step %q (the steps before it are done; run the failover again): %w", f.g.name, name, err)
 		}
 	}
 	return nil
@@ -252,14 +268,14 @@ func (f *failover) run(ctx context.Context, o failoverOptions) error {
 	if resumed, err := f.resume(ctx, &o, began); resumed || err != nil {
 		return err
 	}
-	if err := f.step(stepFence); err != nil {
+	if err := f.step(ctx, stepFence); err != nil {
 		return err
 	}
 	fenced, err := f.fenceOld(ctx)
 	if err != nil {
 		return err
 	}
-	if err := f.step(stepStop); err != nil {
+	if err := f.step(ctx, stepStop); err != nil {
 		return err
 	}
 	cands, err := f.stopReceiving(ctx, fenced)
@@ -302,7 +318,7 @@ func (f *failover) finish(ctx context.Context, promoted string, others []string,
 		followers++
 	}
 	replicas := append(slices.DeleteFunc(slices.Clone(g.replicas), func(r string) bool { return r == promoted }), old)
-	if err := f.step(stepPublish); err != nil {
+	if err := f.step(ctx, stepPublish); err != nil {
 		g.primary = old // as published
 		return err
 	}

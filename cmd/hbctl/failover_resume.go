@@ -19,7 +19,7 @@ import (
 // this failover promotes to (a compare-and-set on the primary it started
 // from and on any other promotion of it).
 func (f *failover) recordPromotion(ctx context.Context, to string) error {
-	if err := f.step(stepPromote); err != nil {
+	if err := f.step(ctx, stepPromote); err != nil {
 		return err
 	}
 	if f.g.record == nil {
@@ -73,7 +73,7 @@ func (f *failover) resume(ctx context.Context, o *failoverOptions, began time.Ti
 		return false, nil
 	}
 	f.say("a failover from %s promoted %s and did not publish it: publishing it (no other replica is promoted)", addrOf(f.g.primary), addrOf(to))
-	if err := f.step(stepFence); err != nil {
+	if err := f.step(ctx, stepFence); err != nil {
 		return true, err
 	}
 	if _, err := f.fenceOld(ctx); err != nil {

@@ -144,7 +144,7 @@ func cmdSetWatch(ctx context.Context, e *env, cfgPath string, names []string, o 
 		l := log.With(zap.String("set", name))
 		ws = append(ws, newWatcher(watchTarget{name: "SET " + name, fix: "hbctl set failover " + name,
 			load: func(ctx context.Context) (*group, error) { return setGroup(ctx, meta, name) },
-			lock: func(ctx context.Context) (func(), error) { return topology.LockFailover(ctx, meta, name) }},
+			lock: func(ctx context.Context) (heldLock, error) { return topology.LockFailover(ctx, meta, name) }},
 			&failover{e: e, cfg: cfg.Replication, log: l, reroute: reroute}, o))
 	}
 	return watch(ctx, log, o, ws)
@@ -251,8 +251,9 @@ type watchTarget struct {
 	fix  string                                    // the operator's command when the watcher gives up
 	load func(ctx context.Context) (*group, error) // the group as it stands now
 	// lock, when set, excludes every other failover or rejoin of the
-	// group (an operator's) until release.
-	lock func(ctx context.Context) (release func(), err error)
+	// group (an operator's) until released; the failover checks it
+	// before each step.
+	lock func(ctx context.Context) (heldLock, error)
 }
 
 // watcher guards one group. Its state is about the primary it watches
@@ -518,13 +519,14 @@ func (w *watcher) dead(g *group, reps []replicaView) (why string, ok bool) {
 func (w *watcher) failover(ctx context.Context, g *group, down time.Duration, why string) {
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.f.cfg.WaitApplied.D()+2*time.Minute)
 	defer cancel()
+	var lock heldLock
 	if w.t.lock != nil {
-		release, err := w.t.lock(fctx)
-		if err != nil {
+		var err error
+		if lock, err = w.t.lock(fctx); err != nil {
 			w.decide("the primary is dead, no automatic failover now: "+err.Error(), zap.String("primary", addrOf(g.primary)))
 			return
 		}
-		defer release()
+		defer lock.Release()
 		// Under the lock, the group as it stands now: an operator may
 		// have failed it over meanwhile.
 		now, err := w.t.load(fctx)
@@ -538,7 +540,7 @@ func (w *watcher) failover(ctx context.Context, g *group, down time.Duration, wh
 		zap.Duration("unreachable_for", down.Round(time.Millisecond)), zap.String("why", why),
 		zap.Bool("accept_single_copy", w.o.singleCopy))
 	f := *w.f
-	f.g = g
+	f.g, f.lock = g, lock
 	began := time.Now()
 	if err := f.run(fctx, failoverOptions{singleCopy: w.o.singleCopy}); err != nil {
 		w.halted = err.Error()

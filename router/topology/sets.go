@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -139,11 +140,14 @@ func addr(dsn string) string {
 var ErrFailoverBusy = errors.New("topology: another failover or rejoin of the SET is running")
 
 // LockFailover makes the caller the only one failing SET name over or
-// rejoining its old primary until release (an operator's hbctl set
+// rejoining its old primary until Release (an operator's hbctl set
 // failover and the watchdog's must never run at once): a MySQL user lock
 // on one connection of the meta database, dropped with it when the
-// holder dies.
-func LockFailover(ctx context.Context, meta *sql.DB, name string) (release func(), err error) {
+// holder dies. The connection is on the core group's primary, so a core
+// failover that fences it (its connections killed) or loses it drops the
+// lock too, and another actor may then take it on the new core primary:
+// the holder calls Held before each step that must not be done twice.
+func LockFailover(ctx context.Context, meta *sql.DB, name string) (*FailoverLock, error) {
 	conn, err := meta.Conn(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("topology: failover lock: %w", err)
@@ -158,10 +162,43 @@ func LockFailover(ctx context.Context, meta *sql.DB, name string) (release func(
 		conn.Close()
 		return nil, fmt.Errorf("%w: %s", ErrFailoverBusy, name)
 	}
-	return func() {
-		_, _ = conn.ExecContext(context.Background(), "SELECT RELEASE_LOCK(?)", key)
-		conn.Close()
-	}, nil
+	return &FailoverLock{conn: conn, key: key}, nil
+}
+
+// FailoverLock is a SET's failover lock, held (LockFailover).
+type FailoverLock struct {
+	conn *sql.Conn
+	key  string
+}
+
+// ErrLockLost is Held's answer when the lock is no longer the caller's.
+var ErrLockLost = errors.New("topology: the failover lock was lost")
+
+// lockCheckTimeout bounds Held: a core primary that is paused holds the
+// connection and answers nothing.
+const lockCheckTimeout = 2 * time.Second
+
+// Held reports (nil) whether the lock is still held by its own
+// connection: IS_USED_LOCK names that connection. A connection killed (a
+// core failover's fence), gone with its server or silent fails with
+// ErrLockLost.
+func (l *FailoverLock) Held(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, lockCheckTimeout)
+	defer cancel()
+	var mine sql.NullInt64
+	if err := l.conn.QueryRowContext(ctx, "SELECT IS_USED_LOCK(?) = CONNECTION_ID()", l.key).Scan(&mine); err != nil {
+		return fmt.Errorf("%w (%s): its meta connection: %v", ErrLockLost, l.key, err)
+	}
+	if mine.Int64 != 1 {
+		return fmt.Errorf("%w (%s): another connection holds it or none does", ErrLockLost, l.key)
+	}
+	return nil
+}
+
+// Release drops the lock (a no-op when it was lost).
+func (l *FailoverLock) Release() {
+	_, _ = l.conn.ExecContext(context.Background(), "SELECT RELEASE_LOCK(?)", l.key)
+	l.conn.Close()
 }
 
 // change runs fn in a transaction holding the version row and bumps the

@@ -4,6 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -255,4 +258,63 @@ func killLockHolder(t *testing.T, meta *sql.DB, key string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatalf("lock %s still held by connection %d after its kill", key, id.Int64)
+}
+
+// TestCoreFailoverExcludesWatch: while another actor (core watch's
+// failover) holds the core failover lock, hbctl core failover refuses
+// and touches nothing: the core primary is not fenced. The lock lives on
+// the members: it stays held when the holder's connection to the core
+// primary is killed (a fence, or the primary's death), and another
+// actor still cannot take it.
+func TestCoreFailoverExcludesWatch(t *testing.T) {
+	ctx := context.Background()
+	ms := startMariaDBs(t, 2)
+	path := filepath.Join(t.TempDir(), "core.yaml")
+	cfg := fmt.Sprintf(`meta_dsn: "root@tcp(127.0.0.1:%d)/hb_meta"
+wallet_dsn: "root@tcp(127.0.0.1:%d)/hb_wallet"
+core:
+  replicas: ["127.0.0.1:%d"]
+secret: "0123456789abcdef0123"
+internal_secret: "fedcba9876543210fedc"
+replication:
+  admin_user: root
+`, ms[0].Port, ms[0].Port, ms[1].Port)
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := &syncBuffer{}
+	watcher := &failover{e: &env{stdout: out, stderr: out}, cfg: configs.Replication{AdminUser: "root"}}
+	held, err := watcher.lockCore(ctx, []string{ms[0].DSN, ms[1].DSN})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release()
+
+	err = cmdCore(ctx, &env{stdout: out, stderr: out}, []string{"failover", "-config", path})
+	t.Logf("hbctl core failover while the lock is held: %v\n%s", err, out)
+	if !errors.Is(err, errCoreBusy) {
+		t.Errorf("core failover beside a holder of the core lock: %v; want errCoreBusy", err)
+	}
+	if readOnly(t, ms[0]) {
+		t.Fatalf("core failover fenced the core primary while another actor held the core lock")
+	}
+
+	// The holder's connection to the primary is killed: it holds the
+	// lock on the replica still, and a newcomer is refused there.
+	killLockHolder(t, dbtest.Open(t, ms[0].DSN, 1), coreLockKey)
+	if err := held.Held(ctx); err != nil {
+		t.Errorf("the lock after its connection to the primary was killed: %v; want held (on the replica)", err)
+	}
+	if l, err := watcher.lockCore(ctx, []string{ms[0].DSN, ms[1].DSN}); !errors.Is(err, errCoreBusy) {
+		if l != nil {
+			l.Release()
+		}
+		t.Errorf("a second actor took the core lock while the first holds it on the replica: %v", err)
+	}
+	held.Release()
+	l, err := watcher.lockCore(ctx, []string{ms[0].DSN, ms[1].DSN})
+	if err != nil {
+		t.Fatalf("the core lock once released: %v", err)
+	}
+	l.Release()
 }

@@ -8,8 +8,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
-
 	"github.com/hongbao-dev/hongbao/configs"
 	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store/replication"
@@ -63,6 +61,20 @@ func cmdCore(ctx context.Context, e *env, args []string) error {
 		return cmdCoreWatch(ctx, e, cfg, *cfgPath, *wo)
 	}
 	f := &failover{e: e, cfg: cfg.Replication}
+	if verb != "status" {
+		// One core failover or rejoin at a time, core watch's included;
+		// the members are read under the lock.
+		dsns, err := coreDSNs(cfg)
+		if err != nil {
+			return err
+		}
+		lock, err := f.lockCore(ctx, dsns)
+		if err != nil {
+			return err
+		}
+		defer lock.Release()
+		f.lock = lock
+	}
 	members, err := f.coreMembers(ctx, cfg)
 	if err != nil {
 		return err
@@ -96,13 +108,9 @@ type coreMembers struct {
 // coreMembers reads the failover epoch of every member, as the operator.
 func (f *failover) coreMembers(ctx context.Context, cfg *configs.Config) (coreMembers, error) {
 	var m coreMembers
-	for _, addr := range cfg.CoreMembers() {
-		c, err := mysql.ParseDSN(cfg.MetaDSN)
-		if err != nil {
-			return m, fmt.Errorf("meta_dsn: %w", err)
-		}
-		c.Addr, c.DBName = addr, ""
-		m.dsns = append(m.dsns, c.FormatDSN())
+	var err error
+	if m.dsns, err = coreDSNs(cfg); err != nil {
+		return m, err
 	}
 	for _, d := range m.dsns {
 		var epoch int64

@@ -68,8 +68,9 @@ import (
 // A SET's failover takes the SET's failover lock in the meta database
 // (topology.LockFailover, as hbctl set failover and rejoin do) and
 // re-reads the SET under it: an operator's failover meanwhile leaves
-// nothing to do. The core group has no database above it for such a lock:
-// run one core watcher, and no operator's core failover beside it.
+// nothing to do. The core group has no database above it for such a
+// lock: its lock is taken on the core members themselves (core_lock.go),
+// by hbctl core failover and rejoin and by the core watcher's failover.
 
 // watchOptions are the watch flags.
 type watchOptions struct {
@@ -173,6 +174,13 @@ func cmdCoreWatch(ctx context.Context, e *env, cfg *configs.Config, cfgPath stri
 				return nil, err
 			}
 			return coreGroup(m, accounts(cfg.MetaDSN, cfg.WalletDSN), quiet.epochOf), nil
+		},
+		lock: func(ctx context.Context) (heldLock, error) {
+			dsns, err := coreDSNs(cfg)
+			if err != nil {
+				return nil, err
+			}
+			return quiet.lockCore(ctx, dsns)
 		}}, &failover{e: e, cfg: cfg.Replication, log: l, reroute: reroute}, o)
 	return watch(ctx, log, o, []*watcher{w})
 }

@@ -531,6 +531,9 @@ func (f *failover) rejoinAll(ctx context.Context) error {
 	if len(f.g.replicas) == 0 {
 		return fmt.Errorf("%s has no replicas", f.g.name)
 	}
+	if err := f.noPendingPromotion(ctx); err != nil {
+		return err
+	}
 	host, port, err := replication.Addr(f.g.primary)
 	if err != nil {
 		return err
@@ -547,6 +550,12 @@ func (f *failover) rejoinAll(ctx context.Context) error {
 		}
 		if st.From(ctx, host, port) && st.IORunning == "Yes" && st.SQLRunning == "Yes" {
 			f.say("%s already replicates from %s", addrOf(r), addrOf(f.g.primary))
+			continue
+		}
+		if st.Configured && st.MasterHost == host && st.MasterPort == port {
+			if err := f.restart(ctx, r); err != nil {
+				failed = append(failed, fmt.Sprintf("%s: %v", addrOf(r), err))
+			}
 			continue
 		}
 		if err := f.rejoin(ctx, r); err != nil {
@@ -631,6 +640,12 @@ func (f *failover) rejoin(ctx context.Context, dsn string) error {
 	if err := replication.Unlock(ctx, db, f.g.apps); err != nil {
 		return err
 	}
+	return f.waitReplicating(ctx, db, dsn)
+}
+
+// waitReplicating waits until dsn's server (db) replicates from the
+// group's primary, both threads running, within ctx.
+func (f *failover) waitReplicating(ctx context.Context, db *sql.DB, dsn string) error {
 	for ctx.Err() == nil {
 		st, err := replication.ReplicaStatus(ctx, db)
 		if err != nil {

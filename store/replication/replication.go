@@ -52,8 +52,17 @@ func TimeoutMS(d time.Duration) int64 {
 // stall. Promote turns it on, Follow off; a server's role across restarts
 // is whether it has a primary configured (master.info in its data
 // directory): see MasterArg.
+//
+// No member starts replicating by itself (SkipSlaveStart): a replica that
+// comes back after a failover it missed (down, or restarted during it)
+// still has the old primary configured, and replicating from it again
+// would acknowledge the old primary's commits, which the promoted replica
+// lacks: two primaries acknowledging money. Replication is started by
+// whoever checked the topology first: hbctl set rejoin (core rejoin), the
+// startup step of scripts/dev.sh and of the tests.
 func ServerArgs(serverID int, timeout time.Duration, primary bool) []string {
 	return []string{
+		SkipSlaveStart,
 		MasterArg(primary),
 		"--server-id=" + strconv.Itoa(serverID),
 		"--log-bin", "--log-slave-updates=1", "--binlog-format=ROW", "--sync-binlog=1",
@@ -68,6 +77,10 @@ func ServerArgs(serverID int, timeout time.Duration, primary bool) []string {
 		"--skip-slave-start", "--relay-log-recovery=0",
 	}
 }
+
+// SkipSlaveStart is the option that keeps a server from starting its
+// replication threads when it starts (see ServerArgs).
+const SkipSlaveStart = "--skip-slave-start"
 
 // SlaveArg is the option that makes a server a semi-sync replica or not.
 // It also decides its crash recovery: a semi-sync replica drops from its
@@ -512,6 +525,15 @@ func Follow(ctx context.Context, db *sql.DB, src Source, fromBinlog bool) error 
 		return fmt.Errorf("replication: start slave: %w", err)
 	}
 	return nil
+}
+
+// Resume starts replication again on db's server, a read-only semi-sync
+// replica of the primary it has configured (after a restart: no member
+// starts replicating by itself, see ServerArgs). The caller checked that
+// this primary is the published one.
+func Resume(ctx context.Context, db *sql.DB) error {
+	return execAll(ctx, db, "resume", "SET GLOBAL read_only = 1", "SET GLOBAL rpl_semi_sync_master_enabled = 0",
+		"SET GLOBAL rpl_semi_sync_slave_enabled = 1", "START SLAVE")
 }
 
 // WaitNoReplica sets db's rpl_semi_sync_master_wait_no_slave (see

@@ -1,0 +1,227 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/hongbao-dev/hongbao/configs"
+	"github.com/hongbao-dev/hongbao/store/dbtest"
+	"github.com/hongbao-dev/hongbao/store/replication"
+)
+
+// Issue 23, finding 3: a replica must never resume acknowledging a
+// primary that was failed away from. In both tests the old primary is
+// alive and writable but unreachable from hbctl (the failover's reroute
+// sends its address to a closed port: a partition between hbctl and it),
+// so it is not fenced; an application write on it after the failover
+// waits for a semi-sync acknowledgement. A replica that comes back must
+// not give it one.
+
+// TestFailoverRefusedReplicaComesBack (a): replica R2 is down (refuses
+// connections) during the failover, so it is left pointing at the old
+// primary; when it comes back it must not replicate from it, and the
+// startup step (hbctl set rejoin) makes it a replica of the new primary.
+func TestFailoverRefusedReplicaComesBack(t *testing.T) {
+	ctx := context.Background()
+	name := dbtest.UniqueName("s")
+	g, meta, cfg := replicatedSet(t, name, 2)
+	p, r1, r2 := g.Primary, g.Replicas[0], g.Replicas[1]
+	writeSome(t, p, 3)
+	r2.Stop()
+	out := &syncBuffer{}
+	f := testFailover(t, meta, name, cfg, out)
+	f.reroute = cutOff(t, p)
+	if err := f.run(ctx, failoverOptions{}); err != nil {
+		t.Fatalf("failover: %v\n%s", err, out)
+	}
+	t.Logf("failover with the old primary cut off from hbctl and R2 down:\n%s", out)
+	if got := metaPrimary(t, meta, name); got != r1.AppDSN() {
+		t.Fatalf("published %s; want R1 %s", addrOf(got), addrOf(r1.DSN))
+	}
+	w := pendingWrite(t, p)
+	if err := r2.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	mustNotReplicateFrom(t, r2, p)
+	w.mustNotCommit(t, "R2 came back after the failover", ackWindow)
+	rejoinAndCheck(t, meta, name, cfg, f.reroute, r2, r1)
+	w.mustNotCommit(t, "after the startup step", 0)
+}
+
+// TestFailoverReplicaRestartsDuring (b): replica R2 stopped receiving for
+// the failover, then its mysqld restarts before the new primary is
+// chosen; it must not replicate from the old primary again (which would
+// acknowledge commits the promoted replica lacks), and the failover
+// makes it a replica of the new primary.
+func TestFailoverReplicaRestartsDuring(t *testing.T) {
+	ctx := context.Background()
+	name := dbtest.UniqueName("s")
+	g, meta, cfg := replicatedSet(t, name, 2)
+	p, r1, r2 := g.Primary, g.Replicas[0], g.Replicas[1]
+	writeSome(t, p, 3)
+	out := &syncBuffer{}
+	f := testFailover(t, meta, name, cfg, out)
+	f.reroute = cutOff(t, p)
+	var w *write
+	f.hook = func(step string) error {
+		if step != stepPromote {
+			return nil
+		}
+		w = pendingWrite(t, p)
+		r2.Stop()
+		if err := r2.Restart(); err != nil {
+			return err
+		}
+		mustNotReplicateFrom(t, r2, p)
+		w.mustNotCommit(t, "R2 restarted during the failover", ackWindow)
+		return nil
+	}
+	if err := f.run(ctx, failoverOptions{to: r1.AppDSN()}); err != nil {
+		t.Fatalf("failover: %v\n%s", err, out)
+	}
+	t.Logf("failover with the old primary cut off from hbctl and R2 restarted before the promotion:\n%s", out)
+	if got := metaPrimary(t, meta, name); got != r1.AppDSN() {
+		t.Fatalf("published %s; want R1 %s", addrOf(got), addrOf(r1.DSN))
+	}
+	replicatesFrom(t, r2, r1)
+	w.mustNotCommit(t, "after the failover", 0)
+}
+
+// cutOff is a reroute that sends the failover's connections to m to a
+// closed port.
+func cutOff(t *testing.T, m *dbtest.MariaDB) map[string]string {
+	return map[string]string{addrOf(m.DSN): fmt.Sprintf("127.0.0.1:%d", dbtest.FreePort(t))}
+}
+
+// write is an application commit on a primary, in flight.
+type write struct {
+	done chan error
+	err  error
+	over bool
+}
+
+// pendingWrite starts an application commit on m and waits until it
+// waits for a semi-sync acknowledgement (m has no replica receiving).
+func pendingWrite(t *testing.T, m *dbtest.MariaDB) *write {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	app := dbtest.Open(t, m.AppDSN(), 1)
+	w := &write{done: make(chan error, 1)}
+	go func() {
+		_, err := app.ExecContext(ctx, "INSERT INTO h23.t (v) VALUES (-1)")
+		w.done <- err
+	}()
+	root := dbtest.Open(t, m.DSN, 1)
+	for range 200 {
+		var n int
+		if err := root.QueryRow("SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_master_wait_sessions'").Scan(new(string), &n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return w
+		}
+		select {
+		case err := <-w.done:
+			t.Fatalf("the write on the old primary %s returned (%v) before waiting for an acknowledgement", addrOf(m.DSN), err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	t.Fatalf("the write on %s does not wait for an acknowledgement", addrOf(m.DSN))
+	return nil
+}
+
+// ackWindow is how long a test gives a wrongly replicating replica to
+// acknowledge the old primary's commit (it does so within a second: a
+// replica reconnects every second, MASTER_CONNECT_RETRY 1).
+const ackWindow = 5 * time.Second
+
+// mustNotCommit fails the test if the write returned success within
+// window: the old primary acknowledged a commit after the failover.
+func (w *write) mustNotCommit(t *testing.T, when string, window time.Duration) {
+	t.Helper()
+	if !w.over {
+		select {
+		case w.err = <-w.done:
+			w.over = true
+		case <-time.After(window):
+		}
+	}
+	if w.over && w.err == nil {
+		t.Errorf("%s: the old primary, failed away from, acknowledged a commit (a replica acknowledged it)", when)
+	}
+}
+
+// mustNotReplicateFrom fails the test unless r's receiving thread is
+// stopped (a restart does not start it).
+func mustNotReplicateFrom(t *testing.T, r, old *dbtest.MariaDB) {
+	t.Helper()
+	st, err := replication.ReplicaStatus(context.Background(), dbtest.Open(t, r.DSN, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.IORunning != "No" {
+		t.Errorf("replica %s after its restart: receiving thread %s from port %d (old primary %d); want No (nobody started it)",
+			addrOf(r.DSN), st.IORunning, st.MasterPort, old.Port)
+	}
+}
+
+// rejoinAndCheck runs the startup step (hbctl set rejoin) and checks r
+// replicates from primary.
+func rejoinAndCheck(t *testing.T, meta *sql.DB, name string, cfg configs.Replication, reroute map[string]string, r, primary *dbtest.MariaDB) {
+	t.Helper()
+	out := &syncBuffer{}
+	f := testFailover(t, meta, name, cfg, out)
+	f.reroute = reroute
+	err := f.rejoinAll(context.Background())
+	t.Logf("hbctl set rejoin: %v\n%s", err, out)
+	replicatesFrom(t, r, primary)
+}
+
+// replicatesFrom fails the test unless r receives from primary.
+func replicatesFrom(t *testing.T, r, primary *dbtest.MariaDB) {
+	t.Helper()
+	st, err := replication.ReplicaStatus(context.Background(), dbtest.Open(t, r.DSN, 1))
+	if err != nil || st.MasterPort != primary.Port || st.IORunning != "Yes" {
+		t.Errorf("replica %s: %+v %v; want receiving from %s", addrOf(r.DSN), st, err, addrOf(primary.DSN))
+	}
+}
+
+// TestReplicaRestartResumes: a replica restarted with no failover comes
+// back with its replication stopped (nobody starts it by itself), and the
+// startup step (hbctl set rejoin) starts it again from the published
+// primary, whose commits then complete on two machines.
+func TestReplicaRestartResumes(t *testing.T) {
+	name := dbtest.UniqueName("s")
+	g, meta, cfg := replicatedSet(t, name, 1)
+	p, r := g.Primary, g.Replicas[0]
+	writeSome(t, p, 2)
+	r.Stop()
+	if err := r.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	mustNotReplicateFrom(t, r, p)
+	rejoinAndCheck(t, meta, name, cfg, nil, r, p)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	before := semiSyncYes(t, p)
+	if _, err := dbtest.Open(t, p.AppDSN(), 1).ExecContext(ctx, "INSERT INTO h23.t (v) VALUES (7)"); err != nil {
+		t.Fatalf("a commit on the primary after the replica's restart and the startup step: %v", err)
+	}
+	if n := semiSyncYes(t, p); n != before+1 {
+		t.Errorf("the primary counts %d commits acknowledged by a replica, %d before the commit; want one more", n, before)
+	}
+}
+
+// semiSyncYes is m's Rpl_semi_sync_master_yes_tx.
+func semiSyncYes(t *testing.T, m *dbtest.MariaDB) int {
+	t.Helper()
+	var n int
+	if err := dbtest.Open(t, m.DSN, 1).QueryRow("SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_master_yes_tx'").Scan(new(string), &n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hongbao-dev/hongbao/store/replication"
+)
+
+// Why a replica never resumes acknowledging a primary that was failed
+// away from (issue 23, finding 3). A replica that missed a failover (down,
+// refusing connections, when its receiving thread was to be stopped; or
+// restarted between that stop and its repointing) still has the old
+// primary configured. Were it to start replicating by itself when its
+// mysqld starts, it would acknowledge the old primary's commits, which an
+// unfenced old primary (paused, or cut off from hbctl only) then answers
+// to its clients: acknowledged money the promoted replica lacks. So no
+// member starts replicating by itself (replication.SkipSlaveStart), and
+// replication is started only here, by hbctl set rejoin (core rejoin),
+// under the group's failover lock and against the published topology:
+// a replica whose source is the published primary is started again
+// (restart); one whose source is anything else is fenced, checked for
+// errant transactions and repointed (rejoin). scripts/dev.sh runs rejoin
+// as the startup step of every start.
+
+// restart starts replication again on dsn's server, a replica of the
+// group's primary whose threads are stopped (a restarted replica).
+func (f *failover) restart(ctx context.Context, dsn string) error {
+	db, err := f.admin(dsn)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(ctx, 4*dbTimeout)
+	defer cancel()
+	if err := replication.Resume(ctx, db); err != nil {
+		return err
+	}
+	if err := replication.SetTimeout(ctx, db, f.cfg.SemiSyncTimeout.D()); err != nil {
+		return err
+	}
+	// A rejoin cut short after its fence may have left the application's
+	// accounts locked: a replica the application may read from again.
+	if err := replication.Unlock(ctx, db, f.g.apps); err != nil {
+		return err
+	}
+	return f.waitReplicating(ctx, db, dsn)
+}
+
+// noPendingPromotion refuses a rejoin while a failover from the group's
+// primary promoted a replica and did not publish it: starting the other
+// replicas again from that primary would let it acknowledge commits the
+// promoted one lacks; the failover run again finishes first.
+func (f *failover) noPendingPromotion(ctx context.Context) error {
+	if f.g.promoted == nil {
+		return nil
+	}
+	to, ok, err := f.g.promoted(ctx)
+	if err != nil {
+		return err
+	}
+	if ok {
+		return fmt.Errorf("%s: a failover from %s promoted %s and did not publish it: run the failover again "+
+			"(it publishes %s); nothing was rejoined", f.g.name, addrOf(f.g.primary), addrOf(to), addrOf(to))
+	}
+	return nil
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,7 +30,7 @@ func TestFailoverRefusedReplicaComesBack(t *testing.T) {
 	name := dbtest.UniqueName("s")
 	g, meta, cfg := replicatedSet(t, name, 2)
 	p, r1, r2 := g.Primary, g.Replicas[0], g.Replicas[1]
-	writeSome(t, p, 3)
+	writeSome(t, g, 3)
 	r2.Stop()
 	out := &syncBuffer{}
 	f := testFailover(t, meta, name, cfg, out)
@@ -61,7 +62,7 @@ func TestFailoverReplicaRestartsDuring(t *testing.T) {
 	name := dbtest.UniqueName("s")
 	g, meta, cfg := replicatedSet(t, name, 2)
 	p, r1, r2 := g.Primary, g.Replicas[0], g.Replicas[1]
-	writeSome(t, p, 3)
+	writeSome(t, g, 3)
 	out := &syncBuffer{}
 	f := testFailover(t, meta, name, cfg, out)
 	f.reroute = cutOff(t, p)
@@ -198,7 +199,7 @@ func TestReplicaRestartResumes(t *testing.T) {
 	name := dbtest.UniqueName("s")
 	g, meta, cfg := replicatedSet(t, name, 1)
 	p, r := g.Primary, g.Replicas[0]
-	writeSome(t, p, 2)
+	writeSome(t, g, 2)
 	r.Stop()
 	if err := r.Restart(); err != nil {
 		t.Fatal(err)
@@ -224,4 +225,59 @@ func semiSyncYes(t *testing.T, m *dbtest.MariaDB) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestRejoinNamesWhatReplicaReceived: a replica that did receive the old
+// primary's commit after a failover (an operator started its replication
+// by hand) holds it in its relay log, not applied yet. Rejoin must not
+// throw it away unnamed (RESET SLAVE ALL drops the relay log): it applies
+// what the replica received first, then refuses it, naming the errant
+// transaction (a commit the old primary may have acknowledged).
+func TestRejoinNamesWhatReplicaReceived(t *testing.T) {
+	ctx := context.Background()
+	name := dbtest.UniqueName("s")
+	g, meta, cfg := replicatedSet(t, name, 2)
+	p, r1, r2 := g.Primary, g.Replicas[0], g.Replicas[1]
+	writeSome(t, g, 3)
+	r2.Stop()
+	out := &syncBuffer{}
+	f := testFailover(t, meta, name, cfg, out)
+	f.reroute = cutOff(t, p)
+	if err := f.run(ctx, failoverOptions{}); err != nil {
+		t.Fatalf("failover: %v\n%s", err, out)
+	}
+	w := pendingWrite(t, p)
+	if err := r2.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	// By hand, against the rule: receive only, apply nothing.
+	root2 := dbtest.Open(t, r2.DSN, 1)
+	if _, err := root2.Exec("START SLAVE IO_THREAD"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-w.done:
+		w.over, w.err = true, err
+		if err != nil {
+			t.Fatalf("the write on the old primary: %v; want it acknowledged by the replica started by hand", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the replica started by hand did not acknowledge the old primary's write")
+	}
+	pos, err := replication.BinlogPos(ctx, dbtest.Open(t, p.DSN, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out2 := &syncBuffer{}
+	f2 := testFailover(t, meta, name, cfg, out2)
+	f2.reroute = f.reroute
+	err = f2.rejoinAll(ctx)
+	t.Logf("hbctl set rejoin: %v\n%s", err, out2)
+	if err == nil || !strings.Contains(err.Error(), addrOf(r2.DSN)+": refused") || !strings.Contains(err.Error(), pos) {
+		t.Errorf("rejoin of a replica holding the old primary's acknowledged commit %s: %v; want it refused naming it", pos, err)
+	}
+	st, serr := replication.ReplicaStatus(ctx, root2)
+	if serr == nil && st.Configured && st.MasterPort == r1.Port {
+		t.Errorf("replica %s follows the new primary %s, the old primary's acknowledged commit %s dropped with its relay log", addrOf(r2.DSN), addrOf(r1.DSN), pos)
+	}
 }

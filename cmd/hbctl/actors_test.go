@@ -123,7 +123,7 @@ func TestFailoverRerunPublishesPromoted(t *testing.T) {
 	ctx := context.Background()
 	name := dbtest.UniqueName("s")
 	g, meta, cfg := replicatedSet(t, name, 2)
-	writeSome(t, g.Primary, 5)
+	writeSome(t, g, 5)
 	out := &syncBuffer{}
 	f := testFailover(t, meta, name, cfg, out)
 	f.hook = func(step string) error {
@@ -167,8 +167,25 @@ func TestFailoverRerunPublishesPromoted(t *testing.T) {
 	}
 }
 
-// writeSome commits n rows on m's primary as the application.
-func writeSome(t *testing.T, m *dbtest.MariaDB, n int) {
+// writeSome commits n rows on g's primary as the application and waits
+// until every replica applied them.
+func writeSome(t *testing.T, g *dbtest.Group, n int) {
+	t.Helper()
+	writeRows(t, g.Primary, n)
+	ctx := context.Background()
+	pos, err := replication.BinlogPos(ctx, dbtest.Open(t, g.Primary.DSN, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range g.Replicas {
+		if err := replication.WaitApplied(ctx, dbtest.Open(t, r.DSN, 1), pos, 30*time.Second); err != nil {
+			t.Fatalf("replica %s: %v", addrOf(r.DSN), err)
+		}
+	}
+}
+
+// writeRows commits n rows on m as the application.
+func writeRows(t *testing.T, m *dbtest.MariaDB, n int) {
 	t.Helper()
 	db := dbtest.Open(t, m.AppDSN(), 1)
 	for _, q := range []string{"CREATE DATABASE IF NOT EXISTS h23", "CREATE TABLE IF NOT EXISTS h23.t (id INT AUTO_INCREMENT PRIMARY KEY, v INT)"} {
@@ -193,7 +210,7 @@ func TestFailoverStopsWhenLockLost(t *testing.T) {
 	ctx := context.Background()
 	name := dbtest.UniqueName("s")
 	g, meta, cfg := replicatedSet(t, name, 2)
-	writeSome(t, g.Primary, 3)
+	writeSome(t, g, 3)
 	lock, err := topology.LockFailover(ctx, meta, name)
 	if err != nil {
 		t.Fatal(err)

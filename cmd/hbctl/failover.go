@@ -592,6 +592,9 @@ func (f *failover) rejoin(ctx context.Context, dsn string) error {
 	defer pdb.Close()
 	ctx, cancel := context.WithTimeout(ctx, 4*dbTimeout)
 	defer cancel()
+	if err := f.drain(ctx, db); err != nil {
+		return err
+	}
 	// Its binary log is read before the fence too: an old primary that was
 	// paused holds commits waiting for a semi-sync acknowledgement nobody
 	// sends, and SET GLOBAL read_only waits behind them (the fence times
@@ -619,7 +622,7 @@ func (f *failover) rejoin(ctx context.Context, dsn string) error {
 			fenced = fmt.Sprintf("it could not be fenced (%v: commits there wait for a semi-sync acknowledgement); "+
 				"it is out of the topology, stop it", fenceErr)
 		}
-		return fmt.Errorf("refused: it has transactions the primary %s lacks (errant, never acknowledged to a client): %s; "+
+		return fmt.Errorf("refused: it has transactions the primary %s lacks (errant: never acknowledged, unless by a replica that missed a failover): %s; "+
 			"%s: rebuild it from the primary (a fresh copy), it must not replicate",
 			addrOf(f.g.primary), replication.List(errant, 20), fenced)
 	}

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"time"
 
 	"github.com/hongbao-dev/hongbao/store/replication"
 )
@@ -62,6 +64,46 @@ func (f *failover) noPendingPromotion(ctx context.Context) error {
 	if ok {
 		return fmt.Errorf("%s: a failover from %s promoted %s and did not publish it: run the failover again "+
 			"(it publishes %s); nothing was rejoined", f.g.name, addrOf(f.g.primary), addrOf(to), addrOf(to))
+	}
+	return nil
+}
+
+// drainWait bounds drain's wait for the relay log to be applied (within
+// the admin connection's read timeout).
+const drainWait = 3 * time.Second
+
+// drain stops the receiving thread of db's server, when it is a replica,
+// and lets it apply everything it received: rejoin compares its binary
+// log with the primary's and then resets its relay log, so a commit it
+// received (and acknowledged: an old primary's, after a failover it
+// missed) must be in the binary log to be named as errant rather than
+// dropped without a word. The applier is started before the receiver is
+// stopped: MariaDB, replicating by GTID, discards the relay log when it
+// starts replicating with both threads stopped. A replica found with both
+// stopped has nothing drain can apply (a restart discarded its relay log
+// already: relay_log_recovery).
+func (f *failover) drain(ctx context.Context, db *sql.DB) error {
+	st, err := replication.ReplicaStatus(ctx, db)
+	if err != nil {
+		return fmt.Errorf("not reachable (%w): start it, then run rejoin again", err)
+	}
+	if !st.Configured || (st.IORunning == "No" && st.SQLRunning != "Yes") {
+		return nil
+	}
+	if st.SQLRunning != "Yes" {
+		if _, err := db.ExecContext(ctx, "START SLAVE SQL_THREAD"); err != nil {
+			return fmt.Errorf("replication: start sql thread: %w", err)
+		}
+	}
+	if err := replication.StopIO(ctx, db); err != nil {
+		return err
+	}
+	if st, err = replication.ReplicaStatus(ctx, db); err != nil || st.IOPos == "" {
+		return err
+	}
+	if err := replication.WaitApplied(ctx, db, st.IOPos, drainWait); err != nil {
+		return fmt.Errorf("refused: it did not apply what it received (%w): what it received might be lost by a repointing; "+
+			"look at its SHOW SLAVE STATUS, then run rejoin again", err)
 	}
 	return nil
 }

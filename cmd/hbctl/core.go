@@ -64,11 +64,7 @@ func cmdCore(ctx context.Context, e *env, args []string) error {
 	if verb != "status" {
 		// One core failover or rejoin at a time, core watch's included;
 		// the members are read under the lock.
-		dsns, err := coreDSNs(cfg)
-		if err != nil {
-			return err
-		}
-		lock, err := f.lockCore(ctx, dsns)
+		lock, err := f.lockCoreOf(ctx, cfg)
 		if err != nil {
 			return err
 		}

@@ -57,6 +57,15 @@ type lockConn struct {
 	conn *sql.Conn
 }
 
+// lockCoreOf takes the core failover lock on the members cfg names.
+func (f *failover) lockCoreOf(ctx context.Context, cfg *configs.Config) (*coreLock, error) {
+	dsns, err := coreDSNs(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return f.lockCore(ctx, dsns)
+}
+
 // lockCore takes the core failover lock on every member of dsns that
 // answers (see above).
 func (f *failover) lockCore(ctx context.Context, dsns []string) (*coreLock, error) {

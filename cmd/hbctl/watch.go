@@ -175,13 +175,7 @@ func cmdCoreWatch(ctx context.Context, e *env, cfg *configs.Config, cfgPath stri
 			}
 			return coreGroup(m, accounts(cfg.MetaDSN, cfg.WalletDSN), quiet.epochOf), nil
 		},
-		lock: func(ctx context.Context) (heldLock, error) {
-			dsns, err := coreDSNs(cfg)
-			if err != nil {
-				return nil, err
-			}
-			return quiet.lockCore(ctx, dsns)
-		}}, &failover{e: e, cfg: cfg.Replication, log: l, reroute: reroute}, o)
+		lock: func(ctx context.Context) (heldLock, error) { return quiet.lockCoreOf(ctx, cfg) }}, &failover{e: e, cfg: cfg.Replication, log: l, reroute: reroute}, o)
 	return watch(ctx, log, o, []*watcher{w})
 }
 

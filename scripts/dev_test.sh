@@ -75,6 +75,20 @@ t0=$(now)
 echo "ok: make up right after kill -9 of MariaDB a: $(since "$t0") s"
 curl -fsS -m 5 http://127.0.0.1:8080/readyz >/dev/null || fail "router not ready after make up"
 
+# 2b. make up right after a replica's kill -9: the replica does not start
+#     replicating by itself (--skip-slave-start: it might name a primary
+#     failed away from), make up's startup step (hbctl set rejoin) does.
+old=$(cat "$RUN/mariadb-b-replica.pid")
+kill -9 "$old"
+t0=$(now)
+"$DEV" up >"$RUN/up3.out" 2>&1 || { tail -20 "$RUN/up3.out"; fail "make up right after kill -9 of MariaDB b-replica"; }
+args=$(tr '\0' ' ' <"/proc/$(cat "$RUN/mariadb-b-replica.pid")/cmdline")
+grep -q -- --skip-slave-start <<<"$args" || fail "b-replica runs without --skip-slave-start: $args"
+st=$(mariadb --no-defaults -uroot --socket="$RUN/mariadb-b-replica.sock" -e "SHOW SLAVE STATUS\G")
+grep -q "Master_Port: 3326" <<<"$st" && grep -q "Slave_IO_Running: Yes" <<<"$st" && grep -q "Slave_SQL_Running: Yes" <<<"$st" ||
+  fail "b-replica does not replicate from b after make up: $st"
+echo "ok: make up right after kill -9 of b-replica: it replicates from b again (the startup step): $(since "$t0") s"
+
 # 3. A replica seeded again (scripts/dev.sh reseed, what follows a refused
 #    rejoin) from a primary that creates tables meanwhile (the store's and
 #    the archiver's day tables after a failover under load) gets all of

@@ -552,7 +552,7 @@ func (f *failover) rejoinAll(ctx context.Context) error {
 			f.say("%s already replicates from %s", addrOf(r), addrOf(f.g.primary))
 			continue
 		}
-		if st.Configured && st.MasterHost == host && st.MasterPort == port {
+		if st.From(ctx, host, port) {
 			if err := f.restart(ctx, r); err != nil {
 				failed = append(failed, fmt.Sprintf("%s: %v", addrOf(r), err))
 			}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/hongbao-dev/hongbao/store/replication"
@@ -65,7 +66,9 @@ func (f *failover) resume(ctx context.Context, o *failoverOptions, began time.Ti
 		return err
 	}); err != nil {
 		return false, fmt.Errorf("%s: a failover promoted %s and did not publish it; it does not answer (%w): "+
-			"nothing was done (no other replica may be promoted while it may be writable)", f.g.name, addrOf(to), err)
+			"nothing was done (no other replica may be promoted while it may be writable); if it is lost for good "+
+			"(stopped, never to run again), delete its record (DELETE FROM promotions WHERE set_name = '%s' in the meta "+
+			"database) and run failover again", f.g.name, addrOf(to), err, strings.TrimPrefix(f.g.name, "SET "))
 	}
 	if st.Configured {
 		f.say("a failover from %s chose %s and died before promoting it: failing over to it", addrOf(f.g.primary), addrOf(to))

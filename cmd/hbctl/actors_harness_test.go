@@ -10,6 +10,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -128,4 +130,39 @@ func contains(s string, subs ...string) bool {
 		}
 	}
 	return true
+}
+
+// replicaStart runs the startup step, hbctl replica start, on m's address
+// with a configuration whose meta database is meta's; it returns what it
+// said and its error.
+func replicaStart(t *testing.T, meta *sql.DB, m *dbtest.MariaDB) (string, error) {
+	t.Helper()
+	var db string
+	if err := meta.QueryRow("SELECT DATABASE()").Scan(&db); err != nil {
+		t.Fatal(err)
+	}
+	c, err := mysql.ParseDSN(dbtest.DSN(t, "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.DBName = db
+	metaDSN := c.FormatDSN()
+	c.DBName = db + "_wallet"
+	path := filepath.Join(t.TempDir(), "replica.yaml")
+	cfg := fmt.Sprintf(`meta_dsn: %q
+wallet_dsn: %q
+secret: "0123456789abcdef0123"
+internal_secret: "fedcba9876543210fedc"
+replication:
+  admin_user: root
+  user: %s
+  password: %s
+  wait_applied: 10s
+`, metaDSN, c.FormatDSN(), dbtest.ReplUser, dbtest.ReplPassword)
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := &syncBuffer{}
+	err = cmdReplica(context.Background(), &env{stdout: out, stderr: out}, []string{"start", fmt.Sprintf("127.0.0.1:%d", m.Port), "-config", path})
+	return out.String(), err
 }

@@ -2,13 +2,11 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/hongbao-dev/hongbao/configs"
 	"github.com/hongbao-dev/hongbao/store/dbtest"
 	"github.com/hongbao-dev/hongbao/store/replication"
 )
@@ -24,7 +22,8 @@ import (
 // TestFailoverRefusedReplicaComesBack (a): replica R2 is down (refuses
 // connections) during the failover, so it is left pointing at the old
 // primary; when it comes back it must not replicate from it, and the
-// startup step (hbctl set rejoin) makes it a replica of the new primary.
+// startup step (hbctl replica start) makes it a replica of the new
+// primary instead of starting it.
 func TestFailoverRefusedReplicaComesBack(t *testing.T) {
 	ctx := context.Background()
 	name := dbtest.UniqueName("s")
@@ -43,13 +42,18 @@ func TestFailoverRefusedReplicaComesBack(t *testing.T) {
 		t.Fatalf("published %s; want R1 %s", addrOf(got), addrOf(r1.DSN))
 	}
 	w := pendingWrite(t, p)
-	if err := r2.Restart(); err != nil {
+	if err := r2.RestartStopped(); err != nil {
 		t.Fatal(err)
 	}
 	mustNotReplicateFrom(t, r2, p)
 	w.mustNotCommit(t, "R2 came back after the failover", ackWindow)
-	rejoinAndCheck(t, meta, name, cfg, f.reroute, r2, r1)
-	w.mustNotCommit(t, "after the startup step", 0)
+	out2, err := replicaStart(t, meta, r2)
+	t.Logf("the startup step, hbctl replica start: %v\n%s", err, out2)
+	if err != nil {
+		t.Errorf("hbctl replica start of a replica that missed a failover: %v; want it rejoined to the new primary", err)
+	}
+	replicatesFrom(t, r2, r1)
+	w.mustNotCommit(t, "after the startup step", ackWindow)
 }
 
 // TestFailoverReplicaRestartsDuring (b): replica R2 stopped receiving for
@@ -73,7 +77,7 @@ func TestFailoverReplicaRestartsDuring(t *testing.T) {
 		}
 		w = pendingWrite(t, p)
 		r2.Stop()
-		if err := r2.Restart(); err != nil {
+		if err := r2.RestartStopped(); err != nil {
 			return err
 		}
 		mustNotReplicateFrom(t, r2, p)
@@ -170,18 +174,6 @@ func mustNotReplicateFrom(t *testing.T, r, old *dbtest.MariaDB) {
 	}
 }
 
-// rejoinAndCheck runs the startup step (hbctl set rejoin) and checks r
-// replicates from primary.
-func rejoinAndCheck(t *testing.T, meta *sql.DB, name string, cfg configs.Replication, reroute map[string]string, r, primary *dbtest.MariaDB) {
-	t.Helper()
-	out := &syncBuffer{}
-	f := testFailover(t, meta, name, cfg, out)
-	f.reroute = reroute
-	err := f.rejoinAll(context.Background())
-	t.Logf("hbctl set rejoin: %v\n%s", err, out)
-	replicatesFrom(t, r, primary)
-}
-
 // replicatesFrom fails the test unless r receives from primary.
 func replicatesFrom(t *testing.T, r, primary *dbtest.MariaDB) {
 	t.Helper()
@@ -193,19 +185,24 @@ func replicatesFrom(t *testing.T, r, primary *dbtest.MariaDB) {
 
 // TestReplicaRestartResumes: a replica restarted with no failover comes
 // back with its replication stopped (nobody starts it by itself), and the
-// startup step (hbctl set rejoin) starts it again from the published
+// startup step (hbctl replica start) starts it again from the published
 // primary, whose commits then complete on two machines.
 func TestReplicaRestartResumes(t *testing.T) {
 	name := dbtest.UniqueName("s")
-	g, meta, cfg := replicatedSet(t, name, 1)
+	g, meta, _ := replicatedSet(t, name, 1)
 	p, r := g.Primary, g.Replicas[0]
 	writeSome(t, g, 2)
 	r.Stop()
-	if err := r.Restart(); err != nil {
+	if err := r.RestartStopped(); err != nil {
 		t.Fatal(err)
 	}
 	mustNotReplicateFrom(t, r, p)
-	rejoinAndCheck(t, meta, name, cfg, nil, r, p)
+	out, err := replicaStart(t, meta, r)
+	t.Logf("the startup step, hbctl replica start: %v\n%s", err, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replicatesFrom(t, r, p)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	before := semiSyncYes(t, p)
@@ -247,7 +244,7 @@ func TestRejoinNamesWhatReplicaReceived(t *testing.T) {
 		t.Fatalf("failover: %v\n%s", err, out)
 	}
 	w := pendingWrite(t, p)
-	if err := r2.Restart(); err != nil {
+	if err := r2.RestartStopped(); err != nil {
 		t.Fatal(err)
 	}
 	// By hand, against the rule: receive only, apply nothing.

@@ -105,7 +105,7 @@ type coreMembers struct {
 func (f *failover) coreMembers(ctx context.Context, cfg *configs.Config) (coreMembers, error) {
 	var m coreMembers
 	var err error
-	if m.dsns, err = coreDSNs(cfg); err != nil {
+	if m.dsns, err = coreAdminDSNs(cfg); err != nil {
 		return m, err
 	}
 	for _, d := range m.dsns {

@@ -59,7 +59,7 @@ type lockConn struct {
 
 // lockCoreOf takes the core failover lock on the members cfg names.
 func (f *failover) lockCoreOf(ctx context.Context, cfg *configs.Config) (*coreLock, error) {
-	dsns, err := coreDSNs(cfg)
+	dsns, err := coreAdminDSNs(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -142,9 +142,9 @@ func (l *coreLock) Release() {
 	l.conns = nil
 }
 
-// coreDSNs is meta_dsn on each core member's address, as the operator
+// coreAdminDSNs is meta_dsn on each core member's address, as the operator
 // reads the members.
-func coreDSNs(cfg *configs.Config) ([]string, error) {
+func coreAdminDSNs(cfg *configs.Config) ([]string, error) {
 	var dsns []string
 	for _, addr := range cfg.CoreMembers() {
 		c, err := mysql.ParseDSN(cfg.MetaDSN)

@@ -35,7 +35,7 @@ func (f *failover) restart(ctx context.Context, dsn string) error {
 	defer db.Close()
 	ctx, cancel := context.WithTimeout(ctx, 4*dbTimeout)
 	defer cancel()
-	if err := replication.Resume(ctx, db); err != nil {
+	if err := replication.Resume(ctx, db, dbTimeout); err != nil {
 		return err
 	}
 	if err := replication.SetTimeout(ctx, db, f.cfg.SemiSyncTimeout.D()); err != nil {
@@ -80,14 +80,20 @@ const drainWait = 3 * time.Second
 // dropped without a word. The applier is started before the receiver is
 // stopped: MariaDB, replicating by GTID, discards the relay log when it
 // starts replicating with both threads stopped. A replica found with both
-// stopped has nothing drain can apply (a restart discarded its relay log
-// already: relay_log_recovery).
+// stopped (restarted, not started yet) has its relay log applied outside
+// GTID mode (replication.ApplyIfStopped).
 func (f *failover) drain(ctx context.Context, db *sql.DB) error {
 	st, err := replication.ReplicaStatus(ctx, db)
 	if err != nil {
 		return fmt.Errorf("not reachable (%w): start it, then run rejoin again", err)
 	}
-	if !st.Configured || (st.IORunning == "No" && st.SQLRunning != "Yes") {
+	if !st.Configured {
+		return nil
+	}
+	if st.IORunning == "No" && st.SQLRunning == "No" {
+		if err := replication.ApplyIfStopped(ctx, db); err != nil {
+			return fmt.Errorf("refused: its relay log could not be applied (%w); look at its SHOW SLAVE STATUS, then run rejoin again", err)
+		}
 		return nil
 	}
 	if st.SQLRunning != "Yes" {

@@ -46,7 +46,7 @@ func cmdReplica(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	for _, addr := range addrs {
-		if err := startReplica(ctx, e, cfg.Replication, addr, *timeout); err != nil {
+		if err := startReplica(ctx, e, cfg, addr, *timeout); err != nil {
 			return fmt.Errorf("replica %s: %w", addr, err)
 		}
 	}
@@ -55,7 +55,8 @@ func cmdReplica(ctx context.Context, e *env, args []string) error {
 
 // startReplica starts the replication of the server at addr, as the
 // operator.
-func startReplica(ctx context.Context, e *env, r configs.Replication, addr string, timeout time.Duration) error {
+func startReplica(ctx context.Context, e *env, cfg *configs.Config, addr string, timeout time.Duration) error {
+	r := cfg.Replication
 	c := mysql.NewConfig()
 	c.Net, c.Addr, c.User, c.Passwd = "tcp", addr, r.AdminUser, r.AdminPassword
 	db, err := schema.Open(c.FormatDSN(), 2)
@@ -71,10 +72,14 @@ func startReplica(ctx context.Context, e *env, r configs.Replication, addr strin
 		fmt.Fprintf(e.stdout, "%s: no replica (no primary configured): left alone\n", addr)
 		return nil
 	}
-	pos, err := replication.StartReplica(ctx, db, timeout)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(e.stdout, "%s: relay log applied up to %q; replicating from %s:%d\n", addr, pos, st.MasterHost, st.MasterPort)
-	return nil
+	// Only from the published primary (a replica that missed a failover
+	// names the old one): replica_topology.go.
+	return startInTopology(ctx, e, cfg, addr, st, func(ctx context.Context) error {
+		pos, err := replication.StartReplica(ctx, db, timeout)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "%s: relay log applied up to %q; replicating from %s:%d\n", addr, pos, st.MasterHost, st.MasterPort)
+		return nil
+	})
 }

@@ -80,12 +80,15 @@ func (t *Map) Buckets(name string) []hongbao.Bucket {
 	return bs
 }
 
+// ErrNotInitialised is Load's error before hbctl topology init.
+var ErrNotInitialised = errors.New("topology: not initialised (run hbctl topology init)")
+
 // Load reads the current topology from the meta database.
 func Load(ctx context.Context, meta *sql.DB) (*Map, error) {
 	t := &Map{}
 	if err := meta.QueryRowContext(ctx, "SELECT version FROM version WHERE id = 1").Scan(&t.Version); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
-			return nil, errors.New("topology: not initialised (run hbctl topology init)")
+			return nil, ErrNotInitialised
 		}
 		return nil, fmt.Errorf("topology: version: %w", err)
 	}

@@ -136,11 +136,6 @@ func TestFenceNeverShowsAnUnacknowledgedCommit(t *testing.T) {
 	if err := r.g.Replicas[0].Restart(); err != nil {
 		t.Fatal(err)
 	}
-	// The startup step (hbctl set rejoin): a replica never starts
-	// replicating by itself (replication.SkipSlaveStart).
-	if err := replication.Resume(ctx, dbtest.Open(t, r.g.Replicas[0].DSN, 1)); err != nil {
-		t.Fatal(err)
-	}
 	select {
 	case err := <-waiting:
 		if err != nil {

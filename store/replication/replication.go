@@ -58,11 +58,11 @@ func TimeoutMS(d time.Duration) int64 {
 // still has the old primary configured, and replicating from it again
 // would acknowledge the old primary's commits, which the promoted replica
 // lacks: two primaries acknowledging money. Replication is started by
-// whoever checked the topology first: hbctl set rejoin (core rejoin), the
-// startup step of scripts/dev.sh and of the tests.
+// whoever checked the topology first: hbctl replica start (the startup
+// step: scripts/dev.sh runs it after each replica's start) and hbctl set
+// rejoin (core rejoin).
 func ServerArgs(serverID int, timeout time.Duration, primary bool) []string {
 	return []string{
-		SkipSlaveStart,
 		MasterArg(primary),
 		"--server-id=" + strconv.Itoa(serverID),
 		"--log-bin", "--log-slave-updates=1", "--binlog-format=ROW", "--sync-binlog=1",
@@ -73,8 +73,9 @@ func ServerArgs(serverID int, timeout time.Duration, primary bool) []string {
 		// What a replica acknowledged and did not apply is in its relay
 		// log only: kept across a restart (MariaDB's GTID replication
 		// would discard it at its start) and applied before replication
-		// starts again (StartReplica). See relaylog.go.
-		"--skip-slave-start", "--relay-log-recovery=0",
+		// starts again (StartReplica). See relaylog.go. Nobody but a
+		// startup step that checks the topology starts it (above).
+		SkipSlaveStart, "--relay-log-recovery=0",
 	}
 }
 
@@ -529,11 +530,16 @@ func Follow(ctx context.Context, db *sql.DB, src Source, fromBinlog bool) error 
 
 // Resume starts replication again on db's server, a read-only semi-sync
 // replica of the primary it has configured (after a restart: no member
-// starts replicating by itself, see ServerArgs). The caller checked that
-// this primary is the published one.
-func Resume(ctx context.Context, db *sql.DB) error {
-	return execAll(ctx, db, "resume", "SET GLOBAL read_only = 1", "SET GLOBAL rpl_semi_sync_master_enabled = 0",
-		"SET GLOBAL rpl_semi_sync_slave_enabled = 1", "START SLAVE")
+// starts replicating by itself, see ServerArgs): its relay log applied
+// first, at most timeout (StartReplica). The caller checked that this
+// primary is the published one.
+func Resume(ctx context.Context, db *sql.DB, timeout time.Duration) error {
+	if err := execAll(ctx, db, "resume", "SET GLOBAL read_only = 1", "SET GLOBAL rpl_semi_sync_master_enabled = 0",
+		"SET GLOBAL rpl_semi_sync_slave_enabled = 1"); err != nil {
+		return err
+	}
+	_, err := StartReplica(ctx, db, timeout)
+	return err
 }
 
 // WaitNoReplica sets db's rpl_semi_sync_master_wait_no_slave (see

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/hongbao-dev/hongbao/configs"
+	"github.com/hongbao-dev/hongbao/router/topology"
+	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/store/replication"
+)
+
+// hbctl replica start checks the topology first (issue 23, finding 3; see
+// failover_restart.go for why): a replica starts replicating only from
+// the primary its group publishes, under the group's failover lock (so
+// never beside a failover that is stopping the replicas); one that names
+// another source missed a failover and is rejoined to the published
+// primary instead (fenced, what it received applied and compared, errant
+// transactions named, repointed).
+
+// startInTopology runs start, the replica at addr (of status st)
+// replicating from the source it names, when that source is the primary
+// the topology publishes for the replica's group (a SET that lists it in
+// the meta database, or the core group); otherwise it rejoins it. A
+// replica of no group in the topology, or before topology init, is
+// started as it is: a failover acts only on a group of the topology, so
+// it missed none.
+func startInTopology(ctx context.Context, e *env, cfg *configs.Config, addr string, st replication.Status, start func(context.Context) error) error {
+	f := &failover{e: e, cfg: cfg.Replication}
+	if slices.Contains(cfg.CoreMembers(), addr) {
+		return f.startInCore(ctx, cfg, addr, st, start)
+	}
+	if cfg.MetaDSN == "" {
+		return start(ctx)
+	}
+	meta, err := topology.OpenMeta(ctx, cfg.MetaDSN, cfg.CoreMembers(), false)
+	if err != nil {
+		return err
+	}
+	defer meta.Close()
+	t, err := topology.Load(ctx, meta)
+	if errors.Is(err, topology.ErrNotInitialised) || schema.IsMissingTable(err) {
+		return start(ctx)
+	}
+	if err != nil {
+		return err
+	}
+	name, ok := setListing(t, addr)
+	if !ok {
+		f.say("%s: a replica of no SET in the topology: started as it is", addr)
+		return start(ctx)
+	}
+	lock, err := topology.LockFailover(ctx, meta, name)
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
+	if f.g, err = setGroup(ctx, meta, name); err != nil {
+		return err
+	}
+	f.lock = lock
+	return f.startOrRejoin(ctx, addr, st, start)
+}
+
+// startInCore is startInTopology for a member of the core group: under
+// the core failover lock, against the primary the highest epoch names.
+func (f *failover) startInCore(ctx context.Context, cfg *configs.Config, addr string, st replication.Status, start func(context.Context) error) error {
+	lock, err := f.lockCoreOf(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
+	m, err := f.coreMembers(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	f.g, f.lock = coreGroup(m, accounts(cfg.MetaDSN, cfg.WalletDSN), f.epochOf), lock
+	return f.startOrRejoin(ctx, addr, st, start)
+}
+
+// startOrRejoin starts the replica at addr when its source is the group's
+// primary, and rejoins it to that primary otherwise.
+func (f *failover) startOrRejoin(ctx context.Context, addr string, st replication.Status, start func(context.Context) error) error {
+	if err := f.noPendingPromotion(ctx); err != nil {
+		return err
+	}
+	host, port, err := replication.Addr(f.g.primary)
+	if err != nil {
+		return err
+	}
+	if st.From(ctx, host, port) {
+		return start(ctx)
+	}
+	i := slices.IndexFunc(f.g.replicas, func(d string) bool { return addrOf(d) == addr })
+	if i < 0 {
+		return fmt.Errorf("%s: it is %s's primary in the topology, yet names a source (%s:%d): not started", addr, f.g.name, st.MasterHost, st.MasterPort)
+	}
+	f.say("%s replicates from %s:%d, but %s's primary is %s (it missed a failover): rejoining it to it instead",
+		addr, st.MasterHost, st.MasterPort, f.g.name, addrOf(f.g.primary))
+	return f.rejoin(ctx, f.g.replicas[i])
+}
+
+// setListing returns the SET whose replicas (or MySQL) include addr.
+func setListing(t *topology.Map, addr string) (string, bool) {
+	for _, s := range t.Sets {
+		if addrOf(s.MySQLDSN) == addr || slices.ContainsFunc(s.Replicas, func(d string) bool { return addrOf(d) == addr }) {
+			return s.Name, true
+		}
+	}
+	return "", false
+}

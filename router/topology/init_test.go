@@ -53,7 +53,7 @@ func TestInitKeepsAFailover(t *testing.T) {
 	if _, err := topology.Init(ctx, meta, file); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := topology.Failover(ctx, meta, "a", dsnR, []string{dsnP}); err != nil {
+	if _, err := topology.Failover(ctx, meta, "a", dsnP, dsnR, []string{dsnP}); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {

@@ -69,17 +69,20 @@ func RecordPromotion(ctx context.Context, meta *sql.DB, name, from, to string) e
 }
 
 // Promotion returns the replica a failover of SET name from primary from
-// promoted and has not published (ok false: none).
+// promoted and has not published (ok false: none). It only reads: the
+// startup step of a replica calls it while the core primary's commits may
+// wait for a replica (no promotions table yet: none).
 func Promotion(ctx context.Context, meta *sql.DB, name, from string) (to string, ok bool, err error) {
-	if err := schema.EnsureMeta(ctx, meta); err != nil {
-		return "", false, err
-	}
 	tx, err := meta.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return "", false, fmt.Errorf("topology: promotion: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // read only
-	return promotion(ctx, tx, name, from)
+	to, ok, err = promotion(ctx, tx, name, from)
+	if schema.IsMissingTable(err) {
+		return "", false, nil
+	}
+	return to, ok, err
 }
 
 // promotion reads SET name's promotion record in tx; a record from
@@ -91,7 +94,7 @@ func promotion(ctx context.Context, tx *sql.Tx, name, from string) (string, bool
 	case errors.Is(err, sql.ErrNoRows):
 		return "", false, nil
 	case err != nil:
-		return "", false, fmt.Errorf("topology: promotion: %w", err)
+		return "", false, fmt.Errorf("topology: promotion: %w", err) // wrapped: IsMissingTable sees it
 	}
 	return to, had == from, nil
 }

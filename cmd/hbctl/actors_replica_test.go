@@ -174,13 +174,21 @@ func mustNotReplicateFrom(t *testing.T, r, old *dbtest.MariaDB) {
 	}
 }
 
-// replicatesFrom fails the test unless r receives from primary.
+// replicatesFrom fails the test unless r receives from primary (within
+// 30 s: START SLAVE returns before its receiving thread connects).
 func replicatesFrom(t *testing.T, r, primary *dbtest.MariaDB) {
 	t.Helper()
-	st, err := replication.ReplicaStatus(context.Background(), dbtest.Open(t, r.DSN, 1))
-	if err != nil || st.MasterPort != primary.Port || st.IORunning != "Yes" {
-		t.Errorf("replica %s: %+v %v; want receiving from %s", addrOf(r.DSN), st, err, addrOf(primary.DSN))
+	db := dbtest.Open(t, r.DSN, 1)
+	var st replication.Status
+	var err error
+	for range 300 {
+		st, err = replication.ReplicaStatus(context.Background(), db)
+		if err == nil && st.MasterPort == primary.Port && st.IORunning == "Yes" {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
+	t.Errorf("replica %s: %+v %v; want receiving from %s", addrOf(r.DSN), st, err, addrOf(primary.DSN))
 }
 
 // TestReplicaRestartResumes: a replica restarted with no failover comes

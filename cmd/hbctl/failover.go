@@ -395,6 +395,12 @@ func (f *failover) stopReceiving(ctx context.Context, fenced string) ([]candidat
 	}
 	var cands []candidate
 	for _, r := range f.g.replicas {
+		// A replica restarted and not started yet (--skip-slave-start)
+		// holds what it acknowledged in its relay log only, and reports
+		// no received position: its relay log is applied first.
+		if err := f.applyStopped(ctx, r); err != nil {
+			f.say("replica %s: its relay log: %v", addrOf(r), err)
+		}
 		var st replication.Status
 		err := f.on(ctx, r, func(ctx context.Context, db *sql.DB) (err error) {
 			if err := replication.StopIO(ctx, db); err != nil {
@@ -411,16 +417,20 @@ func (f *failover) stopReceiving(ctx context.Context, fenced string) ([]candidat
 			return nil, fmt.Errorf("replica %s does not answer (%w): it might still acknowledge the old primary's "+
 				"commits, nothing was promoted; stop it (or make it unreachable from the old primary) and run failover again", addrOf(r), err)
 		}
-		if err := f.waitApplied(ctx, r, st.IOPos); err != nil {
+		received := st.IOPos
+		if received == "" { // nothing received since its start: what it applied
+			received = st.SlavePos
+		}
+		if err := f.waitApplied(ctx, r, received); err != nil {
 			f.say("replica %s is not a candidate: %v", addrOf(r), err)
 			continue
 		}
-		pos, err := replication.ParseState(st.IOPos)
+		pos, err := replication.ParseState(received)
 		if err != nil {
 			return nil, err
 		}
-		f.say("replica %s received and applied up to GTID %q", addrOf(r), st.IOPos)
-		cands = append(cands, candidate{dsn: r, pos: pos, raw: st.IOPos})
+		f.say("replica %s received and applied up to GTID %q", addrOf(r), received)
+		cands = append(cands, candidate{dsn: r, pos: pos, raw: received})
 	}
 	if len(cands) == 0 {
 		return nil, fmt.Errorf("%s: no replica can be promoted (nothing was promoted)", f.g.name)
@@ -450,6 +460,29 @@ func (f *failover) receiveFinal(ctx context.Context, pos string) {
 		})
 	}
 	wg.Wait()
+}
+
+// applyStopped applies the relay log of dsn's replica when both its
+// threads are stopped (replication.ApplyIfStopped), within
+// replication.wait_applied. A replica that does not answer is left to
+// stopReceiving, which says what it is.
+func (f *failover) applyStopped(ctx context.Context, dsn string) error {
+	d := f.cfg.WaitApplied.D()
+	db, err := f.adminWait(dsn, d+dbTimeout)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	// A paused server accepts the connection and answers nothing.
+	pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)
+	err = db.PingContext(pctx)
+	pcancel()
+	if err != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, d+2*dbTimeout)
+	defer cancel()
+	return replication.ApplyIfStopped(ctx, db)
 }
 
 // pick returns the most advanced candidate (the first of them when

@@ -335,8 +335,8 @@ func (d *dev) restartAsReplica(ctx context.Context, set configs.Set, name string
 	return until(ctx, t0, func() error { return httpOK("http://" + d.cfg.Router.Listen + "/readyz") })
 }
 
-// replicasOf returns SET set's replicas as the meta database names them
-// (the configuration's when it does not answer), primary aside.
+// replicasOf returns SET set's replicas as the meta database names them,
+// primary aside.
 func (d *dev) replicasOf(ctx context.Context, set configs.Set, primary string) ([]string, error) {
 	meta, err := topology.OpenMeta(ctx, d.cfg.MetaDSN, d.cfg.CoreMembers(), false)
 	if err != nil {

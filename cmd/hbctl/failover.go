@@ -669,10 +669,17 @@ func (f *failover) rejoin(ctx context.Context, dsn string) error {
 	if err := replication.Follow(ctx, db, replication.Source{Host: host, Port: port, User: f.cfg.User, Password: f.cfg.Password}, true); err != nil {
 		return err
 	}
+	return f.replicating(ctx, db, dsn)
+}
+
+// replicating finishes making dsn's server (db) a replica: its semi-sync
+// timeout for when it is promoted, its application accounts unlocked (a
+// fence or a rejoin cut short after its fence locked them: the application
+// reads from replicas), and it waits until it replicates.
+func (f *failover) replicating(ctx context.Context, db *sql.DB, dsn string) error {
 	if err := replication.SetTimeout(ctx, db, f.cfg.SemiSyncTimeout.D()); err != nil {
 		return err
 	}
-	// A replica: the application may read from it again (read_only).
 	if err := replication.Unlock(ctx, db, f.g.apps); err != nil {
 		return err
 	}

@@ -38,15 +38,7 @@ func (f *failover) restart(ctx context.Context, dsn string) error {
 	if err := replication.Resume(ctx, db, dbTimeout); err != nil {
 		return err
 	}
-	if err := replication.SetTimeout(ctx, db, f.cfg.SemiSyncTimeout.D()); err != nil {
-		return err
-	}
-	// A rejoin cut short after its fence may have left the application's
-	// accounts locked: a replica the application may read from again.
-	if err := replication.Unlock(ctx, db, f.g.apps); err != nil {
-		return err
-	}
-	return f.waitReplicating(ctx, db, dsn)
+	return f.replicating(ctx, db, dsn)
 }
 
 // noPendingPromotion refuses a rejoin while a failover from the group's

@@ -200,7 +200,10 @@ func (c *Config) CoreMembers() []string {
 	return append([]string{dsnAddr(c.MetaDSN)}, c.Core.Replicas...)
 }
 
-// dsnAddr is a DSN's network address ("" when it does not parse).
+// dsnAddr is a DSN's network address ("" when it does not parse, which
+// checkCore refuses). It is not schema.Addr, the one of messages: configs
+// imports nothing of hongbao's (architecture_test.go), and a member's
+// address must not read "?".
 func dsnAddr(dsn string) string {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {

@@ -62,6 +62,16 @@ func connectorDial(dsn string, dial func(ctx context.Context, network, addr stri
 	return c, nil
 }
 
+// Addr is dsn's network address (host:port), for messages and logs: never
+// its password. It is "?" when dsn does not parse, so that a message about
+// a bad DSN still reads.
+func Addr(dsn string) string {
+	if c, err := mysql.ParseDSN(dsn); err == nil {
+		return c.Addr
+	}
+	return "?"
+}
+
 // tune sizes a pool.
 func tune(db *sql.DB, maxConns int) {
 	db.SetMaxOpenConns(maxConns)

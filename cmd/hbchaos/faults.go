@@ -375,17 +375,9 @@ func (d *dev) asAdmin(ctx context.Context, dsn, stmt string) error {
 	c, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if _, err := db.ExecContext(c, stmt); err != nil {
-		return fmt.Errorf("%s on %s: %w", stmt, addrOf(dsn), err)
+		return fmt.Errorf("%s on %s: %w", stmt, schema.Addr(dsn), err)
 	}
 	return nil
-}
-
-// addrOf is a DSN's address, for messages.
-func addrOf(dsn string) string {
-	if c, err := mysql.ParseDSN(dsn); err == nil {
-		return c.Addr
-	}
-	return "?"
 }
 
 // rejoin runs hbctl set rejoin until it succeeds (at most 90 s); when it

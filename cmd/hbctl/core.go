@@ -82,7 +82,7 @@ func cmdCore(ctx context.Context, e *env, args []string) error {
 	f.g = coreGroup(members, accounts(cfg.MetaDSN, cfg.WalletDSN), f.epochOf)
 	o := failoverOptions{singleCopy: *single}
 	if *to != "" {
-		i := slices.IndexFunc(members.dsns, func(d string) bool { return addrOf(d) == *to })
+		i := slices.IndexFunc(members.dsns, func(d string) bool { return schema.Addr(d) == *to })
 		if i < 0 {
 			return usageError{fmt.Sprintf("flag --to: %q is not a member of the core group (%v)", *to, cfg.CoreMembers())}
 		}
@@ -115,14 +115,14 @@ func (f *failover) coreMembers(ctx context.Context, cfg *configs.Config) (coreMe
 			epoch, primary, err = schema.Epoch(ctx, db)
 			return err
 		}); err != nil {
-			f.say("core member %s does not answer: %v", addrOf(d), err)
+			f.say("core member %s does not answer: %v", schema.Addr(d), err)
 			continue
 		}
 		if epoch <= m.epoch {
 			continue
 		}
 		m.epoch = epoch
-		if i := slices.IndexFunc(m.dsns, func(d string) bool { return addrOf(d) == primary }); i >= 0 {
+		if i := slices.IndexFunc(m.dsns, func(d string) bool { return schema.Addr(d) == primary }); i >= 0 {
 			m.primary = i
 		}
 	}
@@ -147,7 +147,7 @@ func coreGroup(m coreMembers, apps []string, epochOf func(ctx context.Context, d
 			if err := m.noNewerEpoch(ctx, db, dsn, epochOf); err != nil {
 				return err
 			}
-			return schema.StampEpoch(ctx, db, next, addrOf(dsn))
+			return schema.StampEpoch(ctx, db, next, schema.Addr(dsn))
 		},
 		publish: func(context.Context, string, []string) (string, error) {
 			return fmt.Sprintf("at failover epoch %d; every process follows it within a second (it probes the core members)", next), nil
@@ -170,7 +170,7 @@ func (m coreMembers) noNewerEpoch(ctx context.Context, db *sql.DB, dsn string, e
 	}
 	if own > m.epoch {
 		return fmt.Errorf("%s carries failover epoch %d, above epoch %d this failover started from: another core failover promoted "+
-			"a member meanwhile (hbctl core status); not stamped", addrOf(dsn), own, m.epoch)
+			"a member meanwhile (hbctl core status); not stamped", schema.Addr(dsn), own, m.epoch)
 	}
 	for _, d := range m.dsns {
 		if d == dsn {
@@ -179,7 +179,7 @@ func (m coreMembers) noNewerEpoch(ctx context.Context, db *sql.DB, dsn string, e
 		e, err := epochOf(ctx, d)
 		if err == nil && e > m.epoch {
 			return fmt.Errorf("core member %s carries failover epoch %d, above epoch %d this failover started from: another core "+
-				"failover promoted it meanwhile (hbctl core status); %s not stamped", addrOf(d), e, m.epoch, addrOf(dsn))
+				"failover promoted it meanwhile (hbctl core status); %s not stamped", schema.Addr(d), e, m.epoch, schema.Addr(dsn))
 		}
 	}
 	return nil
@@ -188,7 +188,7 @@ func (m coreMembers) noNewerEpoch(ctx context.Context, db *sql.DB, dsn string, e
 // coreStatus prints each member: reachable, read-only, its epoch, whom it
 // replicates from.
 func (f *failover) coreStatus(ctx context.Context, m coreMembers) {
-	f.say("core group: primary %s at failover epoch %d", addrOf(m.dsns[m.primary]), m.epoch)
+	f.say("core group: primary %s at failover epoch %d", schema.Addr(m.dsns[m.primary]), m.epoch)
 	for _, d := range m.dsns {
 		err := f.on(ctx, d, func(ctx context.Context, db *sql.DB) error {
 			p := schema.ProbeMember(ctx, db)
@@ -207,11 +207,11 @@ func (f *failover) coreStatus(ctx context.Context, m coreMembers) {
 			if st.Configured {
 				from = fmt.Sprintf(", replicates from %s:%d (IO %s, SQL %s)", st.MasterHost, st.MasterPort, st.IORunning, st.SQLRunning)
 			}
-			f.say("  %s: %s, epoch %d%s", addrOf(d), role, p.Epoch, from)
+			f.say("  %s: %s, epoch %d%s", schema.Addr(d), role, p.Epoch, from)
 			return nil
 		})
 		if err != nil {
-			f.say("  %s: does not answer (%v)", addrOf(d), err)
+			f.say("  %s: does not answer (%v)", schema.Addr(d), err)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store/replication"
 )
 
@@ -28,7 +29,7 @@ func (f *failover) stopReceiving(ctx context.Context, fenced string) ([]candidat
 		// holds what it acknowledged in its relay log only, and reports
 		// no received position: its relay log is applied first.
 		if err := f.applyStopped(ctx, r); err != nil {
-			f.say("replica %s: its relay log: %v", addrOf(r), err)
+			f.say("replica %s: its relay log: %v", schema.Addr(r), err)
 		}
 		var st replication.Status
 		err := f.on(ctx, r, func(ctx context.Context, db *sql.DB) (err error) {
@@ -40,25 +41,25 @@ func (f *failover) stopReceiving(ctx context.Context, fenced string) ([]candidat
 		})
 		switch {
 		case err != nil && (fenced != "" || errors.Is(err, syscall.ECONNREFUSED)):
-			f.say("replica %s is not a candidate: %v", addrOf(r), err)
+			f.say("replica %s is not a candidate: %v", schema.Addr(r), err)
 			continue
 		case err != nil:
 			return nil, fmt.Errorf("replica %s does not answer (%w): it might still acknowledge the old primary's "+
-				"commits, nothing was promoted; stop it (or make it unreachable from the old primary) and run failover again", addrOf(r), err)
+				"commits, nothing was promoted; stop it (or make it unreachable from the old primary) and run failover again", schema.Addr(r), err)
 		}
 		received := st.IOPos
 		if received == "" { // nothing received since its start: what it applied
 			received = st.SlavePos
 		}
 		if err := f.waitApplied(ctx, r, received); err != nil {
-			f.say("replica %s is not a candidate: %v", addrOf(r), err)
+			f.say("replica %s is not a candidate: %v", schema.Addr(r), err)
 			continue
 		}
 		pos, err := replication.ParseState(received)
 		if err != nil {
 			return nil, err
 		}
-		f.say("replica %s received and applied up to GTID %q", addrOf(r), received)
+		f.say("replica %s received and applied up to GTID %q", schema.Addr(r), received)
 		cands = append(cands, candidate{dsn: r, pos: pos, raw: received})
 	}
 	if len(cands) == 0 {
@@ -84,7 +85,7 @@ func (f *failover) receiveFinal(ctx context.Context, pos string) {
 				return // stopReceiving says what it is
 			}
 			if err := f.waitApplied(ctx, r, pos); err != nil {
-				f.say("replica %s: %v", addrOf(r), err)
+				f.say("replica %s: %v", schema.Addr(r), err)
 			}
 		})
 	}
@@ -130,10 +131,10 @@ func pick(cands []candidate, to string) (candidate, error) {
 		if c.dsn == to {
 			if replication.Behind(c.pos, best.pos) {
 				return candidate{}, fmt.Errorf("flag --to: %s received up to %q, %s more (%q): promoting it would lose transactions; nothing was promoted",
-					addrOf(to), c.raw, addrOf(best.dsn), best.raw)
+					schema.Addr(to), c.raw, schema.Addr(best.dsn), best.raw)
 			}
 			return c, nil
 		}
 	}
-	return candidate{}, fmt.Errorf("flag --to: %s cannot be promoted (see above); nothing was promoted", addrOf(to))
+	return candidate{}, fmt.Errorf("flag --to: %s cannot be promoted (see above); nothing was promoted", schema.Addr(to))
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store/replication"
 )
 
@@ -55,7 +56,7 @@ func (f *failover) noPendingPromotion(ctx context.Context) error {
 	}
 	if ok {
 		return fmt.Errorf("%s: a failover from %s promoted %s and did not publish it: run the failover again "+
-			"(it publishes %s); nothing was rejoined", f.g.name, addrOf(f.g.primary), addrOf(to), addrOf(to))
+			"(it publishes %s); nothing was rejoined", f.g.name, schema.Addr(f.g.primary), schema.Addr(to), schema.Addr(to))
 	}
 	return nil
 }

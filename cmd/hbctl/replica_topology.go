@@ -93,19 +93,19 @@ func (f *failover) startOrRejoin(ctx context.Context, addr string, st replicatio
 	if st.From(ctx, host, port) {
 		return start(ctx)
 	}
-	i := slices.IndexFunc(f.g.replicas, func(d string) bool { return addrOf(d) == addr })
+	i := slices.IndexFunc(f.g.replicas, func(d string) bool { return schema.Addr(d) == addr })
 	if i < 0 {
 		return fmt.Errorf("%s: it is %s's primary in the topology, yet names a source (%s:%d): not started", addr, f.g.name, st.MasterHost, st.MasterPort)
 	}
 	f.say("%s replicates from %s:%d, but %s's primary is %s (it missed a failover): rejoining it to it instead",
-		addr, st.MasterHost, st.MasterPort, f.g.name, addrOf(f.g.primary))
+		addr, st.MasterHost, st.MasterPort, f.g.name, schema.Addr(f.g.primary))
 	return f.rejoin(ctx, f.g.replicas[i])
 }
 
 // setListing returns the SET whose replicas (or MySQL) include addr.
 func setListing(t *topology.Map, addr string) (string, bool) {
 	for _, s := range t.Sets {
-		if addrOf(s.MySQLDSN) == addr || slices.ContainsFunc(s.Replicas, func(d string) bool { return addrOf(d) == addr }) {
+		if schema.Addr(s.MySQLDSN) == addr || slices.ContainsFunc(s.Replicas, func(d string) bool { return schema.Addr(d) == addr }) {
 			return s.Name, true
 		}
 	}

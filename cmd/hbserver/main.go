@@ -15,7 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"go.uber.org/zap"
 
 	hongbao "github.com/hongbao-dev/hongbao"
@@ -226,17 +225,9 @@ func followPrimary(log *zap.Logger, s topology.Set, live, cold, replica *schema.
 		if switched, err := p.sw.To(p.dsn); err != nil {
 			log.Error("cannot follow the SET's MySQL", zap.String("pool", p.what), zap.Error(err))
 		} else if switched {
-			log.Warn("the SET's MySQL moved: new connections go to its new address", zap.String("pool", p.what), zap.String("to", addr(p.dsn)))
+			log.Warn("the SET's MySQL moved: new connections go to its new address", zap.String("pool", p.what), zap.String("to", schema.Addr(p.dsn)))
 		}
 	}
-}
-
-// addr is a DSN's address, for logs (never its password).
-func addr(dsn string) string {
-	if c, err := mysql.ParseDSN(dsn); err == nil {
-		return c.Addr
-	}
-	return "?"
 }
 
 // followBuckets tells srv which buckets its SET owns each time the

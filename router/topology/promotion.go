@@ -50,13 +50,13 @@ func RecordPromotion(ctx context.Context, meta *sql.DB, name, from, to string) e
 	}
 	if now != from {
 		return fmt.Errorf("%w: SET %s's primary is %s, not %s this failover started from; %s was not promoted",
-			ErrPublished, name, addr(now), addr(from), addr(to))
+			ErrPublished, name, schema.Addr(now), schema.Addr(from), schema.Addr(to))
 	}
 	if had, ok, err := promotion(ctx, tx, name, from); err != nil {
 		return err
 	} else if ok && had != to {
 		return fmt.Errorf("%w: %s was promoted from %s and not published: run the failover again, it publishes %s",
-			ErrPromoted, addr(had), addr(from), addr(had))
+			ErrPromoted, schema.Addr(had), schema.Addr(from), schema.Addr(had))
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO promotions (set_name, from_dsn, to_dsn, promoted_at) VALUES (?, ?, ?, UTC_TIMESTAMP(3))
 		ON DUPLICATE KEY UPDATE from_dsn = VALUES(from_dsn), to_dsn = VALUES(to_dsn), promoted_at = VALUES(promoted_at)`, name, from, to); err != nil {

@@ -8,8 +8,6 @@ import (
 	"regexp"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
-
 	"github.com/hongbao-dev/hongbao/schema"
 )
 
@@ -114,7 +112,7 @@ func Failover(ctx context.Context, meta *sql.DB, name, from, primary string, rep
 		}
 		if now != from {
 			return fmt.Errorf("%w: SET %s's primary is %s, not %s this failover started from; %s was not published",
-				ErrPublished, name, addr(now), addr(from), addr(primary))
+				ErrPublished, name, schema.Addr(now), schema.Addr(from), schema.Addr(primary))
 		}
 		if _, err := tx.ExecContext(ctx, "UPDATE sets SET mysql_dsn = ?, replicas = ? WHERE name = ?", primary, JoinDSNs(replicas), name); err != nil {
 			return fmt.Errorf("topology: failover of %s: %w", name, err)
@@ -125,14 +123,6 @@ func Failover(ctx context.Context, meta *sql.DB, name, from, primary string, rep
 		}
 		return nil
 	})
-}
-
-// addr is a DSN's address, for messages (no password).
-func addr(dsn string) string {
-	if c, err := mysql.ParseDSN(dsn); err == nil {
-		return c.Addr
-	}
-	return "?"
 }
 
 // ErrFailoverBusy is returned by LockFailover when another failover or

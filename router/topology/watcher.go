@@ -3,6 +3,7 @@ package topology
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -82,30 +83,38 @@ func (w *Watcher) Owns(name string) func(hongbao.Bucket) bool {
 		if w.Current().Owner(b).Name == name {
 			return true
 		}
-		w.refreshSoon()
+		w.refreshSoon(context.Background())
 		return w.Current().Owner(b).Name == name
 	}
 }
 
 // Recheck returns a check that refreshes the topology (rate-limited) before
 // asking whether SET name owns a bucket: for a packet that was not found,
-// which may mean its bucket just moved away.
+// which may mean its bucket just moved away. The refresh ends with ctx (the
+// request's): a caller that gave up or ran out of time waits no more, and
+// the answer is then the topology already known.
 func (w *Watcher) Recheck(name string) func(context.Context, hongbao.Bucket) bool {
 	return func(ctx context.Context, b hongbao.Bucket) bool {
-		w.refreshSoon()
+		w.refreshSoon(ctx)
 		return w.Current().Owner(b).Name == name
 	}
 }
 
-func (w *Watcher) refreshSoon() {
+// refreshSoon refreshes the topology within ctx and at most a second,
+// unless another refresh was forced in the last 100 ms. A ctx already
+// ended takes no turn: the next miss may refresh at once.
+func (w *Watcher) refreshSoon(ctx context.Context) {
+	if ctx.Err() != nil {
+		return
+	}
 	now := time.Now().UnixNano()
 	last := w.lastForced.Load()
 	if now-last < int64(100*time.Millisecond) || !w.lastForced.CompareAndSwap(last, now) {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	if err := w.Refresh(ctx); err != nil {
+	if err := w.Refresh(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		w.log.Warn("topology refresh failed", zap.Error(err))
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -97,10 +98,15 @@ func run(args []string) error {
 	}
 	defer adm.Shutdown(context.Background()) //nolint:errcheck // exiting anyway
 
+	// The background loops are this function's: stopLoops ends them and
+	// waits for them. It runs once no request is left, and, deferred after
+	// meta's close, before it on any early return too.
 	bg, cancelBG := context.WithCancel(context.Background())
-	defer cancelBG()
-	go topo.Run(bg)
-	go health.Run(bg, func() []string { return allServers(topo.Current()) })
+	var loops sync.WaitGroup
+	stopLoops := func() { cancelBG(); loops.Wait() }
+	defer stopLoops()
+	loops.Go(func() { topo.Run(bg) })
+	loops.Go(func() { health.Run(bg, func() []string { return allServers(topo.Current()) }) })
 
 	// Slow clients are cut off: headers within 5 s, the whole request
 	// within 10 s (a late body is answered 408 body_timeout).
@@ -112,6 +118,8 @@ func run(args []string) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	errc := make(chan error, 1)
+	// Serve returns once Shutdown closed its listener; the goroutine is
+	// waited for below.
 	go func() { errc <- hs.Serve(ln) }()
 	log.Info("routing", zap.Int64("topology_version", topo.Current().Version))
 	select {
@@ -121,13 +129,16 @@ func run(args []string) error {
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace.D())
 	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("shutdown: %w", err)
+	herr := hs.Shutdown(sctx)
+	<-errc // http.ErrServerClosed
+	if herr != nil && !errors.Is(herr, http.ErrServerClosed) {
+		return fmt.Errorf("shutdown: %w", herr)
 	}
 	// No request is left: the coalescer has nothing more to send.
 	if err := rt.Close(sctx); err != nil {
 		return fmt.Errorf("shutdown: %w", err)
 	}
+	stopLoops() // drained: the loops end before meta closes
 	return nil
 }
 

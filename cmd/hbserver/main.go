@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -92,43 +93,53 @@ func run(args []string) error {
 	}
 	db := live.DB()
 	defer db.Close()
-	bg, cancelBG := context.WithCancel(context.Background())
-	defer cancelBG()
-	topo, err := follow(bg, cfg, log)
-	if err != nil {
-		return err
-	}
-	var owns func(hongbao.Bucket) bool
-	var recheck func(context.Context, hongbao.Bucket) bool
-	if topo != nil {
-		owns, recheck = topo.Owns(sc.Name), topo.Recheck(sc.Name)
-	}
-	if err := schema.EnsureSet(bg, db); err != nil {
-		return err
-	}
-	if topo != nil {
-		go finishMoves(bg, cfg.MetaDSN, cfg.CoreMembers(), db, sc.Name, func(b hongbao.Bucket) string { return topo.Current().Owner(b).Name }, log)
-	}
-	reg := metrics.NewRegistry()
 	coldSw, err := schema.OpenSwitch(sc.Cold(), 4)
 	if err != nil {
 		return err
 	}
 	cold := coldSw.DB()
 	defer cold.Close()
-	replica, err := schema.OpenSwitch(replicaOf(sc.MySQLDSN, sc.Replicas), 4)
+	replica, err := schema.OpenSwitch(topology.ReadReplica(sc.MySQLDSN, sc.Replicas), 4)
 	if err != nil {
 		return err
 	}
 	defer replica.DB().Close()
+	// The background loops are this function's: stopLoops ends them and
+	// waits for them. It runs once the server drained, and, deferred after
+	// the pools above, before they close on any early return too.
+	bg, cancelBG := context.WithCancel(context.Background())
+	var loops sync.WaitGroup
+	stopLoops := func() { cancelBG(); loops.Wait() }
+	defer stopLoops()
+	topo, meta, err := settings.Topology(bg, cfg, log)
+	if err != nil {
+		return err
+	}
+	var owns func(hongbao.Bucket) bool
+	var recheck func(context.Context, hongbao.Bucket) bool
+	if topo != nil {
+		loops.Go(func() { topo.Run(bg); meta.Close() })
+		owns, recheck = topo.Owns(sc.Name), topo.Recheck(sc.Name)
+	}
+	if err := schema.EnsureSet(bg, db); err != nil {
+		return err
+	}
+	if topo != nil {
+		loops.Go(func() {
+			finishMoves(bg, cfg.MetaDSN, cfg.CoreMembers(), db, sc.Name, func(b hongbao.Bucket) string { return topo.Current().Owner(b).Name }, log)
+		})
+	}
+	reg := metrics.NewRegistry()
 	st := store.New(db, sc.Name, cfg.Location(), time.Now, rand.Int64N).WithArchive(cold).WithMetrics(metrics.NewStore(reg))
 	if cfg.Replication.ReadReplica {
 		lag := replication.NewLag(db, replica.DB(), cfg.Replication.MaxReplicaLag.D())
-		go lag.Run(bg, time.Second)
+		loops.Go(func() { lag.Run(bg, time.Second) })
 		st = st.WithReplica(replica.DB(), lag.Fresh)
 	}
 	if topo != nil {
-		go topo.FollowSet(bg, sc.Name, func(s topology.Set) { followPrimary(log, s, live, coldSw, replica) })
+		loops.Go(func() {
+			topo.FollowPrimary(bg, sc.Name, topology.Pools{Primary: live, Archive: coldSw, Replica: replica}, log)
+		})
 	}
 	wl, err := wallet.Open(bg, cfg.WalletDSN, cfg.CoreMembers(), cfg.DBConns, time.Now, settings.CoreMoves(log, "wallet"))
 	if err != nil {
@@ -155,7 +166,7 @@ func run(args []string) error {
 	})
 	srv.Register(reg)
 	if topo != nil {
-		go followBuckets(bg, topo, sc.Name, srv)
+		loops.Go(func() { followBuckets(bg, topo, sc.Name, srv) })
 	}
 	metrics.RegisterOutbox(reg, sc.Name, srv.OutboxBacklog, time.Now)
 	ready := admin.Check(srv.Ready)
@@ -169,7 +180,9 @@ func run(args []string) error {
 		return err
 	}
 	defer adm.Shutdown(context.Background()) //nolint:errcheck // exiting anyway
-	return serve(log, *listen, srv, cfg.ShutdownGrace.D(), cfg.Admin.DrainGrace.D())
+	err = serve(log, *listen, srv, cfg.ShutdownGrace.D(), cfg.Admin.DrainGrace.D())
+	stopLoops() // drained: the loops end before the pools close
+	return err
 }
 
 // selfAddr is the address router signatures must name: -advertise, or
@@ -184,50 +197,6 @@ func selfAddr(listen, advertise string) string {
 		return ""
 	}
 	return listen
-}
-
-// follow watches the topology in the meta database.
-func follow(ctx context.Context, cfg *configs.Config, log *zap.Logger) (*topology.Watcher, error) {
-	if cfg.MetaDSN == "" {
-		return nil, nil // a SET on its own: the MySQL fence alone decides
-	}
-	meta, err := topology.OpenMeta(ctx, cfg.MetaDSN, cfg.CoreMembers(), false, settings.CoreMoves(log, "meta"))
-	if err != nil {
-		return nil, err
-	}
-	w, err := topology.NewWatcher(ctx, meta, time.Second, log)
-	if err != nil {
-		meta.Close()
-		return nil, err
-	}
-	go func() { w.Run(ctx); meta.Close() }()
-	return w, nil
-}
-
-// replicaOf is the DSN detail reads may use: the first replica, or the
-// primary when there is none (which never measures fresh, so its pool
-// stays unused).
-func replicaOf(primary string, replicas []string) string {
-	if len(replicas) > 0 {
-		return replicas[0]
-	}
-	return primary
-}
-
-// followPrimary points the pools at the SET's MySQL (and cold store, and
-// the replica for reads) as the topology names them.
-func followPrimary(log *zap.Logger, s topology.Set, live, cold, replica *schema.Switch) {
-	for _, p := range []struct {
-		what string
-		sw   *schema.Switch
-		dsn  string
-	}{{"primary", live, s.MySQLDSN}, {"archive", cold, s.Cold()}, {"read replica", replica, replicaOf(s.MySQLDSN, s.Replicas)}} {
-		if switched, err := p.sw.To(p.dsn); err != nil {
-			log.Error("cannot follow the SET's MySQL", zap.String("pool", p.what), zap.Error(err))
-		} else if switched {
-			log.Warn("the SET's MySQL moved: new connections go to its new address", zap.String("pool", p.what), zap.String("to", schema.Addr(p.dsn)))
-		}
-	}
 }
 
 // followBuckets tells srv which buckets its SET owns each time the
@@ -264,6 +233,8 @@ func serve(log *zap.Logger, addr string, srv *set.Server, grace, drain time.Dura
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	errc := make(chan error, 1)
+	// Serve returns once Shutdown closed its listener; the goroutine is
+	// waited for below.
 	go func() { errc <- hs.Serve(ln) }()
 	log.Info("serving")
 	select {
@@ -278,6 +249,7 @@ func serve(log *zap.Logger, addr string, srv *set.Server, grace, drain time.Dura
 	sctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	herr := hs.Shutdown(sctx)
+	<-errc // http.ErrServerClosed
 	qerr := srv.Close(sctx)
 	if err := errors.Join(herr, qerr); err != nil {
 		return fmt.Errorf("shutdown: %w", err)

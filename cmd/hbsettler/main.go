@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -81,9 +82,22 @@ func run(args []string) error {
 	}
 	db := live.DB()
 	defer db.Close()
-	topo, err := followPrimary(ctx, cfg, sc.Name, live, log)
+	// The background loops are this function's: stopLoops ends them and
+	// waits for them. It runs once the settler stopped, and, deferred after
+	// the pool above, before it closes on any early return too. Their own
+	// context keeps them following the SET's MySQL while the settler
+	// finishes what it was doing.
+	bg, cancelBG := context.WithCancel(context.Background())
+	var loops sync.WaitGroup
+	stopLoops := func() { cancelBG(); loops.Wait() }
+	defer stopLoops()
+	topo, meta, err := settings.Topology(ctx, cfg, log)
 	if err != nil {
 		return err
+	}
+	if topo != nil {
+		loops.Go(func() { topo.Run(bg); meta.Close() })
+		loops.Go(func() { topo.FollowPrimary(bg, sc.Name, topology.Pools{Primary: live}, log) })
 	}
 	if err := schema.EnsureSet(ctx, db); err != nil {
 		return err
@@ -116,32 +130,7 @@ func run(args []string) error {
 	defer adm.Shutdown(context.Background()) //nolint:errcheck // exiting anyway
 	log.Info("settling")
 	st.Run(ctx)
+	stopLoops() // stopped: the loops end before the pools close
 	log.Info("stopped")
 	return nil
-}
-
-// followPrimary watches the topology (when there is a meta database: nil
-// otherwise) and points live at the SET's MySQL as it names it.
-func followPrimary(ctx context.Context, cfg *configs.Config, name string, live *schema.Switch, log *zap.Logger) (*topology.Watcher, error) {
-	if cfg.MetaDSN == "" {
-		return nil, nil
-	}
-	meta, err := topology.OpenMeta(ctx, cfg.MetaDSN, cfg.CoreMembers(), false, settings.CoreMoves(log, "meta"))
-	if err != nil {
-		return nil, err
-	}
-	w, err := topology.NewWatcher(ctx, meta, time.Second, log)
-	if err != nil {
-		meta.Close()
-		return nil, err
-	}
-	go func() { w.Run(ctx); meta.Close() }()
-	go w.FollowSet(ctx, name, func(s topology.Set) {
-		if switched, err := live.To(s.MySQLDSN); err != nil {
-			log.Error("cannot follow the SET's MySQL", zap.Error(err))
-		} else if switched {
-			log.Warn("the SET's MySQL moved: new connections go to the new primary")
-		}
-	})
-	return w, nil
 }

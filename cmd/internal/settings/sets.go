@@ -2,7 +2,11 @@ package settings
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/hongbao-dev/hongbao/configs"
 	"github.com/hongbao-dev/hongbao/router/topology"
@@ -60,4 +64,25 @@ func Set(ctx context.Context, c *configs.Config, name string) (configs.Set, erro
 		where = "in the meta database"
 	}
 	return configs.Set{}, fmt.Errorf("settings: no SET named %q %s", name, where)
+}
+
+// Topology opens the meta database the configuration names (its core
+// group followed, the moves logged) and loads the topology a SET's server
+// and settler follow. Without a meta database it returns nothing (a SET on
+// its own: its MySQL fence alone decides). The caller runs w.Run and
+// closes meta once Run returned.
+func Topology(ctx context.Context, c *configs.Config, log *zap.Logger) (w *topology.Watcher, meta *sql.DB, err error) {
+	if c.MetaDSN == "" {
+		return nil, nil, nil
+	}
+	meta, err = topology.OpenMeta(ctx, c.MetaDSN, c.CoreMembers(), false, CoreMoves(log, "meta"))
+	if err != nil {
+		return nil, nil, err
+	}
+	w, err = topology.NewWatcher(ctx, meta, time.Second, log)
+	if err != nil {
+		meta.Close()
+		return nil, nil, err
+	}
+	return w, meta, nil
 }

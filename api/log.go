@@ -10,6 +10,8 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/hongbao-dev/hongbao/metrics"
 )
 
 type ctxKey struct{}
@@ -55,16 +57,16 @@ func Logged(log *zap.Logger, next http.Handler) http.Handler {
 		}
 		ri := &reqInfo{id: id}
 		w.Header().Set(RequestIDHeader, id)
-		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		sw := &metrics.StatusWriter{ResponseWriter: w, Status: http.StatusOK}
 		start := time.Now()
 		next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), ctxKey{}, ri)))
-		ce := log.Check(statusLevel(sw.status), "request")
+		ce := log.Check(statusLevel(sw.Status), "request")
 		if ce == nil {
 			return // the level is off: build no line
 		}
 		ri.mu.Lock()
 		fields := append(ri.fields, zap.String("request_id", id), zap.String("method", r.Method),
-			zap.String("path", r.URL.Path), zap.Int("status", sw.status), zap.Duration("took", time.Since(start)))
+			zap.String("path", r.URL.Path), zap.Int("status", sw.Status), zap.Duration("took", time.Since(start)))
 		if ri.err != nil {
 			fields = append(fields, zap.Error(ri.err))
 		}
@@ -78,20 +80,6 @@ func newID() string {
 	_, _ = rand.Read(b) // never fails
 	return hex.EncodeToString(b)
 }
-
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	w.status = code
-	w.ResponseWriter.WriteHeader(code)
-}
-
-// Unwrap gives http.ResponseController the writer underneath (to flush a
-// streamed answer).
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // statusLevel is the level of a request's line: a 503 (busy,
 // unavailable: load or a dependency's outage, which clients retry) at

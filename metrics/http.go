@@ -21,7 +21,7 @@ type HTTP struct {
 	// requests read it without a lock.
 	routes  atomic.Pointer[map[string]*route]
 	mu      sync.Mutex // serialises replacing routes
-	writers sync.Pool  // *statusWriter, so a request allocates none
+	writers sync.Pool  // *StatusWriter, so a request allocates none
 }
 
 // route holds one route's collectors, resolved once: the request path
@@ -43,7 +43,7 @@ func NewHTTP(reg prometheus.Registerer) *HTTP {
 		}, []string{"route"}),
 	}
 	h.routes.Store(&map[string]*route{})
-	h.writers.New = func() any { return new(statusWriter) }
+	h.writers.New = func() any { return new(StatusWriter) }
 	reg.MustRegister(h.requests, h.seconds)
 	return h
 }
@@ -57,10 +57,10 @@ func (h *HTTP) Wrap(mux http.Handler) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		sw := h.writers.Get().(*statusWriter)
-		sw.ResponseWriter, sw.status = w, http.StatusOK
+		sw := h.writers.Get().(*StatusWriter)
+		sw.ResponseWriter, sw.Status = w, http.StatusOK
 		mux.ServeHTTP(sw, r)
-		h.observe(r.Pattern, sw.status, time.Since(start))
+		h.observe(r.Pattern, sw.Status, time.Since(start))
 		sw.ResponseWriter = nil
 		h.writers.Put(sw)
 	})
@@ -102,16 +102,21 @@ func (h *HTTP) route(pattern string) *route {
 	return rt
 }
 
-type statusWriter struct {
+// StatusWriter is a ResponseWriter that remembers the status code a
+// handler answered (Status: set it to 200 before, which a handler that
+// never calls WriteHeader answers), for a request's metrics here and its
+// log line (api.Logged).
+type StatusWriter struct {
 	http.ResponseWriter
-	status int
+	Status int
 }
 
-func (w *statusWriter) WriteHeader(code int) {
-	w.status = code
+// WriteHeader records code and writes it.
+func (w *StatusWriter) WriteHeader(code int) {
+	w.Status = code
 	w.ResponseWriter.WriteHeader(code)
 }
 
 // Unwrap gives http.ResponseController the writer underneath (to flush a
 // streamed answer).
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+func (w *StatusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -99,7 +99,7 @@ func run(args []string) error {
 	}
 	cold := coldSw.DB()
 	defer cold.Close()
-	replica, err := schema.OpenSwitch(topology.ReadReplica(sc.MySQLDSN, sc.Replicas), 4)
+	replica, err := schema.OpenSwitch(settings.ReadReplica(sc.MySQLDSN, sc.Replicas), 4)
 	if err != nil {
 		return err
 	}
@@ -138,7 +138,7 @@ func run(args []string) error {
 	}
 	if topo != nil {
 		loops.Go(func() {
-			topo.FollowPrimary(bg, sc.Name, topology.Pools{Primary: live, Archive: coldSw, Replica: replica}, log)
+			settings.FollowPrimary(bg, topo, sc.Name, settings.Pools{Primary: live, Archive: coldSw, Replica: replica}, log)
 		})
 	}
 	wl, err := wallet.Open(bg, cfg.WalletDSN, cfg.CoreMembers(), cfg.DBConns, time.Now, settings.CoreMoves(log, "wallet"))

@@ -21,7 +21,6 @@ import (
 	"github.com/hongbao-dev/hongbao/cmd/internal/settings"
 	"github.com/hongbao-dev/hongbao/configs"
 	"github.com/hongbao-dev/hongbao/metrics"
-	"github.com/hongbao-dev/hongbao/router/topology"
 	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/set/settle"
 	"github.com/hongbao-dev/hongbao/store"
@@ -97,7 +96,7 @@ func run(args []string) error {
 	}
 	if topo != nil {
 		loops.Go(func() { topo.Run(bg); meta.Close() })
-		loops.Go(func() { topo.FollowPrimary(bg, sc.Name, topology.Pools{Primary: live}, log) })
+		loops.Go(func() { settings.FollowPrimary(bg, topo, sc.Name, settings.Pools{Primary: live}, log) })
 	}
 	if err := schema.EnsureSet(ctx, db); err != nil {
 		return err

@@ -1,6 +1,9 @@
-// Package settings turns the configuration file's sections into the
-// settings of the domain and of the queues, so that configs stays a leaf
-// that imports nothing of hongbao's.
+// Package settings turns the configuration into what hongbao's processes
+// are built from, so that configs stays a leaf that imports nothing of
+// hongbao's: the settings of the domain and of the queues, the SETs an
+// operator's command acts on, the topology a SET's server and settler
+// follow (with their pools following the SET's MySQL), and the log of the
+// core group pools' moves.
 package settings
 
 import (

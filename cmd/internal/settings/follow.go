@@ -1,10 +1,11 @@
-package topology
+package settings
 
 import (
 	"context"
 
 	"go.uber.org/zap"
 
+	"github.com/hongbao-dev/hongbao/router/topology"
 	"github.com/hongbao-dev/hongbao/schema"
 )
 
@@ -16,15 +17,16 @@ type Pools struct {
 }
 
 // FollowPrimary points pools at SET name's MySQL as each new version of the
-// topology names it (FollowSet), until ctx ends: after a failover, new
-// connections dial the new primary without a restart. A pool that cannot
-// follow is logged and left where it is.
-func (w *Watcher) FollowPrimary(ctx context.Context, name string, pools Pools, log *zap.Logger) {
-	w.FollowSet(ctx, name, func(s Set) { pools.follow(s, log) })
+// topology w follows names it (Watcher.FollowSet), until ctx ends: after a
+// failover, new connections dial the new primary without a restart. A pool
+// that cannot follow is logged and left where it is. The SET's server and
+// settler both follow this way.
+func FollowPrimary(ctx context.Context, w *topology.Watcher, name string, pools Pools, log *zap.Logger) {
+	w.FollowSet(ctx, name, func(s topology.Set) { pools.follow(s, log) })
 }
 
 // follow points each pool at the DSN s names for it.
-func (p Pools) follow(s Set, log *zap.Logger) {
+func (p Pools) follow(s topology.Set, log *zap.Logger) {
 	for _, q := range []struct {
 		what string
 		sw   *schema.Switch

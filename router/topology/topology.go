@@ -1,6 +1,9 @@
 // Package topology is the bucket -> SET map: its versions in the meta
-// database, and the Watcher with which routers and SET servers follow it.
-// It knows nothing of a SET's own MySQL or memcached.
+// database, and the Watcher with which routers and SET servers follow it;
+// the SETs' lifecycle (add, state and weight, remove; a failover's lock,
+// recorded promotion and publish), Plan (the fewest moves that even out
+// the load), and the journal of rebalances with its lock, leases and
+// publish. It knows nothing of a SET's own MySQL or memcached.
 package topology
 
 import (

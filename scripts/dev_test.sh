@@ -106,7 +106,7 @@ t0=$(now)
 "$DEV" reseed c-replica c >"$RUN/reseed.out" 2>&1 & reseed=$!
 while kill -0 "$reseed" 2>/dev/null && ! grep -q "trying again" "$RUN/reseed.out"; do sleep 0.1; done
 touch "$RUN/reseed.done"
-wait "$ddl" || fail "the tables' creation on c failed"
+wait "$ddl" || { tail -40 "$RUN/mariadb-c.log" >&2; cat "$RUN/reseed.out" >&2; fail "the tables' creation on c failed (c's log and the reseed's output above)"; }
 wait "$reseed" || { cat "$RUN/reseed.out"; fail "reseed c-replica while c created tables"; }
 retried=$(grep -c "trying again" "$RUN/reseed.out" || true)
 sql c "SET GLOBAL rpl_semi_sync_master_enabled = 1"

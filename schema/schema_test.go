@@ -3,6 +3,7 @@ package schema_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -181,6 +182,19 @@ func TestIsUnreachable(t *testing.T) {
 	defer db.Close()
 	if _, err := db.ExecContext(ctx, "SELECT * FROM no_such_db_hb.t"); err == nil || schema.IsUnreachable(err) {
 		t.Errorf("a missing table read as unreachable (%v)", err)
+	}
+	// A fenced old primary locks the application's accounts
+	// (replication.Fence): a dependency's outage (503), never a 500.
+	if _, err := db.ExecContext(ctx, "CREATE USER 'locked_hb'@'127.0.0.1' IDENTIFIED BY 'x' ACCOUNT LOCK"); err != nil {
+		t.Fatal(err)
+	}
+	locked, err := schema.Open(strings.Replace(m.DSN, "root@", "locked_hb:x@", 1), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer locked.Close()
+	if err := locked.PingContext(ctx); err == nil || !schema.IsUnreachable(err) {
+		t.Errorf("a locked account: IsUnreachable false (%v)", err)
 	}
 	m.Stop()
 	if _, err := db.ExecContext(ctx, "SELECT 1"); !schema.IsUnreachable(err) {

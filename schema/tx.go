@@ -121,7 +121,8 @@ func IsUnreachable(err error) bool {
 		return true
 	}
 	// 1053: server shutdown in progress; 1927: connection killed; 1290:
-	// the server is read-only (a fenced primary during a failover: the
-	// SET's servers follow the new one within a second).
-	return isError(err, 1053, 1927, 1290)
+	// the server is read-only, 4151: the account is locked (a fenced
+	// primary during a failover: the SET's servers follow the new one
+	// within a second).
+	return isError(err, 1053, 1927, 1290, 4151)
 }

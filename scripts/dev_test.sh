@@ -100,7 +100,7 @@ echo "ok: make up right after kill -9 of b-replica: it replicates from b again (
 sql() { mariadb --no-defaults -uroot --socket="$RUN/mariadb-$1.sock" -N -e "$2"; }
 sql c "SET GLOBAL rpl_semi_sync_master_enabled = 0; CREATE DATABASE reseed_probe"
 rm -f "$RUN/reseed.done"
-( i=0; while [ ! -e "$RUN/reseed.done" ]; do i=$((i + 1)); echo "CREATE TABLE reseed_probe.t$i (a INT PRIMARY KEY);"; done |
+( i=0; while [ ! -e "$RUN/reseed.done" ]; do i=$((i + 1)); echo "CREATE TABLE reseed_probe.t$i (a INT PRIMARY KEY); DO SLEEP(0.01);"; done |
   mariadb --no-defaults -uroot --socket="$RUN/mariadb-c.sock" ) & ddl=$!
 t0=$(now)
 "$DEV" reseed c-replica c >"$RUN/reseed.out" 2>&1 & reseed=$!

@@ -102,21 +102,13 @@ func (s *Store) Absent(ctx context.Context, id hongbao.PacketID) (bool, error) {
 // ownedBuckets returns the buckets SET set's fence holds in db (a plain
 // read, no lock).
 func ownedBuckets(ctx context.Context, db *sql.DB, set string) (map[hongbao.Bucket]bool, error) {
-	rows, err := db.QueryContext(ctx, "SELECT bucket FROM hb_fence.owned WHERE set_name = ?", set)
-	if schema.IsMissingTable(err) {
-		return map[hongbao.Bucket]bool{}, nil
-	}
+	claims, err := schema.Claims(ctx, db, set)
 	if err != nil {
 		return nil, fmt.Errorf("store: buckets of SET %s: %w", set, err)
 	}
-	defer rows.Close()
-	owned := map[hongbao.Bucket]bool{}
-	for rows.Next() {
-		var b int
-		if err := rows.Scan(&b); err != nil {
-			return nil, fmt.Errorf("store: buckets of SET %s: %w", set, err)
-		}
-		owned[hongbao.Bucket(b)] = true
+	owned := make(map[hongbao.Bucket]bool, len(claims))
+	for b := range claims {
+		owned[b] = true
 	}
-	return owned, rows.Err()
+	return owned, nil
 }

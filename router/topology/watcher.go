@@ -151,15 +151,23 @@ func (w *Watcher) poll(ctx context.Context) error {
 // describes it (looked at every 100 ms), until ctx ends: a SET's servers
 // and settler follow its MySQL primary through a failover this way.
 func (w *Watcher) FollowSet(ctx context.Context, name string, fn func(Set)) {
+	w.Follow(ctx, func(m *Map) {
+		if s, ok := m.Set(name); ok {
+			fn(*s)
+		}
+	})
+}
+
+// Follow calls fn with each new version of the topology (looked at every
+// 100 ms), until ctx ends.
+func (w *Watcher) Follow(ctx context.Context, fn func(*Map)) {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	seen := int64(-1)
 	for {
 		if m := w.Current(); m.Version != seen {
 			seen = m.Version
-			if s, ok := m.Set(name); ok {
-				fn(*s)
-			}
+			fn(m)
 		}
 		select {
 		case <-ctx.Done():

@@ -122,24 +122,11 @@ func (f *Fleet) Watch(ctx context.Context, meta *sql.DB, log *zap.Logger) error 
 		return err
 	}
 	go w.Run(ctx)
-	go func() {
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		seen := int64(-1)
-		for {
-			if m := w.Current(); m.Version != seen {
-				seen = m.Version
-				if err := f.Follow(m); err != nil {
-					log.Error("rebalance: cannot follow a SET's MySQL", zap.Error(err))
-				}
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
+	go w.Follow(ctx, func(m *topology.Map) {
+		if err := f.Follow(m); err != nil {
+			log.Error("rebalance: cannot follow a SET's MySQL", zap.Error(err))
 		}
-	}()
+	})
 	return nil
 }
 

@@ -201,7 +201,7 @@ func (c *Config) CoreMembers() []string {
 }
 
 // dsnAddr is a DSN's network address ("" when it does not parse, which
-// checkCore refuses). It is not schema.Addr, the one of messages: configs
+// checkCore refuses). It is not sqldb.Addr, the one of messages: configs
 // imports nothing of hongbao's (architecture_test.go), and a member's
 // address must not read "?".
 func dsnAddr(dsn string) string {

@@ -10,8 +10,8 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/router/clustertest"
-	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store/dbtest"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // startLimitedCluster is startCluster with the router's abuse limits given
@@ -19,7 +19,7 @@ import (
 func startLimitedCluster(t *testing.T, routerYAML string) *cluster {
 	t.Helper()
 	rc := clustertest.Start(t, clustertest.Options{NoSettlers: true, RouterYAML: routerYAML})
-	meta, err := schema.Open(rc.MetaDSN, 2)
+	meta, err := sqldb.Open(rc.MetaDSN, 2)
 	if err != nil {
 		t.Fatal(err)
 	}

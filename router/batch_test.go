@@ -18,7 +18,7 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/api"
-	"github.com/hongbao-dev/hongbao/router/topology"
+	"github.com/hongbao-dev/hongbao/set/topology"
 )
 
 var batchSecret = []byte("router-batch-test-secret-0123456789")

@@ -12,7 +12,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/router/topology"
+	"github.com/hongbao-dev/hongbao/set/topology"
 )
 
 // Route returns the SET owning packet id in t and its servers in the order

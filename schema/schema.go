@@ -1,11 +1,8 @@
-// Package schema is the MySQL layer under every adapter: pools opened with
-// the session settings hongbao relies on (switchable ones that follow a
-// failover, and the core group's, which follow its writable member), the one
-// transaction shape with its retries and the classification of MySQL's
-// errors, each SET's bucket fence, and the DDL of every database, created on
-// demand and ahead of time: the double-dimension tables (db_xx.t_y_dd and
-// db_xx.t_y_dd_detail, plus each db_xx's idempotency table), hb_set, the
-// archives, the meta and wallet databases.
+// Package schema is the DDL of every hongbao database, created on demand
+// and ahead of time: the double-dimension tables (db_xx.t_y_dd and
+// db_xx.t_y_dd_detail, plus each db_xx's idempotency table), hb_set, each
+// SET's bucket fence, the archives, the meta and wallet databases. The pools
+// and transactions it runs through are store/sqldb's.
 package schema
 
 import (

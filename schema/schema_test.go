@@ -12,8 +12,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store/dbtest"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // freshDB creates a database of its own on test SET a's MariaDB through
@@ -25,7 +25,7 @@ func freshDB(t *testing.T) *sql.DB {
 		t.Fatal(err)
 	}
 	cfg.DBName = dbtest.UniqueName("hb_schema_test_")
-	db, err := schema.OpenCreate(context.Background(), cfg.FormatDSN(), 4)
+	db, err := sqldb.OpenCreate(context.Background(), cfg.FormatDSN(), 4)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func TestOpenSessionSettings(t *testing.T) {
 	if err := db.QueryRow("SELECT @@session.time_zone").Scan(&tz); err != nil || tz != "+00:00" {
 		t.Errorf("session time zone %q, %v; want +00:00", tz, err)
 	}
-	if _, err := schema.OpenCreate(context.Background(), "hongbao:hongbao@tcp(127.0.0.1:1)/", 1); err == nil {
+	if _, err := sqldb.OpenCreate(context.Background(), "hongbao:hongbao@tcp(127.0.0.1:1)/", 1); err == nil {
 		t.Error("OpenCreate of a DSN without a database succeeded")
 	}
 }
@@ -53,18 +53,18 @@ func TestErrorsClassified(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := db.Exec("INSERT INTO t VALUES (1), (1)")
-	if !schema.IsDupEntry(err) || schema.IsMissingTable(err) {
-		t.Errorf("duplicate key: IsDupEntry %v, IsMissingTable %v (%v)", schema.IsDupEntry(err), schema.IsMissingTable(err), err)
+	if !sqldb.IsDupEntry(err) || sqldb.IsMissingTable(err) {
+		t.Errorf("duplicate key: IsDupEntry %v, IsMissingTable %v (%v)", sqldb.IsDupEntry(err), sqldb.IsMissingTable(err), err)
 	}
 	_, err = db.Exec("SELECT * FROM no_such_table")
-	if !schema.IsMissingTable(err) || schema.IsDupEntry(err) {
-		t.Errorf("missing table: IsMissingTable %v (%v)", schema.IsMissingTable(err), err)
+	if !sqldb.IsMissingTable(err) || sqldb.IsDupEntry(err) {
+		t.Errorf("missing table: IsMissingTable %v (%v)", sqldb.IsMissingTable(err), err)
 	}
 	_, err = db.Exec("SELECT * FROM no_such_db_hb.t")
-	if !schema.IsMissingTable(err) {
+	if !sqldb.IsMissingTable(err) {
 		t.Errorf("missing database: IsMissingTable false (%v)", err)
 	}
-	if schema.IsDupEntry(errors.New("1062")) || schema.IsMissingTable(nil) {
+	if sqldb.IsDupEntry(errors.New("1062")) || sqldb.IsMissingTable(nil) {
 		t.Error("a non-MySQL error classified as a MySQL one")
 	}
 }
@@ -76,7 +76,7 @@ func TestInTxCommitsOrRollsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	boom := errors.New("boom")
-	err := schema.InTx(ctx, db, func(tx *sql.Tx) error {
+	err := sqldb.InTx(ctx, db, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, "INSERT INTO t VALUES (1)"); err != nil {
 			return err
 		}
@@ -88,7 +88,7 @@ func TestInTxCommitsOrRollsBack(t *testing.T) {
 	if n := dbtest.Count(t, db, "SELECT COUNT(*) FROM t"); n != 0 {
 		t.Fatalf("%d rows after a failed transaction, want 0", n)
 	}
-	if err := schema.InTx(ctx, db, func(tx *sql.Tx) error { _, err := tx.ExecContext(ctx, "INSERT INTO t VALUES (2)"); return err }); err != nil {
+	if err := sqldb.InTx(ctx, db, func(tx *sql.Tx) error { _, err := tx.ExecContext(ctx, "INSERT INTO t VALUES (2)"); return err }); err != nil {
 		t.Fatal(err)
 	}
 	if n := dbtest.Count(t, db, "SELECT COUNT(*) FROM t WHERE k = 2"); n != 1 {
@@ -114,7 +114,7 @@ func TestInTxRetriesDeadlocks(t *testing.T) {
 	ready.Add(2)
 	run := func(first, second int) error {
 		tries := 0
-		return schema.InTx(ctx, db, func(tx *sql.Tx) error {
+		return sqldb.InTx(ctx, db, func(tx *sql.Tx) error {
 			attempts.Add(1)
 			tries++
 			if _, err := tx.ExecContext(ctx, "UPDATE t SET v = v + 1 WHERE k = ?", first); err != nil {
@@ -153,11 +153,11 @@ func TestSumsByKind(t *testing.T) {
 	if _, err := db.Exec("INSERT INTO outbox (kind, amount) VALUES ('open', 5), ('open', 7), ('refund', 100)"); err != nil {
 		t.Fatal(err)
 	}
-	got, err := schema.SumsByKind(context.Background(), db, "outbox")
+	got, err := sqldb.SumsByKind(context.Background(), db, "outbox")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got["open"] != (schema.KindSum{N: 2, Sum: 12}) || got["refund"] != (schema.KindSum{N: 1, Sum: 100}) || len(got) != 2 {
+	if got["open"] != (sqldb.KindSum{N: 2, Sum: 12}) || got["refund"] != (sqldb.KindSum{N: 1, Sum: 100}) || len(got) != 2 {
 		t.Errorf("SumsByKind = %+v", got)
 	}
 }
@@ -166,21 +166,21 @@ func TestSumsByKind(t *testing.T) {
 // connection both read as unreachable; a query's own error does not.
 func TestIsUnreachable(t *testing.T) {
 	ctx := context.Background()
-	refused, err := schema.Open("hongbao:hongbao@tcp(127.0.0.1:1)/?timeout=500ms", 1)
+	refused, err := sqldb.Open("hongbao:hongbao@tcp(127.0.0.1:1)/?timeout=500ms", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer refused.Close()
-	if err := refused.PingContext(ctx); !schema.IsUnreachable(err) {
+	if err := refused.PingContext(ctx); !sqldb.IsUnreachable(err) {
 		t.Errorf("dial refused: IsUnreachable false (%v)", err)
 	}
 	m := dbtest.StartMariaDB(t)
-	db, err := schema.Open(m.DSN, 1)
+	db, err := sqldb.Open(m.DSN, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if _, err := db.ExecContext(ctx, "SELECT * FROM no_such_db_hb.t"); err == nil || schema.IsUnreachable(err) {
+	if _, err := db.ExecContext(ctx, "SELECT * FROM no_such_db_hb.t"); err == nil || sqldb.IsUnreachable(err) {
 		t.Errorf("a missing table read as unreachable (%v)", err)
 	}
 	// A fenced old primary locks the application's accounts
@@ -188,19 +188,19 @@ func TestIsUnreachable(t *testing.T) {
 	if _, err := db.ExecContext(ctx, "CREATE USER 'locked_hb'@'127.0.0.1' IDENTIFIED BY 'x' ACCOUNT LOCK"); err != nil {
 		t.Fatal(err)
 	}
-	locked, err := schema.Open(strings.Replace(m.DSN, "root@", "locked_hb:x@", 1), 1)
+	locked, err := sqldb.Open(strings.Replace(m.DSN, "root@", "locked_hb:x@", 1), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer locked.Close()
-	if err := locked.PingContext(ctx); err == nil || !schema.IsUnreachable(err) {
+	if err := locked.PingContext(ctx); err == nil || !sqldb.IsUnreachable(err) {
 		t.Errorf("a locked account: IsUnreachable false (%v)", err)
 	}
 	m.Stop()
-	if _, err := db.ExecContext(ctx, "SELECT 1"); !schema.IsUnreachable(err) {
+	if _, err := db.ExecContext(ctx, "SELECT 1"); !sqldb.IsUnreachable(err) {
 		t.Errorf("server killed: IsUnreachable false (%v)", err)
 	}
-	if schema.IsUnreachable(nil) || schema.IsUnreachable(errors.New("connection refused")) {
+	if sqldb.IsUnreachable(nil) || sqldb.IsUnreachable(errors.New("connection refused")) {
 		t.Error("nil or a plain error read as unreachable")
 	}
 }

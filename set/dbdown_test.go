@@ -6,8 +6,8 @@ import (
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store/dbtest"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // TestMySQLDownIsUnavailable: while the SET's MySQL cannot be reached,
@@ -16,7 +16,7 @@ import (
 // 500: the outage is a dependency's, not a fault of the request or a bug.
 func TestMySQLDownIsUnavailable(t *testing.T) {
 	t.Parallel()
-	down, err := schema.Open("hongbao:hongbao@tcp(127.0.0.1:1)/?timeout=500ms", 4)
+	down, err := sqldb.Open("hongbao:hongbao@tcp(127.0.0.1:1)/?timeout=500ms", 4)
 	if err != nil {
 		t.Fatal(err)
 	}

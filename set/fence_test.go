@@ -14,9 +14,9 @@ import (
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store"
 	"github.com/hongbao-dev/hongbao/store/dbtest"
+	"github.com/hongbao-dev/hongbao/store/fence"
 )
 
 // TestWrongSet: a SET refuses, and writes nothing for, buckets it does not
@@ -113,7 +113,7 @@ func TestFenceCoversEveryWrite(t *testing.T) {
 	ctx := t.Context()
 	name := dbtest.UniqueName("t")
 	const b = hongbao.Bucket(7)
-	if err := schema.Own(ctx, db, name, 1, []hongbao.Bucket{b}); err != nil {
+	if err := fence.Own(ctx, db, name, 1, []hongbao.Bucket{b}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -143,7 +143,7 @@ func TestFenceCoversEveryWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := schema.Disown(ctx, tx, name, []hongbao.Bucket{b}); err != nil {
+	if err := fence.Disown(ctx, tx, name, []hongbao.Bucket{b}); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(); err != nil {

@@ -26,11 +26,11 @@ import (
 	"github.com/hongbao-dev/hongbao/api"
 	"github.com/hongbao-dev/hongbao/queue"
 	"github.com/hongbao-dev/hongbao/router/clustertest"
-	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/set"
 	"github.com/hongbao-dev/hongbao/store"
 	"github.com/hongbao-dev/hongbao/store/cache"
 	"github.com/hongbao-dev/hongbao/store/dbtest"
+	"github.com/hongbao-dev/hongbao/store/fence"
 )
 
 // testSecret is the router -> server secret of every harness.
@@ -76,7 +76,7 @@ func newHarness(t testing.TB, opts harnessOpts) *harness {
 	}
 	buckets := opts.Buckets
 	if buckets == nil {
-		buckets = schema.AllBuckets()
+		buckets = fence.AllBuckets()
 	}
 	dbtest.Own(t, db, opts.Set, buckets)
 	if opts.Memcached == "" {

@@ -14,15 +14,15 @@ import (
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store/dbtest"
+	"github.com/hongbao-dev/hongbao/store/fence"
 )
 
 // TestKnownTwoServers proves two servers opening one packet at once, each with knowledge the other's commits make stale, answer exactly what MySQL holds on either server.
 func TestKnownTwoServers(t *testing.T) {
 	t.Parallel()
 	set := dbtest.UniqueName("k2")
-	dbtest.Own(t, dbtest.DB(t, "a", 4), set, schema.AllBuckets())
+	dbtest.Own(t, dbtest.DB(t, "a", 4), set, fence.AllBuckets())
 	mc := dbtest.StartMemcached(t).Addr // the SET's memcached, shared
 	servers := []*stack{newStack(t, stackOpts{set: set, mc: mc, conns: 8}), newStack(t, stackOpts{set: set, mc: mc, conns: 8})}
 	a, b := servers[0], servers[1]

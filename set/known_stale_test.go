@@ -15,9 +15,9 @@ import (
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store"
 	"github.com/hongbao-dev/hongbao/store/dbtest"
+	"github.com/hongbao-dev/hongbao/store/fence"
 )
 
 // writeForeignShare writes a share of packet id for user straight into MySQL,
@@ -180,7 +180,7 @@ func TestKnownForgetsAfterFailedOpen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := schema.Disown(ctx, tx, s.set, []hongbao.Bucket{id.Bucket()}); err != nil {
+	if err := fence.Disown(ctx, tx, s.set, []hongbao.Bucket{id.Bucket()}); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -195,7 +195,7 @@ func TestKnownForgetsAfterFailedOpen(t *testing.T) {
 			t.Errorf("after a failed open the server still knows the packet: %+v", kn)
 		}
 	}
-	if err := schema.Own(ctx, s.db, s.set, 1, []hongbao.Bucket{id.Bucket()}); err != nil {
+	if err := fence.Own(ctx, s.db, s.set, 1, []hongbao.Bucket{id.Bucket()}); err != nil {
 		t.Fatal(err)
 	}
 	checkOpened(t, "the opener with the bucket back", s.open(u[0], id), hongbao.AlreadyOpened, amount)

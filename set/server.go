@@ -17,9 +17,9 @@ import (
 	"github.com/hongbao-dev/hongbao/api"
 	"github.com/hongbao-dev/hongbao/metrics"
 	"github.com/hongbao-dev/hongbao/queue"
-	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store"
 	"github.com/hongbao-dev/hongbao/store/cache"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 	"github.com/hongbao-dev/hongbao/store/wallet"
 )
 
@@ -187,7 +187,7 @@ func (s *Server) authed(h handler) http.HandlerFunc {
 			// unknown: either way a retry gets the truth (opens are
 			// idempotent).
 			err = fmt.Errorf("%v: %w", err, hongbao.ErrBusy)
-		} else if schema.IsUnreachable(err) {
+		} else if sqldb.IsUnreachable(err) {
 			// The SET's MySQL is down or restarting: 503 with
 			// Retry-After (the router tries another server first), not a
 			// fault of this request.

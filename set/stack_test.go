@@ -28,10 +28,10 @@ import (
 	"github.com/hongbao-dev/hongbao/api"
 	"github.com/hongbao-dev/hongbao/queue"
 	"github.com/hongbao-dev/hongbao/router/clustertest"
-	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store"
 	"github.com/hongbao-dev/hongbao/store/cache"
 	"github.com/hongbao-dev/hongbao/store/dbtest"
+	"github.com/hongbao-dev/hongbao/store/fence"
 )
 
 // stackSecret is the router -> server secret of every stack.
@@ -65,7 +65,7 @@ func newStack(t *testing.T, o stackOpts) *stack {
 	db := dbtest.DB(t, "a", 16)
 	if o.set == "" {
 		o.set = dbtest.UniqueName("k")
-		dbtest.Own(t, db, o.set, schema.AllBuckets())
+		dbtest.Own(t, db, o.set, fence.AllBuckets())
 	}
 	if o.mc == "" {
 		o.mc = dbtest.Memcached(t, "a")

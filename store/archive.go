@@ -9,6 +9,8 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/store/fence"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // Day is the packets of one day table created on one local date: the unit
@@ -127,7 +129,7 @@ func (s *Store) Stats(ctx context.Context, d Day, now time.Time) (DayStats, erro
 		var n int
 		err := s.db.QueryRowContext(ctx, "SELECT COUNT(DISTINCT packet_id) FROM "+table+" WHERE packet_id >= ? AND packet_id < ? AND "+bucketOf+" = ?",
 			d.lo, d.hi, int(d.Table.Bucket)).Scan(&n)
-		if err != nil && !schema.IsMissingTable(err) {
+		if err != nil && !sqldb.IsMissingTable(err) {
 			return st, fmt.Errorf("store: waiting in %s: %w", table, err)
 		}
 		st.Unsettled += n
@@ -200,7 +202,7 @@ func (s *Store) coldChecksum(ctx context.Context, cold *sql.DB, d Day) (Checksum
 			return sum, err
 		}
 		after = ids[len(ids)-1]
-		in := schema.Placeholders(len(ids), "?")
+		in := sqldb.Placeholders(len(ids), "?")
 		args := make([]any, len(ids))
 		for i, id := range ids {
 			args[i] = id
@@ -250,8 +252,8 @@ var ErrDayChanged = errors.New("the day changed after it was copied; run again")
 // since the copy: its new owner archives it); then it locks the Day's rows
 // and refuses if they no longer match the copy.
 func (s *Store) Purge(ctx context.Context, d Day, copied Checksum, asOf time.Time) error {
-	return schema.InTx(ctx, s.db, func(tx *sql.Tx) error {
-		if err := fence(ctx, tx, s.set, d.Table.Bucket); err != nil {
+	return sqldb.InTx(ctx, s.db, func(tx *sql.Tx) error {
+		if err := fence.Lock(ctx, tx, s.set, d.Table.Bucket); err != nil {
 			return fmt.Errorf("store: purge %s: %w", d.Table.Packets(), err)
 		}
 		var now Checksum
@@ -288,7 +290,7 @@ func (s *Store) Purge(ctx context.Context, d Day, copied Checksum, asOf time.Tim
 		for _, table := range []string{d.Table.DB() + ".t_idem", "hb_set.expiry"} {
 			_, err := tx.ExecContext(ctx, "DELETE FROM "+table+" WHERE packet_id >= ? AND packet_id < ? AND "+bucketOf+" = ?",
 				d.lo, d.hi, int(d.Table.Bucket))
-			if err != nil && !schema.IsMissingTable(err) {
+			if err != nil && !sqldb.IsMissingTable(err) {
 				return fmt.Errorf("store: purge %s: %w", table, err)
 			}
 		}

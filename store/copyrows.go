@@ -4,7 +4,7 @@ import (
 	"context"
 	"database/sql"
 
-	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // copyRowsAs streams the rows of query from one MySQL into table of another,
@@ -28,8 +28,8 @@ func copyRowsAs(ctx context.Context, from, to *sql.DB, query string, args []any,
 		if len(batch) == 0 {
 			return nil
 		}
-		tuple := "(" + schema.Placeholders(cols, "?") + ")"
-		q := verb + " INTO " + table + " VALUES " + schema.Placeholders(len(batch)/cols, tuple)
+		tuple := "(" + sqldb.Placeholders(cols, "?") + ")"
+		q := verb + " INTO " + table + " VALUES " + sqldb.Placeholders(len(batch)/cols, tuple)
 		_, err := to.ExecContext(ctx, q, batch...)
 		batch = batch[:0]
 		return err

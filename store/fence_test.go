@@ -12,9 +12,9 @@ import (
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store"
 	"github.com/hongbao-dev/hongbao/store/dbtest"
+	"github.com/hongbao-dev/hongbao/store/fence"
 )
 
 // TestOpenManyFence: a transaction including a packet of a bucket the SET
@@ -135,7 +135,7 @@ func TestOpenManyFrozenBucket(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := schema.Disown(ctx, tx, set, []hongbao.Bucket{frozen}); err != nil {
+		if err := fence.Disown(ctx, tx, set, []hongbao.Bucket{frozen}); err != nil {
 			t.Fatal(err)
 		}
 		return tx

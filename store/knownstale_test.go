@@ -15,9 +15,9 @@ import (
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store"
 	"github.com/hongbao-dev/hongbao/store/dbtest"
+	"github.com/hongbao-dev/hongbao/store/fence"
 )
 
 // staleFixture is one scenario of TestKnownStale: a SET owning three buckets, the
@@ -267,7 +267,7 @@ func TestKnownStale(t *testing.T) {
 						t.Fatal(txErr)
 					}
 					defer tx.Rollback() //nolint:errcheck // a no-op after Commit
-					if err := schema.Disown(ctx, tx, f.set, []hongbao.Bucket{f.p.Bucket()}); err != nil {
+					if err := fence.Disown(ctx, tx, f.set, []hongbao.Bucket{f.p.Bucket()}); err != nil {
 						t.Fatal(err)
 					}
 					began := time.Now()

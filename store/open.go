@@ -11,7 +11,7 @@ import (
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // Open opens packet id for user in one transaction.
@@ -95,11 +95,11 @@ func (s *Store) OpenMany(ctx context.Context, works []Work) ([]Batch, error) {
 
 func (s *Store) openMany(ctx context.Context, works []Work) ([]Batch, error) {
 	var bs []Batch
-	err := schema.InTxRetrying(ctx, s.db, s.obs.Deadlock, func(tx *sql.Tx) error {
+	err := sqldb.InTxRetrying(ctx, s.db, s.obs.Deadlock, func(tx *sql.Tx) error {
 		now := s.now() // fixed for the whole transaction
 		var err error
 		bs, err = s.openTx(ctx, tx, works, now)
-		if schema.IsLockWait(err) {
+		if sqldb.IsLockWait(err) {
 			// The only lock an open does not wait for is a bucket's
 			// fence (NOWAIT, see owned): a move froze it. Not retried
 			// here: the queue waits it out without holding a
@@ -200,7 +200,7 @@ func (s *Store) readForOpen(ctx context.Context, tx *sql.Tx, works []Work) (open
 		us := users[id]
 		in := "NULL" // a work without users reads nothing
 		if len(us) > 0 {
-			in = schema.Placeholders(len(us), "?")
+			in = sqldb.Placeholders(len(us), "?")
 		}
 		q.WriteString(unionPart(i) + "(SELECT packet_id, user_id, amount FROM " + s.Table(id).Details() +
 			" WHERE packet_id = ? AND user_id IN (" + in + "))")
@@ -238,7 +238,7 @@ func (s *Store) owned(what string, buckets []hongbao.Bucket) (string, []any) {
 		args = append(args, int(b))
 	}
 	return "SELECT " + what + " FROM hb_fence.owned WHERE set_name = ? AND bucket IN (" +
-		schema.Placeholders(len(buckets), "?") + ") LOCK IN SHARE MODE NOWAIT", args
+		sqldb.Placeholders(len(buckets), "?") + ") LOCK IN SHARE MODE NOWAIT", args
 }
 
 // bucketsOf returns the distinct buckets of ids, in the order first seen.
@@ -280,7 +280,7 @@ func (s *Store) readPresent(ctx context.Context, tx *sql.Tx, works []Work) (open
 			return openRead{packets: map[hongbao.PacketID]*hongbao.Packet{}, have: map[hongbao.PacketID]map[hongbao.UserID]int64{}}, gone, nil
 		}
 		rd, err := s.readForOpen(ctx, tx, present)
-		if !schema.IsMissingTable(err) {
+		if !sqldb.IsMissingTable(err) {
 			return rd, gone, err
 		}
 		n := len(gone)
@@ -299,7 +299,7 @@ func (s *Store) readPresent(ctx context.Context, tx *sql.Tx, works []Work) (open
 // readErr turns a missing fence table into its meaning: the SET owns
 // nothing in this MySQL.
 func (s *Store) readErr(err error) error {
-	if schema.IsMissingTable(err) && strings.Contains(err.Error(), "hb_fence") {
+	if sqldb.IsMissingTable(err) && strings.Contains(err.Error(), "hb_fence") {
 		return fmt.Errorf("fence of SET %s missing: %w", s.set, hongbao.ErrWrongSet)
 	}
 	return err

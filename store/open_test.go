@@ -10,9 +10,9 @@ import (
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store"
 	"github.com/hongbao-dev/hongbao/store/dbtest"
+	"github.com/hongbao-dev/hongbao/store/fence"
 )
 
 // seeded returns a draw source that replays the same sequence for a seed.
@@ -30,7 +30,7 @@ func TestGroupOpenMatchesOneAtATime(t *testing.T) {
 	ctx := context.Background()
 	db := dbtest.DB(t, "a", 8)
 	set := "k" + time.Now().Format("150405.000000")
-	if err := schema.Own(ctx, db, set, 1, schema.AllBuckets()); err != nil {
+	if err := fence.Own(ctx, db, set, 1, fence.AllBuckets()); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // share is a new share of packet p.
@@ -130,8 +130,8 @@ func updatePackets(q *strings.Builder, args []any, t hongbao.DayTable, ps []*hon
 		q.WriteString(" WHEN ? THEN ?")
 		args = append(args, p.ID, p.RemainingCount)
 	}
-	q.WriteString(" END WHERE id IN (" + schema.Placeholders(len(ps), "?") + ") AND closed=0 AND funding=1 AND expires_at>t AND (id,remaining_amount,remaining_count) IN (" +
-		schema.Placeholders(len(ps), "(?,?,?)") + ");SET n=n+ROW_COUNT();")
+	q.WriteString(" END WHERE id IN (" + sqldb.Placeholders(len(ps), "?") + ") AND closed=0 AND funding=1 AND expires_at>t AND (id,remaining_amount,remaining_count) IN (" +
+		sqldb.Placeholders(len(ps), "(?,?,?)") + ");SET n=n+ROW_COUNT();")
 	for _, p := range ps {
 		args = append(args, p.ID)
 	}

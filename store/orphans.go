@@ -8,7 +8,8 @@ import (
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/store/fence"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // Orphan is a packet that no settlement will ever reach: not settled, past
@@ -82,7 +83,7 @@ func (s *Snapshot) Orphans(ctx context.Context, before time.Time) ([]Orphan, err
 			probed = true
 		}
 		found, err := orphansIn(ctx, s.conn, t, before)
-		if isTableDefChanged(err) || schema.IsMissingTable(err) {
+		if isTableDefChanged(err) || sqldb.IsMissingTable(err) {
 			continue // created after the snapshot began, or dropped: no rows in it
 		}
 		if err != nil {
@@ -163,7 +164,7 @@ func (s *Store) RestoreMarks(ctx context.Context, orphans []Orphan) ([]Restored,
 // restoreMarks writes the marks packet id of day table t lacks, in tx.
 func restoreMarks(ctx context.Context, tx *sql.Tx, set string, t hongbao.DayTable, id hongbao.PacketID) (Restored, error) {
 	r := Restored{Packet: id}
-	err := fence(ctx, tx, set, id.Bucket())
+	err := fence.Lock(ctx, tx, set, id.Bucket())
 	if errors.Is(err, hongbao.ErrWrongSet) {
 		r.Skipped = "its bucket is no longer this SET's: verify again"
 		return r, nil

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // OutboxBacklog returns how many entries of the SET (and unnamed ones, as
@@ -17,7 +17,7 @@ func (s *Store) OutboxBacklog(ctx context.Context) (int, time.Time, error) {
 	var oldest sql.NullTime
 	err := s.db.QueryRowContext(ctx, "SELECT COUNT(*), MIN(created_at) FROM hb_set.outbox WHERE set_name IN (?, '')", s.set).Scan(&n, &oldest)
 	if err != nil {
-		if schema.IsMissingTable(err) {
+		if sqldb.IsMissingTable(err) {
 			return 0, time.Time{}, nil
 		}
 		return 0, time.Time{}, fmt.Errorf("store: outbox backlog: %w", err)

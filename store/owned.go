@@ -7,7 +7,8 @@ import (
 	"fmt"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/store/fence"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // Ownership picks, of the buckets a SET's fence holds (each with the
@@ -21,19 +22,19 @@ type Ownership func(ctx context.Context, fence map[hongbao.Bucket]int64) (map[ho
 // trusted returns the buckets the settler and the archiver act on: those
 // the fence holds, filtered by the Ownership when there is one.
 func (s *Store) trusted(ctx context.Context) (map[hongbao.Bucket]bool, error) {
-	fence, err := schema.Claims(ctx, s.db, s.set)
+	claims, err := fence.Claims(ctx, s.db, s.set)
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
 	if s.ownership != nil {
-		owned, err := s.ownership(ctx, fence)
+		owned, err := s.ownership(ctx, claims)
 		if err != nil {
 			return nil, fmt.Errorf("store: buckets of SET %s: %w", s.set, err)
 		}
 		return owned, nil
 	}
-	out := make(map[hongbao.Bucket]bool, len(fence))
-	for b := range fence {
+	out := make(map[hongbao.Bucket]bool, len(claims))
+	for b := range claims {
 		out[b] = true
 	}
 	return out, nil
@@ -69,7 +70,7 @@ func (s *Store) Absent(ctx context.Context, id hongbao.PacketID) (bool, error) {
 	var owned int
 	// The first read of the transaction fixes its snapshot.
 	err = tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM hb_fence.owned WHERE set_name = ? AND bucket = ?", s.set, int(id.Bucket())).Scan(&owned)
-	if err != nil && !schema.IsMissingTable(err) {
+	if err != nil && !sqldb.IsMissingTable(err) {
 		return false, fmt.Errorf("store: absent %s: %w", id, err)
 	}
 	if owned == 0 {
@@ -80,7 +81,7 @@ func (s *Store) Absent(ctx context.Context, id hongbao.PacketID) (bool, error) {
 	switch {
 	case err == nil:
 		return funding != hongbao.Funded, nil
-	case !errors.Is(err, sql.ErrNoRows) && !schema.IsMissingTable(err):
+	case !errors.Is(err, sql.ErrNoRows) && !sqldb.IsMissingTable(err):
 		return false, fmt.Errorf("store: absent %s: %w", id, err)
 	case s.cold == nil:
 		return true, nil
@@ -93,7 +94,7 @@ func (s *Store) Absent(ctx context.Context, id hongbao.PacketID) (bool, error) {
 	switch {
 	case err == nil:
 		return funding != hongbao.Funded, nil
-	case errors.Is(err, sql.ErrNoRows), schema.IsMissingTable(err):
+	case errors.Is(err, sql.ErrNoRows), sqldb.IsMissingTable(err):
 		return true, nil
 	}
 	return false, fmt.Errorf("store: absent %s from the archive: %w", id, err)
@@ -102,7 +103,7 @@ func (s *Store) Absent(ctx context.Context, id hongbao.PacketID) (bool, error) {
 // ownedBuckets returns the buckets SET set's fence holds in db (a plain
 // read, no lock).
 func ownedBuckets(ctx context.Context, db *sql.DB, set string) (map[hongbao.Bucket]bool, error) {
-	claims, err := schema.Claims(ctx, db, set)
+	claims, err := fence.Claims(ctx, db, set)
 	if err != nil {
 		return nil, fmt.Errorf("store: buckets of SET %s: %w", set, err)
 	}

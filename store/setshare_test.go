@@ -16,9 +16,10 @@ import (
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store"
 	"github.com/hongbao-dev/hongbao/store/dbtest"
+	"github.com/hongbao-dev/hongbao/store/fence"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // outboxRow is an outbox entry as a test compares it.
@@ -35,7 +36,7 @@ func TestTwoSetsShareAMySQL(t *testing.T) {
 	m := dbtest.StartMariaDB(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	db, err := schema.Open(m.DSN, 8)
+	db, err := sqldb.Open(m.DSN, 8)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +133,7 @@ func TestTwoSetsShareAMySQL(t *testing.T) {
 	if _, err := db.ExecContext(ctx, "DELETE FROM hb_fence.owned WHERE set_name = 'a' AND bucket = ?", int(ba)); err != nil {
 		t.Fatal(err)
 	}
-	if err := schema.Own(ctx, db, "b", 2, []hongbao.Bucket{ba}); err != nil {
+	if err := fence.Own(ctx, db, "b", 2, []hongbao.Bucket{ba}); err != nil {
 		t.Fatal(err)
 	}
 	if got := due(ctx, t, a, "pending", now); got != nil {

@@ -8,7 +8,8 @@ import (
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/store/fence"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // Fund settles a pending packet: Funded makes it openable, Cancelled never.
@@ -16,8 +17,8 @@ import (
 func (s *Store) Fund(ctx context.Context, id hongbao.PacketID, to hongbao.Funding) (*hongbao.Packet, error) {
 	t := s.Table(id)
 	var p *hongbao.Packet
-	err := schema.InTx(ctx, s.db, func(tx *sql.Tx) error {
-		if err := fence(ctx, tx, s.set, id.Bucket()); err != nil {
+	err := sqldb.InTx(ctx, s.db, func(tx *sql.Tx) error {
+		if err := fence.Lock(ctx, tx, s.set, id.Bucket()); err != nil {
 			return err
 		}
 		var err error
@@ -52,10 +53,10 @@ func (s *Store) Close(ctx context.Context, id hongbao.PacketID) (bool, int64, er
 	t := s.Table(id)
 	var refund int64
 	var done bool
-	err := schema.InTx(ctx, s.db, func(tx *sql.Tx) error {
+	err := sqldb.InTx(ctx, s.db, func(tx *sql.Tx) error {
 		refund, done = 0, false
 		now := s.now() // fixed for the whole transaction
-		if err := fence(ctx, tx, s.set, id.Bucket()); err != nil {
+		if err := fence.Lock(ctx, tx, s.set, id.Bucket()); err != nil {
 			return err
 		}
 		p, err := scanPacket(tx.QueryRowContext(ctx, selectPacket+t.Packets()+" WHERE id = ? FOR UPDATE", id))
@@ -114,10 +115,10 @@ func (s *Store) Due(ctx context.Context, table string, t time.Time, limit int) (
 	args = append(args, limit)
 	rows, err := s.db.QueryContext(ctx, "SELECT m.packet_id FROM hb_set."+table+" m WHERE m."+col+" <= ?"+
 		" AND EXISTS (SELECT 1 FROM hb_fence.owned f WHERE f.set_name = ? AND f.bucket = (m.packet_id >> 12) & 1023)"+
-		" AND (m.packet_id >> 12) & 1023 IN ("+schema.Placeholders(len(owned), "?")+")"+
+		" AND (m.packet_id >> 12) & 1023 IN ("+sqldb.Placeholders(len(owned), "?")+")"+
 		" ORDER BY m."+col+" LIMIT ?", args...)
 	if err != nil {
-		if schema.IsMissingTable(err) {
+		if sqldb.IsMissingTable(err) {
 			return nil, nil
 		}
 		return nil, fmt.Errorf("store: due %s: %w", table, err)
@@ -149,7 +150,7 @@ func (s *Store) Outbox(ctx context.Context, limit int) ([]OutboxRow, error) {
 	rows, err := s.db.QueryContext(ctx, "("+cols+"? ORDER BY id LIMIT ?) UNION ALL ("+cols+"'' ORDER BY id LIMIT ?) ORDER BY id LIMIT ?",
 		s.set, limit, limit, limit)
 	if err != nil {
-		if schema.IsMissingTable(err) {
+		if sqldb.IsMissingTable(err) {
 			return nil, nil
 		}
 		return nil, fmt.Errorf("store: outbox: %w", err)
@@ -178,7 +179,7 @@ func (s *Store) Delivered(ctx context.Context, ids []int64) error {
 		args = append(args, id)
 	}
 	args = append(args, s.set)
-	_, err := s.db.ExecContext(ctx, "DELETE FROM hb_set.outbox WHERE id IN ("+schema.Placeholders(len(ids), "?")+") AND set_name IN (?, '')", args...)
+	_, err := s.db.ExecContext(ctx, "DELETE FROM hb_set.outbox WHERE id IN ("+sqldb.Placeholders(len(ids), "?")+") AND set_name IN (?, '')", args...)
 	if err != nil {
 		return fmt.Errorf("store: outbox delivered: %w", err)
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // Snapshot is one SET's share of its MySQL as it was at one moment: every
@@ -138,7 +138,7 @@ func (s *Snapshot) read(ctx context.Context, cold *sql.DB) error {
 		return err
 	}
 	rows, err := s.conn.QueryContext(ctx, "SELECT id, entry_key, kind, amount FROM hb_set.outbox WHERE "+where, args...)
-	if schema.IsMissingTable(err) {
+	if sqldb.IsMissingTable(err) {
 		return nil
 	}
 	if err != nil {
@@ -266,7 +266,7 @@ func sourcesIn(ctx context.Context, q querier, t hongbao.DayTable, ks []ledgerKe
 		}
 	}
 	if len(ids) > 0 {
-		rows, err := q.QueryContext(ctx, "SELECT id, closed FROM "+t.Packets()+" WHERE id IN ("+schema.Placeholders(len(ids), "?")+")", ids...)
+		rows, err := q.QueryContext(ctx, "SELECT id, closed FROM "+t.Packets()+" WHERE id IN ("+sqldb.Placeholders(len(ids), "?")+")", ids...)
 		if err := tolerate(err); err != nil {
 			return err
 		}
@@ -291,7 +291,7 @@ func sourcesIn(ctx context.Context, q querier, t hongbao.DayTable, ks []ledgerKe
 	}
 	if len(pairs) > 0 {
 		rows, err := q.QueryContext(ctx, "SELECT packet_id, user_id FROM "+t.Details()+" WHERE (packet_id, user_id) IN ("+
-			schema.Placeholders(len(pairs)/2, "(?,?)")+")", pairs...)
+			sqldb.Placeholders(len(pairs)/2, "(?,?)")+")", pairs...)
 		if err := tolerate(err); err != nil {
 			return err
 		}
@@ -313,7 +313,7 @@ func sourcesIn(ctx context.Context, q querier, t hongbao.DayTable, ks []ledgerKe
 // tolerate is nil for the errors of a table missing from a snapshot or a
 // MySQL (nothing in it is a source).
 func tolerate(err error) error {
-	if err == nil || schema.IsMissingTable(err) || isTableDefChanged(err) {
+	if err == nil || sqldb.IsMissingTable(err) || isTableDefChanged(err) {
 		return nil
 	}
 	return err
@@ -322,7 +322,7 @@ func tolerate(err error) error {
 // ownedIn is ownedBuckets through q.
 func ownedIn(ctx context.Context, q querier, set string) (map[hongbao.Bucket]bool, error) {
 	rows, err := q.QueryContext(ctx, "SELECT bucket FROM hb_fence.owned WHERE set_name = ?", set)
-	if schema.IsMissingTable(err) {
+	if sqldb.IsMissingTable(err) {
 		return map[hongbao.Bucket]bool{}, nil
 	}
 	if err != nil {

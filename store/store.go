@@ -15,6 +15,8 @@ import (
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/metrics"
 	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/store/fence"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // Store reads and writes the packets of one SET's MySQL.
@@ -39,7 +41,7 @@ type Store struct {
 // New returns the Store of SET set on db. loc is the cluster's time zone
 // (it picks the day table), now the clock (read once per transaction) and
 // intn the source of the random draws: a uniform value in [0, n).
-// Writes commit only for buckets the SET owns in db's fence (schema.Own).
+// Writes commit only for buckets the SET owns in db's fence (fence.Own).
 func New(db *sql.DB, set string, loc *time.Location, now func() time.Time, intn func(n int64) int64) *Store {
 	return &Store{db: db, set: set, loc: loc, now: now, intn: intn, tables: schema.NewEnsurer(db)}
 }
@@ -72,18 +74,6 @@ func (s *Store) WithArchive(cold *sql.DB) *Store {
 func (s *Store) WithReplica(replica *sql.DB, fresh func() bool) *Store {
 	s.replica, s.fresh = replica, fresh
 	return s
-}
-
-// fence takes a shared lock on the SET's claim to bucket b for the rest of
-// the transaction, or fails with ErrWrongSet when the SET does not own it.
-func fence(ctx context.Context, tx *sql.Tx, set string, b hongbao.Bucket) error {
-	var one int
-	err := tx.QueryRowContext(ctx, "SELECT 1 FROM hb_fence.owned WHERE set_name = ? AND bucket = ? LOCK IN SHARE MODE",
-		set, int(b)).Scan(&one)
-	if errors.Is(err, sql.ErrNoRows) || schema.IsMissingTable(err) {
-		return fmt.Errorf("bucket %d not owned by SET %s: %w", b, set, hongbao.ErrWrongSet)
-	}
-	return err
 }
 
 // DB returns the pool, for health checks.
@@ -123,9 +113,9 @@ func (s *Store) Create(ctx context.Context, n NewPacket) (p *hongbao.Packet, cre
 	}
 	now := s.now().UTC().Truncate(time.Millisecond)
 	var existing hongbao.PacketID
-	err = schema.InTx(ctx, s.db, func(tx *sql.Tx) error {
+	err = sqldb.InTx(ctx, s.db, func(tx *sql.Tx) error {
 		existing = 0
-		if err := fence(ctx, tx, s.set, n.ID.Bucket()); err != nil {
+		if err := fence.Lock(ctx, tx, s.set, n.ID.Bucket()); err != nil {
 			return err
 		}
 		if n.IdempotencyKey != "" {
@@ -138,7 +128,7 @@ func (s *Store) Create(ctx context.Context, n NewPacket) (p *hongbao.Packet, cre
 		return insertPacket(ctx, tx, t, n, now)
 	})
 	switch {
-	case schema.IsDupEntry(err):
+	case sqldb.IsDupEntry(err):
 		return s.replay(ctx, n)
 	case err != nil:
 		return nil, false, fmt.Errorf("store: create %s: %w", n.ID, err)
@@ -172,7 +162,7 @@ func (s *Store) replay(ctx context.Context, n NewPacket) (*hongbao.Packet, bool,
 func claimKey(ctx context.Context, tx *sql.Tx, t hongbao.DayTable, n NewPacket, now time.Time) (hongbao.PacketID, error) {
 	_, err := tx.ExecContext(ctx, "INSERT INTO "+t.DB()+".t_idem (sender, idem_key, packet_id, req_hash, created_at) VALUES (?, ?, ?, ?, ?)",
 		n.Sender, n.IdempotencyKey, n.ID, n.hash(), now)
-	if !schema.IsDupEntry(err) {
+	if !sqldb.IsDupEntry(err) {
 		return 0, err
 	}
 	var id hongbao.PacketID
@@ -279,7 +269,7 @@ func openedLive(ctx context.Context, db *sql.DB, t hongbao.DayTable, id hongbao.
 	err = db.QueryRowContext(ctx, "SELECT (SELECT amount FROM "+t.Details()+" WHERE packet_id = ? AND user_id = ?), EXISTS (SELECT 1 FROM "+
 		t.Packets()+" WHERE id = ?)", id, user, id).Scan(&a, &live)
 	switch {
-	case schema.IsMissingTable(err):
+	case sqldb.IsMissingTable(err):
 		return 0, false, false, nil
 	case err != nil:
 		return 0, false, false, err
@@ -292,7 +282,7 @@ func openedIn(ctx context.Context, db *sql.DB, details string, id hongbao.Packet
 	var amount int64
 	err := db.QueryRowContext(ctx, "SELECT amount FROM "+details+" WHERE packet_id = ? AND user_id = ?", id, user).Scan(&amount)
 	switch {
-	case errors.Is(err, sql.ErrNoRows), schema.IsMissingTable(err):
+	case errors.Is(err, sql.ErrNoRows), sqldb.IsMissingTable(err):
 		return 0, false, nil
 	case err != nil:
 		return 0, false, err
@@ -311,7 +301,7 @@ func scanPacket(row scanner) (*hongbao.Packet, error) {
 	err := row.Scan(&p.ID, &p.Sender, &typ, &p.Total, &p.Count, &p.Greeting, &p.RemainingAmount, &p.RemainingCount,
 		&p.CreatedAt, &p.ExpiresAt, &p.Closed, &p.Funding)
 	switch {
-	case errors.Is(err, sql.ErrNoRows), schema.IsMissingTable(err):
+	case errors.Is(err, sql.ErrNoRows), sqldb.IsMissingTable(err):
 		return nil, hongbao.ErrNotFound
 	case err != nil:
 		return nil, err

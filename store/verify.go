@@ -8,7 +8,7 @@ import (
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // SetTotals are one SET's money as its MySQL sees it.
@@ -63,8 +63,8 @@ func verify(ctx context.Context, db, cold *sql.DB, owned map[hongbao.Bucket]bool
 	if err != nil {
 		return tot, nil, err
 	}
-	byKind, err := schema.SumsByKindWhere(ctx, db, "hb_set.outbox", where, args...)
-	if err != nil && !schema.IsMissingTable(err) {
+	byKind, err := sqldb.SumsByKindWhere(ctx, db, "hb_set.outbox", where, args...)
+	if err != nil && !sqldb.IsMissingTable(err) {
 		return tot, nil, fmt.Errorf("verify outbox: %w", err)
 	}
 	tot.OutboxOpen, tot.OutboxOpenN = byKind[hongbao.KindOpen].Sum, byKind[hongbao.KindOpen].N
@@ -115,7 +115,7 @@ func walkTables(ctx context.Context, db, cold querier, owned map[hongbao.Bucket]
 				}
 			}
 			err := fn(src.db, t, skip)
-			if isTableDefChanged(err) || schema.IsMissingTable(err) {
+			if isTableDefChanged(err) || sqldb.IsMissingTable(err) {
 				continue
 			}
 			if err != nil {
@@ -188,7 +188,7 @@ func stillLive(ctx context.Context, live querier, t string) (map[int64]bool, err
 	lt := hongbao.DayTable{Bucket: hongbao.Bucket(xx*10 + y), Day: d.Day()}
 	lo, hi := idAt(d.Add(-24*time.Hour)), idAt(d.Add(48*time.Hour))
 	rows, err := live.QueryContext(ctx, "SELECT p.id FROM "+lt.Packets()+" p JOIN "+t+" a ON a.id = p.id WHERE p.id >= ? AND p.id < ?", lo, hi)
-	if schema.IsMissingTable(err) {
+	if sqldb.IsMissingTable(err) {
 		return nil, nil
 	}
 	if err != nil {
@@ -201,7 +201,7 @@ func stillLive(ctx context.Context, live querier, t string) (map[int64]bool, err
 
 func stillLiveApart(ctx context.Context, live querier, lt hongbao.DayTable, lo, hi hongbao.PacketID) (map[int64]bool, error) {
 	rows, err := live.QueryContext(ctx, "SELECT id FROM "+lt.Packets()+" WHERE id >= ? AND id < ?", lo, hi)
-	if schema.IsMissingTable(err) {
+	if sqldb.IsMissingTable(err) {
 		return nil, nil
 	}
 	if err != nil {

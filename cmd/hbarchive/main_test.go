@@ -21,9 +21,10 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/router/clustertest"
-	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store"
 	"github.com/hongbao-dev/hongbao/store/dbtest"
+	"github.com/hongbao-dev/hongbao/store/fence"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // day is one local date of one day table, with what the test put in it.
@@ -135,12 +136,12 @@ func TestHbarchiveBinary(t *testing.T) {
 	m := dbtest.StartMariaDB(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	db, err := schema.Open(m.DSN, 4)
+	db, err := sqldb.Open(m.DSN, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if err := schema.Own(ctx, db, "a", 1, schema.AllBuckets()); err != nil {
+	if err := fence.Own(ctx, db, "a", 1, fence.AllBuckets()); err != nil {
 		t.Fatal(err)
 	}
 	f := &fixture{t: t, ctx: ctx, m: m, db: db, loc: loc}

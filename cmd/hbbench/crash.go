@@ -16,8 +16,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store/dbtest"
+	"github.com/hongbao-dev/hongbao/store/fence"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // crash is one kill -9 of the Redis behind the redis+lua design in the
@@ -92,12 +93,12 @@ func (e *benchEnv) crashOurs(ctx context.Context) (*crash, error) {
 		return nil, err
 	}
 	defer m.Remove()
-	db, err := schema.Open(m.DSN, 64)
+	db, err := sqldb.Open(m.DSN, 64)
 	if err != nil {
 		return nil, err
 	}
 	defer db.Close()
-	if err := schema.Own(ctx, db, benchSet, 1, schema.AllBuckets()); err != nil {
+	if err := fence.Own(ctx, db, benchSet, 1, fence.AllBuckets()); err != nil {
 		return nil, err
 	}
 	ps, err := newPackets(e.minter, 1, 50_000_000, 500_000, hongbao.Random)
@@ -142,7 +143,7 @@ func (e *benchEnv) crashOnce(ctx context.Context, args []string) (*crash, error)
 	if err != nil {
 		return nil, err
 	}
-	db, err := schema.Open(e.dsn, 64)
+	db, err := sqldb.Open(e.dsn, 64)
 	if err != nil {
 		return nil, err
 	}

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 	"github.com/hongbao-dev/hongbao/store/wallet"
 )
 
@@ -163,7 +163,7 @@ func (x *e2e) sendHot(ctx context.Context) error {
 		return err
 	}
 	for _, s := range x.env.cfg.Sets {
-		db, err := schema.Open(s.MySQLDSN, 2)
+		db, err := sqldb.Open(s.MySQLDSN, 2)
 		if err != nil {
 			return err
 		}

@@ -21,10 +21,11 @@ import (
 	"github.com/hongbao-dev/hongbao/api"
 	"github.com/hongbao-dev/hongbao/cmd/internal/settings"
 	"github.com/hongbao-dev/hongbao/configs"
-	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/set"
 	"github.com/hongbao-dev/hongbao/store"
 	"github.com/hongbao-dev/hongbao/store/cache"
+	"github.com/hongbao-dev/hongbao/store/fence"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // benchSet is the fence name the in-process designs write under.
@@ -51,11 +52,11 @@ func newBenchEnv(ctx context.Context, o options) (*benchEnv, error) {
 		return nil, fmt.Errorf("config %s: no SET", o.config)
 	}
 	sc := cfg.Sets[0]
-	admin, err := schema.Open(sc.MySQLDSN, 4)
+	admin, err := sqldb.Open(sc.MySQLDSN, 4)
 	if err != nil {
 		return nil, err
 	}
-	if err := schema.Own(ctx, admin, benchSet, 1, schema.AllBuckets()); err != nil {
+	if err := fence.Own(ctx, admin, benchSet, 1, fence.AllBuckets()); err != nil {
 		admin.Close()
 		return nil, err
 	}
@@ -87,7 +88,7 @@ func (e *benchEnv) newDesign(name string, clients int, redisAddr string) (design
 	if name == "lock" || name == "optimistic" {
 		conns = min(clients, 1500) // one connection per client, as such services run
 	}
-	db, err := schema.Open(e.dsn, conns)
+	db, err := sqldb.Open(e.dsn, conns)
 	if err != nil {
 		return nil, nil, err
 	}

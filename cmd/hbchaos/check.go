@@ -13,7 +13,7 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/api"
-	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // findings are what the check found against the clients' record.
@@ -48,7 +48,7 @@ func drain(ctx context.Context, sets []string, expiresBy time.Time, limit time.D
 	}
 	dbs := make([]*sql.DB, 0, len(sets))
 	for _, dsn := range sets {
-		db, err := schema.Open(dsn, 1)
+		db, err := sqldb.Open(dsn, 1)
 		if err != nil {
 			return 0, err
 		}
@@ -174,7 +174,7 @@ func (l *load) detail(ctx context.Context, p *packet) (api.PacketJSON, error) {
 // packets and shares say: credits = their shares, debits = their packets'
 // totals, refunds = what was left in them, each entry once.
 func ledger(ctx context.Context, dsn string, l *load, credit, debit, refund map[hongbao.UserID]int64, f *findings) error {
-	db, err := schema.Open(dsn, 2)
+	db, err := sqldb.Open(dsn, 2)
 	if err != nil {
 		return err
 	}

@@ -20,9 +20,9 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/hongbao-dev/hongbao/configs"
-	"github.com/hongbao-dev/hongbao/router/topology"
-	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/set/topology"
 	"github.com/hongbao-dev/hongbao/store/replication"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // Fault kinds, in the table's order.
@@ -367,7 +367,7 @@ func (d *dev) asAdmin(ctx context.Context, dsn, stmt string) error {
 	if err != nil {
 		return err
 	}
-	db, err := schema.Open(admin, 1)
+	db, err := sqldb.Open(admin, 1)
 	if err != nil {
 		return err
 	}
@@ -375,7 +375,7 @@ func (d *dev) asAdmin(ctx context.Context, dsn, stmt string) error {
 	c, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if _, err := db.ExecContext(c, stmt); err != nil {
-		return fmt.Errorf("%s on %s: %w", stmt, schema.Addr(dsn), err)
+		return fmt.Errorf("%s on %s: %w", stmt, sqldb.Addr(dsn), err)
 	}
 	return nil
 }
@@ -427,7 +427,7 @@ func (d *dev) hbctl(ctx context.Context, args ...string) ([]byte, error) {
 func (d *dev) primary(ctx context.Context, set configs.Set) (name, dsn string) {
 	dsn = set.MySQLDSN
 	if d.cfg.MetaDSN != "" {
-		if db, err := schema.Open(d.cfg.MetaDSN, 1); err == nil {
+		if db, err := sqldb.Open(d.cfg.MetaDSN, 1); err == nil {
 			c, cancel := context.WithTimeout(ctx, 2*time.Second)
 			var cur string
 			if db.QueryRowContext(c, "SELECT mysql_dsn FROM sets WHERE name = ?", set.Name).Scan(&cur) == nil {
@@ -488,7 +488,7 @@ func httpOK(url string) error {
 
 // pingSQL reports whether a MariaDB answers a query.
 func pingSQL(ctx context.Context, dsn string) error {
-	db, err := schema.Open(dsn, 1)
+	db, err := sqldb.Open(dsn, 1)
 	if err != nil {
 		return err
 	}

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/router/topology"
-	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/set/topology"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // moverSteps are the points a mover is killed at: each step of the
@@ -87,7 +87,7 @@ func (d *dev) oneFence(ctx context.Context, meta *sql.DB, b hongbao.Bucket) erro
 	owner := t.Owner(b).Name
 	var holders []string
 	for _, s := range t.Sets {
-		db, err := schema.Open(s.MySQLDSN, 1)
+		db, err := sqldb.Open(s.MySQLDSN, 1)
 		if err != nil {
 			return err
 		}
@@ -96,7 +96,7 @@ func (d *dev) oneFence(ctx context.Context, meta *sql.DB, b hongbao.Bucket) erro
 		err = db.QueryRowContext(c, "SELECT COUNT(*) FROM hb_fence.owned WHERE set_name = ? AND bucket = ?", s.Name, int(b)).Scan(&n)
 		cancel()
 		db.Close()
-		if err != nil && !schema.IsMissingTable(err) {
+		if err != nil && !sqldb.IsMissingTable(err) {
 			return fmt.Errorf("the fence of SET %s: %w", s.Name, err)
 		}
 		if n > 0 {

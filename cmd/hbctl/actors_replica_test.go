@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store/dbtest"
 	"github.com/hongbao-dev/hongbao/store/replication"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // Issue 23, finding 3: a replica must never resume acknowledging a
@@ -40,7 +40,7 @@ func TestFailoverRefusedReplicaComesBack(t *testing.T) {
 	}
 	t.Logf("failover with the old primary cut off from hbctl and R2 down:\n%s", out)
 	if got := metaPrimary(t, meta, name); got != r1.AppDSN() {
-		t.Fatalf("published %s; want R1 %s", schema.Addr(got), schema.Addr(r1.DSN))
+		t.Fatalf("published %s; want R1 %s", sqldb.Addr(got), sqldb.Addr(r1.DSN))
 	}
 	w := pendingWrite(t, p)
 	if err := r2.RestartStopped(); err != nil {
@@ -90,7 +90,7 @@ func TestFailoverReplicaRestartsDuring(t *testing.T) {
 	}
 	t.Logf("failover with the old primary cut off from hbctl and R2 restarted before the promotion:\n%s", out)
 	if got := metaPrimary(t, meta, name); got != r1.AppDSN() {
-		t.Fatalf("published %s; want R1 %s", schema.Addr(got), schema.Addr(r1.DSN))
+		t.Fatalf("published %s; want R1 %s", sqldb.Addr(got), sqldb.Addr(r1.DSN))
 	}
 	replicatesFrom(t, r2, r1)
 	w.mustNotCommit(t, "after the failover", 0)
@@ -99,7 +99,7 @@ func TestFailoverReplicaRestartsDuring(t *testing.T) {
 // cutOff is a reroute that sends the failover's connections to m to a
 // closed port.
 func cutOff(t *testing.T, m *dbtest.MariaDB) map[string]string {
-	return map[string]string{schema.Addr(m.DSN): fmt.Sprintf("127.0.0.1:%d", dbtest.FreePort(t))}
+	return map[string]string{sqldb.Addr(m.DSN): fmt.Sprintf("127.0.0.1:%d", dbtest.FreePort(t))}
 }
 
 // write is an application commit on a primary, in flight.
@@ -132,11 +132,11 @@ func pendingWrite(t *testing.T, m *dbtest.MariaDB) *write {
 		}
 		select {
 		case err := <-w.done:
-			t.Fatalf("the write on the old primary %s returned (%v) before waiting for an acknowledgement", schema.Addr(m.DSN), err)
+			t.Fatalf("the write on the old primary %s returned (%v) before waiting for an acknowledgement", sqldb.Addr(m.DSN), err)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	t.Fatalf("the write on %s does not wait for an acknowledgement", schema.Addr(m.DSN))
+	t.Fatalf("the write on %s does not wait for an acknowledgement", sqldb.Addr(m.DSN))
 	return nil
 }
 
@@ -171,7 +171,7 @@ func mustNotReplicateFrom(t *testing.T, r, old *dbtest.MariaDB) {
 	}
 	if st.IORunning != "No" {
 		t.Errorf("replica %s after its restart: receiving thread %s from port %d (old primary %d); want No (nobody started it)",
-			schema.Addr(r.DSN), st.IORunning, st.MasterPort, old.Port)
+			sqldb.Addr(r.DSN), st.IORunning, st.MasterPort, old.Port)
 	}
 }
 
@@ -189,7 +189,7 @@ func replicatesFrom(t *testing.T, r, primary *dbtest.MariaDB) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Errorf("replica %s: %+v %v; want receiving from %s", schema.Addr(r.DSN), st, err, schema.Addr(primary.DSN))
+	t.Errorf("replica %s: %+v %v; want receiving from %s", sqldb.Addr(r.DSN), st, err, sqldb.Addr(primary.DSN))
 }
 
 // TestReplicaRestartResumes: a replica restarted with no failover comes
@@ -279,11 +279,11 @@ func TestRejoinNamesWhatReplicaReceived(t *testing.T) {
 	f2.reroute = f.reroute
 	err = f2.rejoinAll(ctx)
 	t.Logf("hbctl set rejoin: %v\n%s", err, out2)
-	if err == nil || !strings.Contains(err.Error(), schema.Addr(r2.DSN)+": refused") || !strings.Contains(err.Error(), pos) {
+	if err == nil || !strings.Contains(err.Error(), sqldb.Addr(r2.DSN)+": refused") || !strings.Contains(err.Error(), pos) {
 		t.Errorf("rejoin of a replica holding the old primary's acknowledged commit %s: %v; want it refused naming it", pos, err)
 	}
 	st, serr := replication.ReplicaStatus(ctx, root2)
 	if serr == nil && st.Configured && st.MasterPort == r1.Port {
-		t.Errorf("replica %s follows the new primary %s, the old primary's acknowledged commit %s dropped with its relay log", schema.Addr(r2.DSN), schema.Addr(r1.DSN), pos)
+		t.Errorf("replica %s follows the new primary %s, the old primary's acknowledged commit %s dropped with its relay log", sqldb.Addr(r2.DSN), sqldb.Addr(r1.DSN), pos)
 	}
 }

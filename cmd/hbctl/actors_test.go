@@ -14,10 +14,10 @@ import (
 	"time"
 
 	"github.com/hongbao-dev/hongbao/configs"
-	"github.com/hongbao-dev/hongbao/router/topology"
-	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/set/topology"
 	"github.com/hongbao-dev/hongbao/store/dbtest"
 	"github.com/hongbao-dev/hongbao/store/replication"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // TestPublishChecksPrimary: two failover actors read SET s's group while
@@ -42,10 +42,10 @@ func TestPublishChecksPrimary(t *testing.T) {
 	}
 	_, err = second.publish(ctx, r2, []string{r1, p})
 	if err == nil {
-		t.Fatalf("a second failover from %s published %s over %s: two primaries published in turn", schema.Addr(p), schema.Addr(r2), schema.Addr(r1))
+		t.Fatalf("a second failover from %s published %s over %s: two primaries published in turn", sqldb.Addr(p), sqldb.Addr(r2), sqldb.Addr(r1))
 	}
-	if !strings.Contains(err.Error(), schema.Addr(r1)) || !strings.Contains(err.Error(), schema.Addr(p)) {
-		t.Errorf("the refusal does not say what is published (%s) and what the failover started from (%s): %v", schema.Addr(r1), schema.Addr(p), err)
+	if !strings.Contains(err.Error(), sqldb.Addr(r1)) || !strings.Contains(err.Error(), sqldb.Addr(p)) {
+		t.Errorf("the refusal does not say what is published (%s) and what the failover started from (%s): %v", sqldb.Addr(r1), sqldb.Addr(p), err)
 	}
 	if got := metaPrimary(t, meta, name); got != r1 {
 		t.Errorf("SET %s's primary is %s; want %s (the first publish)", name, got, r1)
@@ -66,7 +66,7 @@ func TestCoreStampChecksEpoch(t *testing.T) {
 	}
 	const e = 1000
 	for _, m := range ms {
-		if err := schema.StampEpoch(ctx, dbtest.Open(t, m.DSN, 1), e, schema.Addr(ms[0].DSN)); err != nil {
+		if err := sqldb.StampEpoch(ctx, dbtest.Open(t, m.DSN, 1), e, sqldb.Addr(ms[0].DSN)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -79,17 +79,17 @@ func TestCoreStampChecksEpoch(t *testing.T) {
 	if err := first.stamp(ctx, dbtest.Open(t, ms[1].DSN, 1), ms[1].DSN); err != nil {
 		t.Fatal(err)
 	}
-	r1, _, err := schema.Epoch(ctx, dbtest.Open(t, ms[1].DSN, 1))
+	r1, _, err := sqldb.Epoch(ctx, dbtest.Open(t, ms[1].DSN, 1))
 	if err != nil {
 		t.Fatal(err)
 	}
 	err = second.stamp(ctx, dbtest.Open(t, ms[2].DSN, 1), ms[2].DSN)
-	r2, _, _ := schema.Epoch(ctx, dbtest.Open(t, ms[2].DSN, 1))
+	r2, _, _ := sqldb.Epoch(ctx, dbtest.Open(t, ms[2].DSN, 1))
 	if err == nil {
-		t.Fatalf("the second core failover stamped epoch %d on %s over epoch %d on %s: two promotions from epoch %d", r2, schema.Addr(ms[2].DSN), r1, schema.Addr(ms[1].DSN), e)
+		t.Fatalf("the second core failover stamped epoch %d on %s over epoch %d on %s: two promotions from epoch %d", r2, sqldb.Addr(ms[2].DSN), r1, sqldb.Addr(ms[1].DSN), e)
 	}
 	if r2 != e || !strings.Contains(err.Error(), strconv.FormatInt(r1, 10)) {
-		t.Errorf("refused (%v) with epoch %d on %s; want epoch %d left and the refusal naming epoch %d", err, r2, schema.Addr(ms[2].DSN), e, r1)
+		t.Errorf("refused (%v) with epoch %d on %s; want epoch %d left and the refusal naming epoch %d", err, r2, sqldb.Addr(ms[2].DSN), e, r1)
 	}
 }
 
@@ -146,24 +146,24 @@ func TestFailoverRerunPublishesPromoted(t *testing.T) {
 	if promoted == nil || other == nil {
 		t.Fatalf("after the first run: want one replica promoted (writable), the other read-only:\n%s", out)
 	}
-	t.Logf("first run (promoted %s, not published):\n%s", schema.Addr(promoted.DSN), out)
+	t.Logf("first run (promoted %s, not published):\n%s", sqldb.Addr(promoted.DSN), out)
 
 	out2 := &syncBuffer{}
 	f2 := testFailover(t, meta, name, cfg, out2)
 	err := f2.run(ctx, failoverOptions{})
 	t.Logf("second run: %v\n%s", err, out2)
 	if !readOnly(t, other) {
-		t.Fatalf("the second run promoted %s too: two writable primaries (%s and %s)", schema.Addr(other.DSN), schema.Addr(promoted.DSN), schema.Addr(other.DSN))
+		t.Fatalf("the second run promoted %s too: two writable primaries (%s and %s)", sqldb.Addr(other.DSN), sqldb.Addr(promoted.DSN), sqldb.Addr(other.DSN))
 	}
 	if err != nil {
 		t.Fatalf("the second run: %v", err)
 	}
 	if got := metaPrimary(t, meta, name); got != promoted.AppDSN() {
-		t.Errorf("published %s; want %s, promoted by the first run", schema.Addr(got), schema.Addr(promoted.DSN))
+		t.Errorf("published %s; want %s, promoted by the first run", sqldb.Addr(got), sqldb.Addr(promoted.DSN))
 	}
 	st, err := replication.ReplicaStatus(ctx, dbtest.Open(t, other.DSN, 1))
 	if err != nil || st.MasterPort != promoted.Port || st.IORunning != "Yes" {
-		t.Errorf("%s after the second run: %+v %v; want replicating from %s", schema.Addr(other.DSN), st, err, schema.Addr(promoted.DSN))
+		t.Errorf("%s after the second run: %+v %v; want replicating from %s", sqldb.Addr(other.DSN), st, err, sqldb.Addr(promoted.DSN))
 	}
 }
 
@@ -179,7 +179,7 @@ func writeSome(t *testing.T, g *dbtest.Group, n int) {
 	}
 	for _, r := range g.Replicas {
 		if err := replication.WaitApplied(ctx, dbtest.Open(t, r.DSN, 1), pos, 30*time.Second); err != nil {
-			t.Fatalf("replica %s: %v", schema.Addr(r.DSN), err)
+			t.Fatalf("replica %s: %v", sqldb.Addr(r.DSN), err)
 		}
 	}
 }
@@ -241,15 +241,15 @@ func TestFailoverStopsWhenLockLost(t *testing.T) {
 	}
 	for _, r := range g.Replicas {
 		if !readOnly(t, r) {
-			t.Errorf("replica %s was promoted after the lock was lost", schema.Addr(r.DSN))
+			t.Errorf("replica %s was promoted after the lock was lost", sqldb.Addr(r.DSN))
 		}
 		st, err := replication.ReplicaStatus(ctx, dbtest.Open(t, r.DSN, 1))
 		if err != nil || st.IORunning != "Yes" {
-			t.Errorf("replica %s: %+v %v; want still receiving (not stopped after the lock was lost)", schema.Addr(r.DSN), st, err)
+			t.Errorf("replica %s: %+v %v; want still receiving (not stopped after the lock was lost)", sqldb.Addr(r.DSN), st, err)
 		}
 	}
 	if got := metaPrimary(t, meta, name); got != g.Primary.AppDSN() {
-		t.Errorf("published %s after the lock was lost", schema.Addr(got))
+		t.Errorf("published %s after the lock was lost", sqldb.Addr(got))
 	}
 }
 

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/hongbao-dev/hongbao/configs"
-	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store/replication"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 const coreUsage = "usage: hbctl core failover [--to HOST:PORT] [--accept-single-copy] | rejoin | status | " +
@@ -22,7 +22,7 @@ const coreUsage = "usage: hbctl core failover [--to HOST:PORT] [--accept-single-
 // members come from the configuration (core.replicas), the current
 // primary from the failover epochs they carry, and publishing is the
 // epoch stamped on the promoted replica (every process probes the
-// members and follows it: schema.OpenGroup).
+// members and follows it: sqldb.OpenGroup).
 func cmdCore(ctx context.Context, e *env, args []string) error {
 	if len(args) == 0 {
 		return usageError{coreUsage}
@@ -82,7 +82,7 @@ func cmdCore(ctx context.Context, e *env, args []string) error {
 	f.g = coreGroup(members, accounts(cfg.MetaDSN, cfg.WalletDSN), f.epochOf)
 	o := failoverOptions{singleCopy: *single}
 	if *to != "" {
-		i := slices.IndexFunc(members.dsns, func(d string) bool { return schema.Addr(d) == *to })
+		i := slices.IndexFunc(members.dsns, func(d string) bool { return sqldb.Addr(d) == *to })
 		if i < 0 {
 			return usageError{fmt.Sprintf("flag --to: %q is not a member of the core group (%v)", *to, cfg.CoreMembers())}
 		}
@@ -112,17 +112,17 @@ func (f *failover) coreMembers(ctx context.Context, cfg *configs.Config) (coreMe
 		var epoch int64
 		var primary string
 		if err := f.on(ctx, d, func(ctx context.Context, db *sql.DB) (err error) {
-			epoch, primary, err = schema.Epoch(ctx, db)
+			epoch, primary, err = sqldb.Epoch(ctx, db)
 			return err
 		}); err != nil {
-			f.say("core member %s does not answer: %v", schema.Addr(d), err)
+			f.say("core member %s does not answer: %v", sqldb.Addr(d), err)
 			continue
 		}
 		if epoch <= m.epoch {
 			continue
 		}
 		m.epoch = epoch
-		if i := slices.IndexFunc(m.dsns, func(d string) bool { return schema.Addr(d) == primary }); i >= 0 {
+		if i := slices.IndexFunc(m.dsns, func(d string) bool { return sqldb.Addr(d) == primary }); i >= 0 {
 			m.primary = i
 		}
 	}
@@ -147,7 +147,7 @@ func coreGroup(m coreMembers, apps []string, epochOf func(ctx context.Context, d
 			if err := m.noNewerEpoch(ctx, db, dsn, epochOf); err != nil {
 				return err
 			}
-			return schema.StampEpoch(ctx, db, next, schema.Addr(dsn))
+			return sqldb.StampEpoch(ctx, db, next, sqldb.Addr(dsn))
 		},
 		publish: func(context.Context, string, []string) (string, error) {
 			return fmt.Sprintf("at failover epoch %d; every process follows it within a second (it probes the core members)", next), nil
@@ -164,13 +164,13 @@ func coreGroup(m coreMembers, apps []string, epochOf func(ctx context.Context, d
 // excludes a concurrent failover; this catches one that ran between our
 // reading the members and our stamp.
 func (m coreMembers) noNewerEpoch(ctx context.Context, db *sql.DB, dsn string, epochOf func(context.Context, string) (int64, error)) error {
-	own, _, err := schema.Epoch(ctx, db)
+	own, _, err := sqldb.Epoch(ctx, db)
 	if err != nil {
 		return err
 	}
 	if own > m.epoch {
 		return fmt.Errorf("%s carries failover epoch %d, above epoch %d this failover started from: another core failover promoted "+
-			"a member meanwhile (hbctl core status); not stamped", schema.Addr(dsn), own, m.epoch)
+			"a member meanwhile (hbctl core status); not stamped", sqldb.Addr(dsn), own, m.epoch)
 	}
 	for _, d := range m.dsns {
 		if d == dsn {
@@ -179,7 +179,7 @@ func (m coreMembers) noNewerEpoch(ctx context.Context, db *sql.DB, dsn string, e
 		e, err := epochOf(ctx, d)
 		if err == nil && e > m.epoch {
 			return fmt.Errorf("core member %s carries failover epoch %d, above epoch %d this failover started from: another core "+
-				"failover promoted it meanwhile (hbctl core status); %s not stamped", schema.Addr(d), e, m.epoch, schema.Addr(dsn))
+				"failover promoted it meanwhile (hbctl core status); %s not stamped", sqldb.Addr(d), e, m.epoch, sqldb.Addr(dsn))
 		}
 	}
 	return nil
@@ -188,10 +188,10 @@ func (m coreMembers) noNewerEpoch(ctx context.Context, db *sql.DB, dsn string, e
 // coreStatus prints each member: reachable, read-only, its epoch, whom it
 // replicates from.
 func (f *failover) coreStatus(ctx context.Context, m coreMembers) {
-	f.say("core group: primary %s at failover epoch %d", schema.Addr(m.dsns[m.primary]), m.epoch)
+	f.say("core group: primary %s at failover epoch %d", sqldb.Addr(m.dsns[m.primary]), m.epoch)
 	for _, d := range m.dsns {
 		err := f.on(ctx, d, func(ctx context.Context, db *sql.DB) error {
-			p := schema.ProbeMember(ctx, db)
+			p := sqldb.ProbeMember(ctx, db)
 			if p.Err != nil {
 				return p.Err
 			}
@@ -207,11 +207,11 @@ func (f *failover) coreStatus(ctx context.Context, m coreMembers) {
 			if st.Configured {
 				from = fmt.Sprintf(", replicates from %s:%d (IO %s, SQL %s)", st.MasterHost, st.MasterPort, st.IORunning, st.SQLRunning)
 			}
-			f.say("  %s: %s, epoch %d%s", schema.Addr(d), role, p.Epoch, from)
+			f.say("  %s: %s, epoch %d%s", sqldb.Addr(d), role, p.Epoch, from)
 			return nil
 		})
 		if err != nil {
-			f.say("  %s: does not answer (%v)", schema.Addr(d), err)
+			f.say("  %s: does not answer (%v)", sqldb.Addr(d), err)
 		}
 	}
 }
@@ -220,7 +220,7 @@ func (f *failover) coreStatus(ctx context.Context, m coreMembers) {
 // operator.
 func (f *failover) epochOf(ctx context.Context, dsn string) (epoch int64, err error) {
 	err = f.on(ctx, dsn, func(ctx context.Context, db *sql.DB) error {
-		epoch, _, err = schema.Epoch(ctx, db)
+		epoch, _, err = sqldb.Epoch(ctx, db)
 		return err
 	})
 	return epoch, err

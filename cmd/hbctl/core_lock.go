@@ -11,7 +11,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/hongbao-dev/hongbao/configs"
-	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // The core group's failover lock. hbctl core failover, core rejoin and
@@ -75,12 +75,12 @@ func (f *failover) lockCore(ctx context.Context, dsns []string) (*coreLock, erro
 	for _, d := range dsns {
 		c, got, err := f.lockOn(ctx, d)
 		if err != nil {
-			down = append(down, fmt.Sprintf("%s (%v)", schema.Addr(d), err))
+			down = append(down, fmt.Sprintf("%s (%v)", sqldb.Addr(d), err))
 			continue
 		}
 		if !got {
 			l.Release()
-			return nil, fmt.Errorf("%w: held on core member %s; wait for it or stop it (hbctl core watch runs one)", errCoreBusy, schema.Addr(d))
+			return nil, fmt.Errorf("%w: held on core member %s; wait for it or stop it (hbctl core watch runs one)", errCoreBusy, sqldb.Addr(d))
 		}
 		l.conns = append(l.conns, c)
 	}
@@ -128,7 +128,7 @@ func (l *coreLock) Held(ctx context.Context) error {
 		if err == nil && mine.Int64 == 1 {
 			return nil
 		}
-		why = append(why, fmt.Sprintf("%s: %v", schema.Addr(c.dsn), errors.Join(err, errors.New("not held"))))
+		why = append(why, fmt.Sprintf("%s: %v", sqldb.Addr(c.dsn), errors.Join(err, errors.New("not held"))))
 	}
 	return fmt.Errorf("core failover lock lost on every member (%s)", strings.Join(why, "; "))
 }

@@ -11,8 +11,8 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/router/clustertest"
-	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store/dbtest"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // devGrant is what every sender of these tests is credited on its first
@@ -88,11 +88,11 @@ func writableMember(t *testing.T, g *dbtest.Group) *dbtest.MariaDB {
 		if !m.Running() {
 			continue
 		}
-		db, err := schema.Open(m.DSN, 1)
+		db, err := sqldb.Open(m.DSN, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := schema.ProbeMember(context.Background(), db)
+		p := sqldb.ProbeMember(context.Background(), db)
 		db.Close()
 		if p.Err == nil && p.Writable {
 			return m
@@ -210,7 +210,7 @@ func TestCoreRejoin(t *testing.T) {
 		db   *dbtest.MariaDB
 		want int
 	}{{p, 0}, {r, 1}} {
-		db, err := schema.Open(m.db.DSN, 1)
+		db, err := sqldb.Open(m.db.DSN, 1)
 		if err != nil {
 			t.Fatal(err)
 		}

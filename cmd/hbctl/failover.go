@@ -13,9 +13,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hongbao-dev/hongbao/configs"
-	"github.com/hongbao-dev/hongbao/router/topology"
-	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/set/topology"
 	"github.com/hongbao-dev/hongbao/store/replication"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // Why a failover loses no acknowledged write. Every SET database is a
@@ -113,10 +113,10 @@ func setGroup(ctx context.Context, meta *sql.DB, name string) (*group, error) {
 			v, err := topology.Failover(ctx, meta, s.Name, s.MySQLDSN, primary, replicas)
 			if errors.Is(err, topology.ErrPublished) {
 				return "", fmt.Errorf("%w (the promoted %s is writable but unknown to servers: hbctl set rejoin %s makes it a replica of the published primary)",
-					err, schema.Addr(primary), s.Name)
+					err, sqldb.Addr(primary), s.Name)
 			}
 			if err != nil {
-				return "", fmt.Errorf("%w (the promoted %s is writable: running failover again publishes it)", err, schema.Addr(primary))
+				return "", fmt.Errorf("%w (the promoted %s is writable: running failover again publishes it)", err, sqldb.Addr(primary))
 			}
 			return fmt.Sprintf("at topology version %d; servers and settlers follow within a second", v), nil
 		},
@@ -227,7 +227,7 @@ func (f *failover) adminTimeouts(dsn string, dial, read, write time.Duration) (*
 	if to, ok := f.reroute[c.Addr]; ok {
 		c.Addr = to
 	}
-	return schema.Open(c.FormatDSN(), 2)
+	return sqldb.Open(c.FormatDSN(), 2)
 }
 
 // say reports a step: on stdout, or in the log when there is one.
@@ -310,7 +310,7 @@ func (f *failover) finish(ctx context.Context, promoted string, others []string,
 	followers := 0
 	for _, r := range others {
 		if err := f.rejoin(ctx, r); err != nil {
-			f.say("replica %s: %v", schema.Addr(r), err)
+			f.say("replica %s: %v", sqldb.Addr(r), err)
 			continue
 		}
 		followers++
@@ -326,7 +326,7 @@ func (f *failover) finish(ctx context.Context, promoted string, others []string,
 		return err
 	}
 	g.primary, g.replicas = promoted, replicas // the group as it stands now
-	f.say("%s's primary is %s %s (failover took %v).", g.name, schema.Addr(promoted), how, time.Since(began).Round(time.Millisecond))
+	f.say("%s's primary is %s %s (failover took %v).", g.name, sqldb.Addr(promoted), how, time.Since(began).Round(time.Millisecond))
 	switch {
 	case followers > 0:
 		f.say("%d replica(s) follow it: %s keeps writing, each commit on two machines", followers, g.name)
@@ -338,7 +338,7 @@ func (f *failover) finish(ctx context.Context, promoted string, others []string,
 			"writes stall until a replica connects (%s, or a fresh copy); "+
 			"--accept-single-copy would have let it write on one machine", g.name, g.rejoinCmd)
 	}
-	f.say("the old primary %s: %s makes it a replica once it runs", schema.Addr(old), g.rejoinCmd)
+	f.say("the old primary %s: %s makes it a replica once it runs", sqldb.Addr(old), g.rejoinCmd)
 	return nil
 }
 
@@ -369,15 +369,15 @@ func (f *failover) fenceOld(ctx context.Context) (pos string, err error) {
 	switch {
 	case err != nil:
 		f.say("old primary %s does not answer (%v): not fenced; the replicas stop receiving from it, "+
-			"so it can acknowledge no commit (semi-sync without degrade)", schema.Addr(old), err)
+			"so it can acknowledge no commit (semi-sync without degrade)", sqldb.Addr(old), err)
 		return "", nil
 	case !fenced.Final:
 		f.say("old primary %s: the application's accounts locked (%s), but %d commit(s) wait there for an acknowledgement "+
 			"no replica sends: left waiting, never visible nor answered; the replicas stop receiving from it, "+
-			"so it can acknowledge none", schema.Addr(old), strings.Join(f.g.apps, ", "), fenced.Waiting)
+			"so it can acknowledge none", sqldb.Addr(old), strings.Join(f.g.apps, ", "), fenced.Waiting)
 		return "", nil
 	}
-	f.say("fenced the old primary %s (the application's accounts locked, read_only, connections killed twice) at GTID %q", schema.Addr(old), pos)
+	f.say("fenced the old primary %s (the application's accounts locked, read_only, connections killed twice) at GTID %q", sqldb.Addr(old), pos)
 	return pos, nil
 }
 
@@ -398,9 +398,9 @@ func (f *failover) promote(ctx context.Context, c candidate, singleCopy bool) er
 		return replication.Promote(ctx, db, f.cfg.SemiSyncTimeout.D(), !singleCopy, stamp)
 	})
 	if err != nil {
-		return fmt.Errorf("promote %s: %w", schema.Addr(c.dsn), err)
+		return fmt.Errorf("promote %s: %w", sqldb.Addr(c.dsn), err)
 	}
-	f.say("promoted %s (writable, semi-sync primary) at GTID %q", schema.Addr(c.dsn), c.raw)
+	f.say("promoted %s (writable, semi-sync primary) at GTID %q", sqldb.Addr(c.dsn), c.raw)
 	return nil
 }
 

@@ -9,8 +9,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store/replication"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // stopReceiving lets each replica apply what the fenced old primary wrote
@@ -29,7 +29,7 @@ func (f *failover) stopReceiving(ctx context.Context, fenced string) ([]candidat
 		// holds what it acknowledged in its relay log only, and reports
 		// no received position: its relay log is applied first.
 		if err := f.applyStopped(ctx, r); err != nil {
-			f.say("replica %s: its relay log: %v", schema.Addr(r), err)
+			f.say("replica %s: its relay log: %v", sqldb.Addr(r), err)
 		}
 		var st replication.Status
 		err := f.on(ctx, r, func(ctx context.Context, db *sql.DB) (err error) {
@@ -41,25 +41,25 @@ func (f *failover) stopReceiving(ctx context.Context, fenced string) ([]candidat
 		})
 		switch {
 		case err != nil && (fenced != "" || errors.Is(err, syscall.ECONNREFUSED)):
-			f.say("replica %s is not a candidate: %v", schema.Addr(r), err)
+			f.say("replica %s is not a candidate: %v", sqldb.Addr(r), err)
 			continue
 		case err != nil:
 			return nil, fmt.Errorf("replica %s does not answer (%w): it might still acknowledge the old primary's "+
-				"commits, nothing was promoted; stop it (or make it unreachable from the old primary) and run failover again", schema.Addr(r), err)
+				"commits, nothing was promoted; stop it (or make it unreachable from the old primary) and run failover again", sqldb.Addr(r), err)
 		}
 		received := st.IOPos
 		if received == "" { // nothing received since its start: what it applied
 			received = st.SlavePos
 		}
 		if err := f.waitApplied(ctx, r, received); err != nil {
-			f.say("replica %s is not a candidate: %v", schema.Addr(r), err)
+			f.say("replica %s is not a candidate: %v", sqldb.Addr(r), err)
 			continue
 		}
 		pos, err := replication.ParseState(received)
 		if err != nil {
 			return nil, err
 		}
-		f.say("replica %s received and applied up to GTID %q", schema.Addr(r), received)
+		f.say("replica %s received and applied up to GTID %q", sqldb.Addr(r), received)
 		cands = append(cands, candidate{dsn: r, pos: pos, raw: received})
 	}
 	if len(cands) == 0 {
@@ -85,7 +85,7 @@ func (f *failover) receiveFinal(ctx context.Context, pos string) {
 				return // stopReceiving says what it is
 			}
 			if err := f.waitApplied(ctx, r, pos); err != nil {
-				f.say("replica %s: %v", schema.Addr(r), err)
+				f.say("replica %s: %v", sqldb.Addr(r), err)
 			}
 		})
 	}
@@ -131,10 +131,10 @@ func pick(cands []candidate, to string) (candidate, error) {
 		if c.dsn == to {
 			if replication.Behind(c.pos, best.pos) {
 				return candidate{}, fmt.Errorf("flag --to: %s received up to %q, %s more (%q): promoting it would lose transactions; nothing was promoted",
-					schema.Addr(to), c.raw, schema.Addr(best.dsn), best.raw)
+					sqldb.Addr(to), c.raw, sqldb.Addr(best.dsn), best.raw)
 			}
 			return c, nil
 		}
 	}
-	return candidate{}, fmt.Errorf("flag --to: %s cannot be promoted (see above); nothing was promoted", schema.Addr(to))
+	return candidate{}, fmt.Errorf("flag --to: %s cannot be promoted (see above); nothing was promoted", sqldb.Addr(to))
 }

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/hongbao-dev/hongbao/router/clustertest"
-	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // TestFailoverBrokenReplicaLink is the check of issue #23's first finding,
@@ -27,7 +27,7 @@ func TestFailoverBrokenReplicaLink(t *testing.T) {
 	stop := make(chan struct{})
 	wg := l.run(c, 16, stop)
 	time.Sleep(3 * time.Second)
-	rdb, err := schema.Open(replica.DSN, 1)
+	rdb, err := sqldb.Open(replica.DSN, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func TestFailoverBrokenReplicaLink(t *testing.T) {
 	l.check(t, c, "b", cut)
 	// The old primary holds what waited; none of it may be readable by
 	// the application there (it is not readable anywhere else).
-	app, err := schema.Open(old.AppDSN(), 1)
+	app, err := sqldb.Open(old.AppDSN(), 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store/replication"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // Why a replica never resumes acknowledging a primary that was failed
@@ -56,7 +56,7 @@ func (f *failover) noPendingPromotion(ctx context.Context) error {
 	}
 	if ok {
 		return fmt.Errorf("%s: a failover from %s promoted %s and did not publish it: run the failover again "+
-			"(it publishes %s); nothing was rejoined", f.g.name, schema.Addr(f.g.primary), schema.Addr(to), schema.Addr(to))
+			"(it publishes %s); nothing was rejoined", f.g.name, sqldb.Addr(f.g.primary), sqldb.Addr(to), sqldb.Addr(to))
 	}
 	return nil
 }

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store/replication"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // A failover run again never promotes a second replica (issue 23,
@@ -52,10 +52,10 @@ func (f *failover) resume(ctx context.Context, o *failoverOptions, began time.Ti
 	if o.to != "" && o.to != to {
 		return false, usageError{fmt.Sprintf("flag --to: a failover from %s promoted %s and did not publish it: "+
 			"promoting %s as well would make two primaries; run failover without --to, it publishes %s",
-			schema.Addr(f.g.primary), schema.Addr(to), schema.Addr(o.to), schema.Addr(to))}
+			sqldb.Addr(f.g.primary), sqldb.Addr(to), sqldb.Addr(o.to), sqldb.Addr(to))}
 	}
 	if !slices.Contains(f.g.replicas, to) {
-		return false, fmt.Errorf("%s: a failover promoted %s, which is no longer one of its replicas; nothing was done", f.g.name, schema.Addr(to))
+		return false, fmt.Errorf("%s: a failover promoted %s, which is no longer one of its replicas; nothing was done", f.g.name, sqldb.Addr(to))
 	}
 	var st replication.Status
 	var pos string
@@ -69,14 +69,14 @@ func (f *failover) resume(ctx context.Context, o *failoverOptions, began time.Ti
 		return false, fmt.Errorf("%s: a failover promoted %s and did not publish it; it does not answer (%w): "+
 			"nothing was done (no other replica may be promoted while it may be writable); if it is lost for good "+
 			"(stopped, never to run again), delete its record (DELETE FROM promotions WHERE set_name = '%s' in the meta "+
-			"database) and run failover again", f.g.name, schema.Addr(to), err, strings.TrimPrefix(f.g.name, "SET "))
+			"database) and run failover again", f.g.name, sqldb.Addr(to), err, strings.TrimPrefix(f.g.name, "SET "))
 	}
 	if st.Configured {
-		f.say("a failover from %s chose %s and died before promoting it: failing over to it", schema.Addr(f.g.primary), schema.Addr(to))
+		f.say("a failover from %s chose %s and died before promoting it: failing over to it", sqldb.Addr(f.g.primary), sqldb.Addr(to))
 		o.to = to
 		return false, nil
 	}
-	f.say("a failover from %s promoted %s and did not publish it: publishing it (no other replica is promoted)", schema.Addr(f.g.primary), schema.Addr(to))
+	f.say("a failover from %s promoted %s and did not publish it: publishing it (no other replica is promoted)", sqldb.Addr(f.g.primary), sqldb.Addr(to))
 	if err := f.step(ctx, stepFence); err != nil {
 		return true, err
 	}

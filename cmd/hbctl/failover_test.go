@@ -16,9 +16,9 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/router/clustertest"
-	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store/dbtest"
 	"github.com/hongbao-dev/hongbao/store/replication"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // ack is an open the router acknowledged, and when.
@@ -194,7 +194,7 @@ func failoverUnderLoad(t *testing.T, c *clustertest.Cluster, primary *dbtest.Mar
 func checkFollowers(t *testing.T, g *dbtest.Group, primary, gone *dbtest.MariaDB) {
 	t.Helper()
 	ctx := context.Background()
-	pdb, err := schema.Open(primary.DSN, 1)
+	pdb, err := sqldb.Open(primary.DSN, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +207,7 @@ func checkFollowers(t *testing.T, g *dbtest.Group, primary, gone *dbtest.MariaDB
 		if m == primary || m == gone {
 			continue
 		}
-		db, err := schema.Open(m.DSN, 1)
+		db, err := sqldb.Open(m.DSN, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -306,7 +306,7 @@ func TestFailoverPausedPrimary(t *testing.T) {
 	gap := l.check(t, c, "b", paused)
 	t.Logf("SET b without acknowledged opens for %v after its primary was paused", gap.Round(time.Millisecond))
 
-	oldDB, err := schema.Open(b.Group.Primary.DSN, 2)
+	oldDB, err := sqldb.Open(b.Group.Primary.DSN, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -400,7 +400,7 @@ func TestReplicaDown(t *testing.T) {
 	if len(p.Shares) != 2 {
 		t.Errorf("packet %s has %d shares; want 2 (one before, one while the replica was down)", id, len(p.Shares))
 	}
-	replica, err := schema.Open(b.Group.Replicas[0].DSN, 2)
+	replica, err := sqldb.Open(b.Group.Replicas[0].DSN, 2)
 	if err != nil {
 		t.Fatal(err)
 	}

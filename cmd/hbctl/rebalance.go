@@ -12,7 +12,7 @@ import (
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/cmd/internal/rebalance"
 	"github.com/hongbao-dev/hongbao/configs"
-	"github.com/hongbao-dev/hongbao/router/topology"
+	"github.com/hongbao-dev/hongbao/set/topology"
 )
 
 const rebalanceUsage = "usage: hbctl rebalance plan [--json] | apply [--parallel N] [--dry-run] [--grace 3s] | status [--json] | reverse [--parallel N]"

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store/replication"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // rejoinAll makes every replica of the SET that does not replicate from its
@@ -31,21 +31,21 @@ func (f *failover) rejoinAll(ctx context.Context) error {
 			st, err = replication.ReplicaStatus(ctx, db)
 			return err
 		}); err != nil {
-			failed = append(failed, fmt.Sprintf("%s: not reachable (%v): start it, then run rejoin again", schema.Addr(r), err))
+			failed = append(failed, fmt.Sprintf("%s: not reachable (%v): start it, then run rejoin again", sqldb.Addr(r), err))
 			continue
 		}
 		if st.From(ctx, host, port) && st.IORunning == "Yes" && st.SQLRunning == "Yes" {
-			f.say("%s already replicates from %s", schema.Addr(r), schema.Addr(f.g.primary))
+			f.say("%s already replicates from %s", sqldb.Addr(r), sqldb.Addr(f.g.primary))
 			continue
 		}
 		if st.From(ctx, host, port) {
 			if err := f.restart(ctx, r); err != nil {
-				failed = append(failed, fmt.Sprintf("%s: %v", schema.Addr(r), err))
+				failed = append(failed, fmt.Sprintf("%s: %v", sqldb.Addr(r), err))
 			}
 			continue
 		}
 		if err := f.rejoin(ctx, r); err != nil {
-			failed = append(failed, fmt.Sprintf("%s: %v", schema.Addr(r), err))
+			failed = append(failed, fmt.Sprintf("%s: %v", sqldb.Addr(r), err))
 		}
 	}
 	if len(failed) < len(f.g.replicas) {
@@ -54,7 +54,7 @@ func (f *failover) rejoinAll(ctx context.Context) error {
 		if err := f.on(ctx, f.g.primary, func(ctx context.Context, db *sql.DB) error {
 			return replication.WaitNoReplica(ctx, db, true)
 		}); err != nil {
-			failed = append(failed, fmt.Sprintf("the primary %s: %v", schema.Addr(f.g.primary), err))
+			failed = append(failed, fmt.Sprintf("the primary %s: %v", sqldb.Addr(f.g.primary), err))
 		}
 	}
 	if len(failed) > 0 {
@@ -91,7 +91,7 @@ func (f *failover) rejoin(ctx context.Context, dsn string) error {
 	}
 	theirs, err := replication.BinlogState(ctx, pdb)
 	if err != nil {
-		return fmt.Errorf("the primary %s: %w", schema.Addr(f.g.primary), err)
+		return fmt.Errorf("the primary %s: %w", sqldb.Addr(f.g.primary), err)
 	}
 	fenced, fenceErr := replication.Fence(ctx, db, f.g.apps)
 	if fenceErr == nil && !fenced.Final {
@@ -110,7 +110,7 @@ func (f *failover) rejoin(ctx context.Context, dsn string) error {
 		}
 		return fmt.Errorf("refused: it has transactions the primary %s lacks (errant: never acknowledged, unless by a replica that missed a failover): %s; "+
 			"%s: rebuild it from the primary (a fresh copy), it must not replicate",
-			schema.Addr(f.g.primary), replication.List(errant, 20), fenced)
+			sqldb.Addr(f.g.primary), replication.List(errant, 20), fenced)
 	}
 	if fenceErr != nil {
 		return fmt.Errorf("not fenced (%w): start it, then run rejoin again", fenceErr)
@@ -148,7 +148,7 @@ func (f *failover) waitReplicating(ctx context.Context, db *sql.DB, dsn string) 
 			return err
 		}
 		if st.IORunning == "Yes" && st.SQLRunning == "Yes" {
-			f.say("%s replicates from %s (read-only), from GTID %q", schema.Addr(dsn), schema.Addr(f.g.primary), st.SlavePos)
+			f.say("%s replicates from %s (read-only), from GTID %q", sqldb.Addr(dsn), sqldb.Addr(f.g.primary), st.SlavePos)
 			return nil
 		}
 		if st.LastError != "" && st.IORunning == "No" {

@@ -9,8 +9,8 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/hongbao-dev/hongbao/configs"
-	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store/replication"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 const replicaUsage = "usage: hbctl replica start HOST:PORT... [-config FILE] [--timeout 10m]"
@@ -59,7 +59,7 @@ func startReplica(ctx context.Context, e *env, cfg *configs.Config, addr string,
 	r := cfg.Replication
 	c := mysql.NewConfig()
 	c.Net, c.Addr, c.User, c.Passwd = "tcp", addr, r.AdminUser, r.AdminPassword
-	db, err := schema.Open(c.FormatDSN(), 2)
+	db, err := sqldb.Open(c.FormatDSN(), 2)
 	if err != nil {
 		return err
 	}

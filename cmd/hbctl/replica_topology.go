@@ -7,9 +7,9 @@ import (
 	"slices"
 
 	"github.com/hongbao-dev/hongbao/configs"
-	"github.com/hongbao-dev/hongbao/router/topology"
-	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/set/topology"
 	"github.com/hongbao-dev/hongbao/store/replication"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // hbctl replica start checks the topology first (issue 23, finding 3; see
@@ -41,7 +41,7 @@ func startInTopology(ctx context.Context, e *env, cfg *configs.Config, addr stri
 	}
 	defer meta.Close()
 	t, err := topology.Load(ctx, meta)
-	if errors.Is(err, topology.ErrNotInitialised) || schema.IsMissingTable(err) {
+	if errors.Is(err, topology.ErrNotInitialised) || sqldb.IsMissingTable(err) {
 		return start(ctx)
 	}
 	if err != nil {
@@ -93,19 +93,19 @@ func (f *failover) startOrRejoin(ctx context.Context, addr string, st replicatio
 	if st.From(ctx, host, port) {
 		return start(ctx)
 	}
-	i := slices.IndexFunc(f.g.replicas, func(d string) bool { return schema.Addr(d) == addr })
+	i := slices.IndexFunc(f.g.replicas, func(d string) bool { return sqldb.Addr(d) == addr })
 	if i < 0 {
 		return fmt.Errorf("%s: it is %s's primary in the topology, yet names a source (%s:%d): not started", addr, f.g.name, st.MasterHost, st.MasterPort)
 	}
 	f.say("%s replicates from %s:%d, but %s's primary is %s (it missed a failover): rejoining it to it instead",
-		addr, st.MasterHost, st.MasterPort, f.g.name, schema.Addr(f.g.primary))
+		addr, st.MasterHost, st.MasterPort, f.g.name, sqldb.Addr(f.g.primary))
 	return f.rejoin(ctx, f.g.replicas[i])
 }
 
 // setListing returns the SET whose replicas (or MySQL) include addr.
 func setListing(t *topology.Map, addr string) (string, bool) {
 	for _, s := range t.Sets {
-		if schema.Addr(s.MySQLDSN) == addr || slices.ContainsFunc(s.Replicas, func(d string) bool { return schema.Addr(d) == addr }) {
+		if sqldb.Addr(s.MySQLDSN) == addr || slices.ContainsFunc(s.Replicas, func(d string) bool { return sqldb.Addr(d) == addr }) {
 			return s.Name, true
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/configs"
 	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 func cmdSchema(ctx context.Context, e *env, args []string) error {
@@ -48,7 +49,7 @@ func cmdSchema(ctx context.Context, e *env, args []string) error {
 
 // ensureSet creates the tables of every bucket for today and the next days.
 func ensureSet(ctx context.Context, sc configs.Set, loc *time.Location, days int) (int, error) {
-	db, err := schema.Open(sc.MySQLDSN, 4)
+	db, err := sqldb.Open(sc.MySQLDSN, 4)
 	if err != nil {
 		return 0, err
 	}

@@ -12,9 +12,10 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/hongbao-dev/hongbao/router/topology"
 	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/set/topology"
 	"github.com/hongbao-dev/hongbao/store/migrate"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 const setUsage = "usage: hbctl set add NAME --servers A,B --mysql DSN [--replicas 'DSN ...'] --memcached A[,B] [--archive DSN] [--weight N] | list [--json] | " +
@@ -298,7 +299,7 @@ func (o *ops) remove(ctx context.Context, e *env, name string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := side.Live.ExecContext(ctx, "DELETE FROM hb_fence.owned WHERE set_name = ?", name); err != nil && !schema.IsMissingTable(err) {
+	if _, err := side.Live.ExecContext(ctx, "DELETE FROM hb_fence.owned WHERE set_name = ?", name); err != nil && !sqldb.IsMissingTable(err) {
 		return err
 	}
 	fmt.Fprintf(e.stdout, "SET %s removed at topology version %d; stop its processes.\n", name, v)
@@ -309,7 +310,7 @@ func (o *ops) remove(ctx context.Context, e *env, name string) error {
 func outboxOf(ctx context.Context, side migrate.Side, name string) (int, error) {
 	var n int
 	err := side.Live.QueryRowContext(ctx, "SELECT COUNT(*) FROM hb_set.outbox WHERE set_name IN (?, '')", name).Scan(&n)
-	if schema.IsMissingTable(err) {
+	if sqldb.IsMissingTable(err) {
 		return 0, nil
 	}
 	if err != nil {

@@ -7,8 +7,7 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
-
-	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // Writes that may wait for a semi-sync acknowledgement forever (the
@@ -69,7 +68,7 @@ func stallReason(ctx context.Context, dsn, fix string) string {
 		return ""
 	}
 	c.Timeout, c.ReadTimeout, c.DBName = 2*time.Second, 2*time.Second, ""
-	db, err := schema.Open(c.FormatDSN(), 1)
+	db, err := sqldb.Open(c.FormatDSN(), 1)
 	if err != nil {
 		return ""
 	}

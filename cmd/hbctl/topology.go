@@ -13,9 +13,10 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/configs"
-	"github.com/hongbao-dev/hongbao/router/topology"
-	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/set/topology"
+	"github.com/hongbao-dev/hongbao/store/fence"
 	"github.com/hongbao-dev/hongbao/store/migrate"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 const topologyUsage = "usage: hbctl topology init|show [--json]|move --bucket B --to SET"
@@ -83,7 +84,7 @@ func topologyInit(ctx context.Context, e *env, cfg *configs.Config, meta *sql.DB
 		fix := fmt.Sprintf("start its replica, or after hbctl set failover %s run hbctl set rejoin %s", s.Name, s.Name)
 		if err := unstalled(ctx, e, "topology init: SET "+s.Name, []string{s.MySQLDSN}, fix, func(ctx context.Context) error {
 			return withDB(s.MySQLDSN, func(db *sql.DB) error {
-				return schema.Own(ctx, db, s.Name, t.Version, t.Buckets(s.Name))
+				return fence.Own(ctx, db, s.Name, t.Version, t.Buckets(s.Name))
 			})
 		}); err != nil {
 			return fmt.Errorf("SET %s: %w", s.Name, err)
@@ -213,7 +214,7 @@ func (o *ops) dropLeftovers(ctx context.Context, e *env, t *topology.Map, b hong
 		if err != nil {
 			return err
 		}
-		held, busy, err := schema.Holds(ctx, side.Live, s.Name, b)
+		held, busy, err := fence.Holds(ctx, side.Live, s.Name, b)
 		if err != nil {
 			return fmt.Errorf("SET %s: %w", s.Name, err)
 		}
@@ -234,7 +235,7 @@ func (o *ops) dropLeftovers(ctx context.Context, e *env, t *topology.Map, b hong
 const moveSettle = 2500 * time.Millisecond
 
 func withDB(dsn string, fn func(*sql.DB) error) error {
-	db, err := schema.Open(dsn, 4)
+	db, err := sqldb.Open(dsn, 4)
 	if err != nil {
 		return err
 	}

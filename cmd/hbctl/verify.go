@@ -11,9 +11,9 @@ import (
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/cmd/internal/settings"
 	"github.com/hongbao-dev/hongbao/configs"
-	"github.com/hongbao-dev/hongbao/router/topology"
-	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/set/topology"
 	"github.com/hongbao-dev/hongbao/store"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 	"github.com/hongbao-dev/hongbao/store/wallet"
 )
 
@@ -266,13 +266,13 @@ func anySources(ctx context.Context, snaps []*store.Snapshot, keys []string,
 // openSetDBs opens pools on a SET's MySQL and its archive (one pool when
 // they are the same).
 func openSetDBs(dsn, coldDSN string) (db, cold *sql.DB, closeAll func(), err error) {
-	if db, err = schema.Open(dsn, 4); err != nil {
+	if db, err = sqldb.Open(dsn, 4); err != nil {
 		return nil, nil, nil, err
 	}
 	if coldDSN == dsn {
 		return db, db, func() { db.Close() }, nil
 	}
-	if cold, err = schema.Open(coldDSN, 2); err != nil {
+	if cold, err = sqldb.Open(coldDSN, 2); err != nil {
 		db.Close()
 		return nil, nil, nil, err
 	}

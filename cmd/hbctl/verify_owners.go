@@ -9,9 +9,9 @@ import (
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/router/topology"
-	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/set/topology"
 	"github.com/hongbao-dev/hongbao/store"
+	"github.com/hongbao-dev/hongbao/store/fence"
 )
 
 // Which SET counts a bucket. verify opens one consistent snapshot per SET,
@@ -81,7 +81,7 @@ func assign(v ownerView) (map[string]map[hongbao.Bucket]bool, []hongbao.Bucket) 
 		counted[name] = map[hongbao.Bucket]bool{}
 	}
 	if v.v1 < v.v0 { // the meta database went back: a failover
-		return counted, schema.AllBuckets()
+		return counted, fence.AllBuckets()
 	}
 	var unsettled []hongbao.Bucket
 	for b := range hongbao.Bucket(hongbao.Buckets) {

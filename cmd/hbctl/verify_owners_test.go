@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/router/topology"
+	"github.com/hongbao-dev/hongbao/set/topology"
 )
 
 // TestAssign: every bucket is counted by exactly one SET's snapshot at
@@ -45,7 +45,7 @@ func TestAssign(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v := ownerView{v0: 1, v1: tc.v1, t0: tc.t0, t1: tc.t1, d0: tc.d0, d1: tc.d1, fences: map[string]map[hongbao.Bucket]bool{
-				"a": fence(true, tc.aHas, moving), "b": fence(false, tc.bHas, moving),
+				"a": fenceOf(true, tc.aHas, moving), "b": fenceOf(false, tc.bHas, moving),
 			}}
 			counted, unsettled := assign(v)
 			var by []string
@@ -66,16 +66,16 @@ func TestAssign(t *testing.T) {
 		})
 	}
 	t.Run("the meta database went back", func(t *testing.T) {
-		_, unsettled := assign(ownerView{v0: 2, v1: 1, t0: onA, t1: onA, fences: map[string]map[hongbao.Bucket]bool{"a": fence(true, true, moving)}})
+		_, unsettled := assign(ownerView{v0: 2, v1: 1, t0: onA, t1: onA, fences: map[string]map[hongbao.Bucket]bool{"a": fenceOf(true, true, moving)}})
 		if len(unsettled) != hongbao.Buckets {
 			t.Errorf("%d buckets read again, want all", len(unsettled))
 		}
 	})
 }
 
-// fence is a fence holding moving if has, and every other bucket if
+// fenceOf is a fence holding moving if has, and every other bucket if
 // others.
-func fence(others, has bool, moving hongbao.Bucket) map[hongbao.Bucket]bool {
+func fenceOf(others, has bool, moving hongbao.Bucket) map[hongbao.Bucket]bool {
 	f := map[hongbao.Bucket]bool{}
 	for b := range hongbao.Bucket(hongbao.Buckets) {
 		if b == moving && has || b != moving && others {
@@ -114,7 +114,7 @@ func TestStaleClaims(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v := ownerView{v0: 1, v1: 1, t0: tc.t0, t1: tc.t1, d0: tc.d0, d1: tc.d1, fences: map[string]map[hongbao.Bucket]bool{
-				"a": fence(true, tc.aHas, moving), "b": fence(false, true, moving),
+				"a": fenceOf(true, tc.aHas, moving), "b": fenceOf(false, true, moving),
 			}}
 			got := staleClaims(v)
 			if len(got) != tc.want {

@@ -17,9 +17,9 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/hongbao-dev/hongbao/configs"
-	"github.com/hongbao-dev/hongbao/router/topology"
-	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/set/topology"
 	"github.com/hongbao-dev/hongbao/store/replication"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // The watchdog: hbctl set watch and hbctl core watch fail a replicated
@@ -316,7 +316,7 @@ func (w *watcher) round(ctx context.Context) {
 	if perr == nil {
 		if !w.downSince.IsZero() {
 			w.log.Info("the primary answers again: the streak of failed probes ends, no failover",
-				zap.String("primary", schema.Addr(g.primary)), zap.Duration("unreachable_for", time.Since(w.downSince).Round(time.Millisecond)))
+				zap.String("primary", sqldb.Addr(g.primary)), zap.Duration("unreachable_for", time.Since(w.downSince).Round(time.Millisecond)))
 		}
 		w.downSince, w.last = time.Time{}, ""
 		return
@@ -324,7 +324,7 @@ func (w *watcher) round(ctx context.Context) {
 	if w.downSince.IsZero() {
 		w.downSince = time.Now()
 		w.log.Warn("the primary does not answer: a streak of failed probes begins",
-			zap.String("primary", schema.Addr(g.primary)), zap.Duration("after", w.o.after), zap.Error(perr))
+			zap.String("primary", sqldb.Addr(g.primary)), zap.Duration("after", w.o.after), zap.Error(perr))
 	}
 	down := time.Since(w.downSince)
 	if down < w.o.after {
@@ -332,7 +332,7 @@ func (w *watcher) round(ctx context.Context) {
 	}
 	why, ok := w.dead(g, reps)
 	if !ok {
-		w.decide("the primary does not answer, no failover: "+why, zap.String("primary", schema.Addr(g.primary)),
+		w.decide("the primary does not answer, no failover: "+why, zap.String("primary", sqldb.Addr(g.primary)),
 			zap.Duration("unreachable_for", down.Round(time.Millisecond)), zap.Error(perr))
 		return
 	}
@@ -344,9 +344,9 @@ func (w *watcher) newPrimary(g *group) {
 	if w.promoted {
 		w.log.Warn("disarmed after the automatic failover (no flapping): no automatic failover of "+w.t.name+
 			" until every replica replicates from the new primary ("+g.rejoinCmd+")",
-			zap.String("primary", schema.Addr(g.primary)), zap.Strings("replicas", addrs(g.replicas)))
+			zap.String("primary", sqldb.Addr(g.primary)), zap.Strings("replicas", addrs(g.replicas)))
 	} else {
-		w.log.Info("watching "+w.t.name, zap.String("primary", schema.Addr(g.primary)), zap.Strings("replicas", addrs(g.replicas)))
+		w.log.Info("watching "+w.t.name, zap.String("primary", sqldb.Addr(g.primary)), zap.Strings("replicas", addrs(g.replicas)))
 	}
 	w.primary, w.downSince, w.known, w.unsafe = g.primary, time.Time{}, false, ""
 	w.seen, w.armed, w.promoted, w.halted, w.last = map[string]bool{}, false, false, "", ""
@@ -382,7 +382,7 @@ func (w *watcher) probePrimary(ctx context.Context, dsn string) error {
 	if unsafe != w.unsafe || !w.known {
 		if unsafe != "" {
 			w.log.Warn("the primary could acknowledge commits no replica has: no automatic failover while it is so",
-				zap.String("primary", schema.Addr(dsn)), zap.String("why", unsafe))
+				zap.String("primary", sqldb.Addr(dsn)), zap.String("why", unsafe))
 		}
 	}
 	w.known, w.unsafe = true, unsafe
@@ -467,7 +467,7 @@ func (w *watcher) arm(g *group, reps []replicaView) {
 	armed := w.known && w.unsafe == "" && len(w.unseen(g)) == 0
 	if armed && !w.armed {
 		w.log.Info("armed: every replica replicates from the primary; automatic failover is on",
-			zap.String("primary", schema.Addr(g.primary)), zap.Strings("replicas", addrs(g.replicas)))
+			zap.String("primary", sqldb.Addr(g.primary)), zap.Strings("replicas", addrs(g.replicas)))
 	}
 	w.armed = armed
 }
@@ -477,7 +477,7 @@ func (w *watcher) unseen(g *group) []string {
 	var out []string
 	for _, r := range g.replicas {
 		if !w.seen[r] {
-			out = append(out, schema.Addr(r))
+			out = append(out, sqldb.Addr(r))
 		}
 	}
 	return out
@@ -491,11 +491,11 @@ func (w *watcher) dead(g *group, reps []replicaView) (why string, ok bool) {
 	for _, v := range reps {
 		switch v.state {
 		case replicating:
-			return fmt.Sprintf("replica %s still %s: the primary lives, the watcher's own path to it is cut", schema.Addr(v.dsn), v.what), false
+			return fmt.Sprintf("replica %s still %s: the primary lives, the watcher's own path to it is cut", sqldb.Addr(v.dsn), v.what), false
 		case lost:
-			confirm = append(confirm, schema.Addr(v.dsn)+" "+v.what)
+			confirm = append(confirm, sqldb.Addr(v.dsn)+" "+v.what)
 		default:
-			other = append(other, schema.Addr(v.dsn)+" "+v.state+": "+v.what)
+			other = append(other, sqldb.Addr(v.dsn)+" "+v.state+": "+v.what)
 		}
 	}
 	switch {
@@ -526,7 +526,7 @@ func (w *watcher) failover(ctx context.Context, g *group, down time.Duration, wh
 	if w.t.lock != nil {
 		var err error
 		if lock, err = w.t.lock(fctx); err != nil {
-			w.decide("the primary is dead, no automatic failover now: "+err.Error(), zap.String("primary", schema.Addr(g.primary)))
+			w.decide("the primary is dead, no automatic failover now: "+err.Error(), zap.String("primary", sqldb.Addr(g.primary)))
 			return
 		}
 		defer lock.Release()
@@ -534,12 +534,12 @@ func (w *watcher) failover(ctx context.Context, g *group, down time.Duration, wh
 		// have failed it over meanwhile.
 		now, err := w.t.load(fctx)
 		if err != nil || now.primary != g.primary || !slices.Equal(now.replicas, g.replicas) {
-			w.decide("the primary is dead, no automatic failover: the group changed meanwhile", zap.String("primary", schema.Addr(g.primary)), zap.Error(err))
+			w.decide("the primary is dead, no automatic failover: the group changed meanwhile", zap.String("primary", sqldb.Addr(g.primary)), zap.Error(err))
 			return
 		}
 		g = now
 	}
-	w.log.Error("the primary is dead: failing over", zap.String("primary", schema.Addr(g.primary)),
+	w.log.Error("the primary is dead: failing over", zap.String("primary", sqldb.Addr(g.primary)),
 		zap.Duration("unreachable_for", down.Round(time.Millisecond)), zap.String("why", why),
 		zap.Bool("accept_single_copy", w.o.singleCopy))
 	f := *w.f
@@ -548,11 +548,11 @@ func (w *watcher) failover(ctx context.Context, g *group, down time.Duration, wh
 	if err := f.run(fctx, failoverOptions{singleCopy: w.o.singleCopy}); err != nil {
 		w.halted = err.Error()
 		w.log.Error("the automatic failover failed: no further automatic attempt on this primary, an operator must act ("+w.t.fix+")",
-			zap.String("primary", schema.Addr(g.primary)), zap.Error(err))
+			zap.String("primary", sqldb.Addr(g.primary)), zap.Error(err))
 		return
 	}
 	w.promoted = true
-	w.log.Warn("automatic failover done", zap.String("old_primary", schema.Addr(w.primary)), zap.String("new_primary", schema.Addr(g.primary)),
+	w.log.Warn("automatic failover done", zap.String("old_primary", sqldb.Addr(w.primary)), zap.String("new_primary", sqldb.Addr(g.primary)),
 		zap.Duration("took", time.Since(began).Round(time.Millisecond)), zap.Duration("since_first_failed_probe", time.Since(w.downSince).Round(time.Millisecond)))
 }
 
@@ -560,7 +560,7 @@ func (w *watcher) failover(ctx context.Context, g *group, down time.Duration, wh
 func addrs(dsns []string) []string {
 	out := make([]string, len(dsns))
 	for i, d := range dsns {
-		out[i] = schema.Addr(d)
+		out[i] = sqldb.Addr(d)
 	}
 	return out
 }

@@ -4,8 +4,8 @@ import (
 	"context"
 	"testing"
 
-	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store/replication"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // TestWatchSourceByName: a replica set up with its primary's name
@@ -36,7 +36,7 @@ func TestWatchSourceByName(t *testing.T) {
 	for _, tt := range tests {
 		v := viewOf(ctx, tt.primary, "u:p@tcp(10.0.0.9:3306)/", tt.st, nil)
 		if v.state != tt.want {
-			t.Errorf("primary %s, replica's source %s:%d: %s (%s), want %s", schema.Addr(tt.primary), tt.st.MasterHost, tt.st.MasterPort, v.state, v.what, tt.want)
+			t.Errorf("primary %s, replica's source %s:%d: %s (%s), want %s", sqldb.Addr(tt.primary), tt.st.MasterHost, tt.st.MasterPort, v.state, v.what, tt.want)
 		}
 	}
 }

@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/hongbao-dev/hongbao/router/clustertest"
-	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store/dbtest"
 	"github.com/hongbao-dev/hongbao/store/replication"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // watchFlags are the watcher's probing flags in these tests; --after is
@@ -290,7 +290,7 @@ func TestWatchNoFlap(t *testing.T) {
 	if p, r := metaSet(t, c, "b"); p != primary || r != replicas {
 		t.Errorf("the meta database has SET b on %q with replicas %q; want %q with %q (no second failover)", p, r, primary, replicas)
 	}
-	db, err := schema.Open(other.DSN, 1)
+	db, err := sqldb.Open(other.DSN, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

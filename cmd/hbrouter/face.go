@@ -10,7 +10,7 @@ import (
 	"github.com/hongbao-dev/hongbao/configs"
 	"github.com/hongbao-dev/hongbao/router"
 	"github.com/hongbao-dev/hongbao/router/dashboard"
-	"github.com/hongbao-dev/hongbao/router/topology"
+	"github.com/hongbao-dev/hongbao/set/topology"
 )
 
 // devTokenTTL turns the page's dev sign-in and top-up on exactly when the

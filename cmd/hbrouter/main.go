@@ -24,8 +24,8 @@ import (
 	"github.com/hongbao-dev/hongbao/configs"
 	"github.com/hongbao-dev/hongbao/metrics"
 	"github.com/hongbao-dev/hongbao/router"
-	"github.com/hongbao-dev/hongbao/router/topology"
 	"github.com/hongbao-dev/hongbao/router/web"
+	"github.com/hongbao-dev/hongbao/set/topology"
 )
 
 func main() {

@@ -18,8 +18,8 @@ import (
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/api"
 	"github.com/hongbao-dev/hongbao/router/clustertest"
-	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store/dbtest"
+	"github.com/hongbao-dev/hongbao/store/fence"
 	"github.com/hongbao-dev/hongbao/store/wallet"
 )
 
@@ -40,7 +40,7 @@ type pair struct {
 func TestKill9WhileOpening(t *testing.T) {
 	db := dbtest.DB(t, "a", 16)
 	setName := dbtest.UniqueName("crash")
-	dbtest.Own(t, db, setName, schema.AllBuckets())
+	dbtest.Own(t, db, setName, fence.AllBuckets())
 
 	addr := clustertest.FreeAddr(t)
 	// Senders are fresh users, so one wallet database serves every run.

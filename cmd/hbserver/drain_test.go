@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/hongbao-dev/hongbao/router/clustertest"
-	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store/dbtest"
+	"github.com/hongbao-dev/hongbao/store/fence"
 )
 
 // On SIGTERM a server turns not ready at once (public and admin /readyz
@@ -20,7 +20,7 @@ import (
 func TestSIGTERMTurnsNotReadyThenDrains(t *testing.T) {
 	db := dbtest.DB(t, "a", 4)
 	setName := dbtest.UniqueName("drain")
-	dbtest.Own(t, db, setName, schema.AllBuckets())
+	dbtest.Own(t, db, setName, fence.AllBuckets())
 	addr, adm := clustertest.FreeAddr(t), clustertest.FreeAddr(t)
 	cfg := filepath.Join(t.TempDir(), "hb.yaml")
 	clustertest.WriteConfig(t, cfg, clustertest.Config{Secret: "drain-test-user-secret-0123456789", InternalSecret: crashInternalSecret,

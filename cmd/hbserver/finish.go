@@ -9,8 +9,8 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/cmd/internal/rebalance"
-	"github.com/hongbao-dev/hongbao/router/topology"
-	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/set/topology"
+	"github.com/hongbao-dev/hongbao/store/fence"
 )
 
 // finishMoves runs until ctx ends. A rebalance's mover gives a bucket up on
@@ -88,7 +88,7 @@ func finishOnce(ctx context.Context, j *topology.Journal, db *sql.DB, set string
 	}
 	for i := range stuck {
 		m := &stuck[i]
-		held, busy, err := schema.Holds(ctx, db, set, m.Bucket)
+		held, busy, err := fence.Holds(ctx, db, set, m.Bucket)
 		switch {
 		case err != nil:
 			return err

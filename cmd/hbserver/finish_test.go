@@ -12,9 +12,9 @@ import (
 	"go.uber.org/zap"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/router/topology"
-	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/set/topology"
 	"github.com/hongbao-dev/hongbao/store/dbtest"
+	"github.com/hongbao-dev/hongbao/store/fence"
 )
 
 // TestFinishMovesOutlivesMetaOutage: a server whose meta database is
@@ -41,7 +41,7 @@ func TestFinishMovesOutlivesMetaOutage(t *testing.T) {
 	}
 	db := dbtest.DB(t, "a", 4)
 	stale := top.Buckets(a)[2]
-	if err := schema.Own(ctx, db, c, top.Version+1, []hongbao.Bucket{stale}); err != nil {
+	if err := fence.Own(ctx, db, c, top.Version+1, []hongbao.Bucket{stale}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _, _ = db.Exec("DELETE FROM hb_fence.owned WHERE set_name = ?", c) })
@@ -122,7 +122,7 @@ func TestFinishLeavesAResumedMove(t *testing.T) {
 	}
 	db := dbtest.DB(t, "a", 4)
 	bucket := top.Buckets(a)[1]
-	if err := schema.Own(ctx, db, a, top.Version, []hongbao.Bucket{bucket}); err != nil {
+	if err := fence.Own(ctx, db, a, top.Version, []hongbao.Bucket{bucket}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _, _ = db.Exec("DELETE FROM hb_fence.owned WHERE set_name = ?", a) })

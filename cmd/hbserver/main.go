@@ -24,12 +24,13 @@ import (
 	"github.com/hongbao-dev/hongbao/cmd/internal/settings"
 	"github.com/hongbao-dev/hongbao/configs"
 	"github.com/hongbao-dev/hongbao/metrics"
-	"github.com/hongbao-dev/hongbao/router/topology"
 	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/set"
+	"github.com/hongbao-dev/hongbao/set/topology"
 	"github.com/hongbao-dev/hongbao/store"
 	"github.com/hongbao-dev/hongbao/store/cache"
 	"github.com/hongbao-dev/hongbao/store/replication"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 	"github.com/hongbao-dev/hongbao/store/wallet"
 )
 
@@ -87,19 +88,19 @@ func run(args []string) error {
 
 	// Switchable pools: after a failover of the SET's MySQL (a new DSN in
 	// the topology) they dial the new primary, without a restart.
-	live, err := schema.OpenSwitch(sc.MySQLDSN, cfg.DBConns)
+	live, err := sqldb.OpenSwitch(sc.MySQLDSN, cfg.DBConns)
 	if err != nil {
 		return err
 	}
 	db := live.DB()
 	defer db.Close()
-	coldSw, err := schema.OpenSwitch(sc.Cold(), 4)
+	coldSw, err := sqldb.OpenSwitch(sc.Cold(), 4)
 	if err != nil {
 		return err
 	}
 	cold := coldSw.DB()
 	defer cold.Close()
-	replica, err := schema.OpenSwitch(settings.ReadReplica(sc.MySQLDSN, sc.Replicas), 4)
+	replica, err := sqldb.OpenSwitch(settings.ReadReplica(sc.MySQLDSN, sc.Replicas), 4)
 	if err != nil {
 		return err
 	}

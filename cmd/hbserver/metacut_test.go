@@ -14,9 +14,9 @@ import (
 
 	"github.com/hongbao-dev/hongbao/router"
 	"github.com/hongbao-dev/hongbao/router/clustertest"
-	"github.com/hongbao-dev/hongbao/router/topology"
-	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/set/topology"
 	"github.com/hongbao-dev/hongbao/store/dbtest"
+	"github.com/hongbao-dev/hongbao/store/fence"
 )
 
 // TestCutOffFromMetaNotReady: a server whose link to the meta database is
@@ -31,7 +31,7 @@ func TestCutOffFromMetaNotReady(t *testing.T) {
 	defer cancel()
 	db := dbtest.DB(t, "a", 4)
 	setName := dbtest.UniqueName("metacut")
-	dbtest.Own(t, db, setName, schema.AllBuckets())
+	dbtest.Own(t, db, setName, fence.AllBuckets())
 	addr, adm := clustertest.FreeAddr(t), clustertest.FreeAddr(t)
 
 	// The meta database, on the shared MariaDB, reached through a proxy.

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/hongbao-dev/hongbao/router/topology"
+	"github.com/hongbao-dev/hongbao/set/topology"
 )
 
 // topologyStale is how old the last read of the topology may be before the

@@ -24,6 +24,7 @@ import (
 	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/set/settle"
 	"github.com/hongbao-dev/hongbao/store"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 	"github.com/hongbao-dev/hongbao/store/wallet"
 )
 
@@ -75,7 +76,7 @@ func run(args []string) error {
 	defer stop()
 	// A switchable pool: after a failover of the SET's MySQL (a new DSN in
 	// the topology) it dials the new primary, without a restart.
-	live, err := schema.OpenSwitch(sc.MySQLDSN, 8)
+	live, err := sqldb.OpenSwitch(sc.MySQLDSN, 8)
 	if err != nil {
 		return err
 	}

@@ -37,9 +37,9 @@ import (
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/router/topology"
-	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/set/topology"
 	"github.com/hongbao-dev/hongbao/store/dbtest"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 	"github.com/hongbao-dev/hongbao/store/wallet"
 )
 
@@ -159,7 +159,7 @@ type Cluster struct {
 	routerAddr string
 	secret     string
 	signer     *hongbao.Signer
-	dbs        map[string]*schema.Switch
+	dbs        map[string]*sqldb.Switch
 	wallet     *wallet.Wallet
 	meta       *sql.DB
 
@@ -179,7 +179,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 	began := time.Now()
 	bin := build(t, "hbserver", "hbrouter", "hbsettler", "hbctl")
 	built := time.Now()
-	c := &Cluster{t: t, opts: opts, dir: t.TempDir(), bin: bin, dbs: map[string]*schema.Switch{}, procs: map[string]*Process{}}
+	c := &Cluster{t: t, opts: opts, dir: t.TempDir(), bin: bin, dbs: map[string]*sqldb.Switch{}, procs: map[string]*Process{}}
 	c.secret = "clustertest-user-secret-" + strconv.FormatInt(began.UnixNano(), 36)
 	c.InternalSecret = "clustertest-internal-secret-0123456789"
 	c.signer = hongbao.NewSigner([]byte(c.secret))
@@ -251,7 +251,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 
 	c.MustCtl(t, "topology", "init")
 	for _, s := range all {
-		db, err := schema.OpenSwitch(s.DSN, 8)
+		db, err := sqldb.OpenSwitch(s.DSN, 8)
 		if err != nil {
 			t.Fatal(err)
 		}

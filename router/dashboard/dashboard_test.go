@@ -16,7 +16,7 @@ import (
 
 	"github.com/hongbao-dev/hongbao/metrics"
 	"github.com/hongbao-dev/hongbao/router/dashboard"
-	"github.com/hongbao-dev/hongbao/router/topology"
+	"github.com/hongbao-dev/hongbao/set/topology"
 )
 
 // admin is a fake process's admin listener: the metrics text it serves

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/hongbao-dev/hongbao/router/topology"
+	"github.com/hongbao-dev/hongbao/set/topology"
 )
 
 // journalTimeout bounds one read of the rebalance journal: a meta DB that

@@ -16,9 +16,9 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/router/dashboard"
-	"github.com/hongbao-dev/hongbao/router/topology"
-	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/set/topology"
 	"github.com/hongbao-dev/hongbao/store/dbtest"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // fabricated is a running rebalance of 12 buckets created at t0, its first
@@ -157,7 +157,7 @@ func TestRebalanceMetaDown(t *testing.T) {
 			accepted <- c
 		}
 	}()
-	meta, err := schema.Open("hongbao:hongbao@tcp("+ln.Addr().String()+")/hb_meta", 2)
+	meta, err := sqldb.Open("hongbao:hongbao@tcp("+ln.Addr().String()+")/hb_meta", 2)
 	if err != nil {
 		t.Fatal(err)
 	}

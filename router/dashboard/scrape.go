@@ -16,7 +16,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/router/topology"
+	"github.com/hongbao-dev/hongbao/set/topology"
 )
 
 // sample is what one scrape of a process's admin listener gave.

@@ -16,6 +16,7 @@ import (
 	"github.com/hongbao-dev/hongbao/set/settle"
 	"github.com/hongbao-dev/hongbao/store"
 	"github.com/hongbao-dev/hongbao/store/dbtest"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 	"github.com/hongbao-dev/hongbao/store/wallet"
 )
 
@@ -31,7 +32,7 @@ func newBatchRig(t *testing.T) *batchRig {
 	t.Helper()
 	m := dbtest.StartMariaDB(t)
 	ctx := t.Context()
-	db, err := schema.Open(m.DSN, 16)
+	db, err := sqldb.Open(m.DSN, 16)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +51,7 @@ func newBatchRig(t *testing.T) *batchRig {
 // settler returns a settler of the rig's SET with its own pool.
 func (r *batchRig) settler(t *testing.T, batch, workers int) *settle.Settler {
 	t.Helper()
-	db, err := schema.Open(r.dsn, 8)
+	db, err := sqldb.Open(r.dsn, 8)
 	if err != nil {
 		t.Fatal(err)
 	}

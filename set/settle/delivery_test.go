@@ -14,10 +14,10 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/router/clustertest"
-	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/set/settle"
 	"github.com/hongbao-dev/hongbao/store"
 	"github.com/hongbao-dev/hongbao/store/dbtest"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 	"github.com/hongbao-dev/hongbao/store/wallet"
 )
 
@@ -57,7 +57,7 @@ func TestDuplicateDelivery(t *testing.T) {
 
 	ctx := t.Context()
 	newSettler := func() *settle.Settler {
-		sdb, err := schema.Open(c.Set(owner).DSN, 4)
+		sdb, err := sqldb.Open(c.Set(owner).DSN, 4)
 		if err != nil {
 			t.Fatal(err)
 		}

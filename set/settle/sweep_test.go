@@ -8,9 +8,9 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/router/clustertest"
-	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store"
 	"github.com/hongbao-dev/hongbao/store/dbtest"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 	"github.com/hongbao-dev/hongbao/store/wallet"
 )
 
@@ -53,7 +53,7 @@ func TestSweepPendingSends(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sdb, err := schema.Open(c.Set(owner).DSN, 2)
+		sdb, err := sqldb.Open(c.Set(owner).DSN, 2)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -140,7 +140,7 @@ func TestSettlerIdlesOnPendingExpiredPacket(t *testing.T) {
 		t.Fatalf("packet %s: SET %q (%v), want the last SET %s", id, owner, err, last.Name)
 	}
 	loc := dbtest.Shanghai(t)
-	sdb, err := schema.Open(last.DSN, 2)
+	sdb, err := sqldb.Open(last.DSN, 2)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store/replication"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // env returns a required variable; without it the test fails, never skips,
@@ -51,11 +51,11 @@ func DB(t testing.TB, set string, conns int) *sql.DB {
 	return db
 }
 
-// Open opens a pool of conns connections on dsn (schema.Open), closed
+// Open opens a pool of conns connections on dsn (sqldb.Open), closed
 // when the test ends.
 func Open(t testing.TB, dsn string, conns int) *sql.DB {
 	t.Helper()
-	db, err := schema.Open(dsn, conns)
+	db, err := sqldb.Open(dsn, conns)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,7 +308,7 @@ func (m *MariaDB) RestartStopped() error {
 // startReplica starts a restarted replica's replication, its relay log
 // applied first.
 func (m *MariaDB) startReplica() error {
-	db, err := schema.Open(m.DSN, 1)
+	db, err := sqldb.Open(m.DSN, 1)
 	if err != nil {
 		return fmt.Errorf("mariadbd: replica: %w", err)
 	}

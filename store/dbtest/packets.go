@@ -18,7 +18,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/store/fence"
 )
 
 // FreshUser returns a user ID no other test (or run) uses: tests sharing a
@@ -50,7 +50,7 @@ func Own(t testing.TB, db *sql.DB, set string, buckets []hongbao.Bucket) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := schema.Own(ctx, db, set, 1, buckets); err != nil {
+	if err := fence.Own(ctx, db, set, 1, buckets); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store/replication"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // Accounts of a replicated pair: the application's (everything but READ
@@ -79,7 +79,7 @@ func (g *Group) setUp() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, m := range g.Members() {
-		db, err := schema.Open(m.DSN, 1)
+		db, err := sqldb.Open(m.DSN, 1)
 		if err != nil {
 			return err
 		}
@@ -113,7 +113,7 @@ func (g *Group) setUp() error {
 // follow makes replica r replicate from the primary and waits until it
 // does.
 func (g *Group) follow(ctx context.Context, r *MariaDB) error {
-	db, err := schema.Open(r.DSN, 1)
+	db, err := sqldb.Open(r.DSN, 1)
 	if err != nil {
 		return err
 	}

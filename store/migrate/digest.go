@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // span is a chunk: keys in [lo, hi); nil bounds are open.
@@ -138,7 +138,7 @@ func (m *Bucket) digestOf(ctx context.Context, db *sql.DB, t table, s span) (dig
 	var d digest
 	err = db.QueryRowContext(ctx, "SELECT COUNT(*), COALESCE(BIT_XOR("+expr+"),0), COALESCE(SUM("+money(t)+"),0) FROM "+
 		t.name+" WHERE "+where+t.filter(m.B), args...).Scan(&d.rows, &d.hash, &d.money)
-	if schema.IsMissingTable(err) {
+	if sqldb.IsMissingTable(err) {
 		return digest{}, nil
 	}
 	if err != nil {
@@ -151,7 +151,7 @@ func (m *Bucket) digestOf(ctx context.Context, db *sql.DB, t table, s span) (dig
 // first and last are open, so rows only the target has are covered too.
 func (m *Bucket) spans(ctx context.Context, t table) ([]span, error) {
 	rows, err := m.db(m.From, t).QueryContext(ctx, "SELECT "+t.key+" FROM "+t.name+" WHERE 1=1"+t.filter(m.B)+" ORDER BY "+t.key)
-	if schema.IsMissingTable(err) {
+	if sqldb.IsMissingTable(err) {
 		return []span{{}}, nil
 	}
 	if err != nil {
@@ -205,7 +205,7 @@ func (m *Bucket) digestsOf(ctx context.Context, db *sql.DB, t table, spans []spa
 	out := make([]digest, len(spans))
 	rows, err := db.QueryContext(ctx, "SELECT "+chunk+" c, COUNT(*), COALESCE(BIT_XOR("+expr+"),0), COALESCE(SUM("+money(t)+"),0) FROM "+
 		t.name+" WHERE 1=1"+t.filter(m.B)+" GROUP BY c", args...)
-	if schema.IsMissingTable(err) {
+	if sqldb.IsMissingTable(err) {
 		return out, nil
 	}
 	if err != nil {

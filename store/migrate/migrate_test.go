@@ -15,6 +15,7 @@ import (
 	"github.com/hongbao-dev/hongbao/store"
 	"github.com/hongbao-dev/hongbao/store/dbtest"
 	"github.com/hongbao-dev/hongbao/store/migrate"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // pair is two private MariaDBs, the source and the target SET of a move.
@@ -48,7 +49,7 @@ func startPair(t *testing.T) *pair {
 	p.clock.Set(time.Now())
 	p.minter = hongbao.NewMinter(p.clock.Now)
 	for i, m := range dbs {
-		db, err := schema.Open(m.DSN, 8)
+		db, err := sqldb.Open(m.DSN, 8)
 		if err != nil {
 			t.Fatal(err)
 		}

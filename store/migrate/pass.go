@@ -8,7 +8,7 @@ import (
 	"sync"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // Pass copies every chunk of the bucket whose rows differ between the
@@ -310,7 +310,7 @@ func (m *Bucket) copySpan(ctx context.Context, t table, s span) (int64, int64, e
 		deleted, err = replaceSpan(ctx, dst, t, s, m.B, vals, cols)
 		// Chunks of one table are copied at once: READ COMMITTED takes no
 		// gap locks, but neighbours may still deadlock now and then.
-		if !schema.IsRetryable(err) || attempt == 5 {
+		if !sqldb.IsRetryable(err) || attempt == 5 {
 			break
 		}
 	}
@@ -341,8 +341,8 @@ func replaceSpan(ctx context.Context, dst *sql.DB, t table, s span, b hongbao.Bu
 	const batch = 200
 	for i := 0; i < len(vals); i += batch * cols {
 		part := vals[i:min(len(vals), i+batch*cols)]
-		tuple := "(" + schema.Placeholders(cols, "?") + ")"
-		q := "INSERT INTO " + t.name + " VALUES " + schema.Placeholders(len(part)/cols, tuple)
+		tuple := "(" + sqldb.Placeholders(cols, "?") + ")"
+		q := "INSERT INTO " + t.name + " VALUES " + sqldb.Placeholders(len(part)/cols, tuple)
 		if _, err := tx.ExecContext(ctx, q, part...); err != nil {
 			return 0, err
 		}
@@ -355,7 +355,7 @@ func replaceSpan(ctx context.Context, dst *sql.DB, t table, s span, b hongbao.Bu
 func (m *Bucket) read(ctx context.Context, t table, s span) ([]any, int, error) {
 	where, args := s.where(t.key)
 	rows, err := m.db(m.From, t).QueryContext(ctx, "SELECT * FROM "+t.name+" WHERE "+where+t.filter(m.B), args...)
-	if schema.IsMissingTable(err) {
+	if sqldb.IsMissingTable(err) {
 		return nil, 0, nil
 	}
 	if err != nil {
@@ -421,7 +421,7 @@ func Drop(ctx context.Context, s Side, bucket hongbao.Bucket) error {
 		} else {
 			_, err = b.db(s, t).ExecContext(ctx, "DELETE FROM "+t.name)
 		}
-		if err != nil && !schema.IsMissingTable(err) {
+		if err != nil && !sqldb.IsMissingTable(err) {
 			return fmt.Errorf("migrate: drop %s of bucket %d: %w", t.name, bucket, err)
 		}
 	}
@@ -456,11 +456,11 @@ func dropShared(ctx context.Context, db *sql.DB, t table, b hongbao.Bucket) erro
 		return err
 	}
 	n := len(t.pk)
-	tuple := "(" + schema.Placeholders(n, "?") + ")"
+	tuple := "(" + sqldb.Placeholders(n, "?") + ")"
 	const batch = 500
 	for i := 0; i < len(keys); i += batch * n {
 		part := keys[i:min(len(keys), i+batch*n)]
-		q := "DELETE FROM " + t.name + " WHERE (" + cols + ") IN (" + schema.Placeholders(len(part)/n, tuple) + ")" + t.filter(b)
+		q := "DELETE FROM " + t.name + " WHERE (" + cols + ") IN (" + sqldb.Placeholders(len(part)/n, tuple) + ")" + t.filter(b)
 		// READ COMMITTED: no gap locks, and a row read but not deleted
 		// is not kept locked.
 		tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})

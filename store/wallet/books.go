@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // PacketLedger is what the ledger holds of one packet: its debit (a
@@ -31,7 +31,7 @@ func (s *Snapshot) ByPacket(ctx context.Context, seq int64) (map[hongbao.PacketI
 	for rows.Next() {
 		var p hongbao.PacketID
 		var kind string
-		var k schema.KindSum
+		var k sqldb.KindSum
 		if err := rows.Scan(&p, &kind, &k.N, &k.Sum); err != nil {
 			return nil, fmt.Errorf("wallet: ledger by packet: %w", err)
 		}

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // ErrNotCredit refuses a batch holding an entry Credit cannot take: a
@@ -50,7 +50,7 @@ func (w *Wallet) Credit(ctx context.Context, es []hongbao.Entry) (Credited, erro
 	sorted := slices.Clone(es)
 	slices.SortFunc(sorted, func(a, b hongbao.Entry) int { return strings.Compare(a.Key, b.Key) })
 	var out Credited
-	err := schema.InTx(ctx, w.db, func(tx *sql.Tx) error {
+	err := sqldb.InTx(ctx, w.db, func(tx *sql.Tx) error {
 		out = Credited{}
 		seqs, err := insertCredits(ctx, tx, sorted, at)
 		if err != nil {
@@ -97,7 +97,7 @@ func insertCredits(ctx context.Context, tx *sql.Tx, es []hongbao.Entry, at time.
 		args = append(args, e.Key, e.User, e.Amount, e.Kind, e.Packet, at)
 	}
 	rows, err := tx.QueryContext(ctx, "INSERT IGNORE INTO ledger (entry_key, user_id, amount, kind, packet_id, created_at) VALUES "+
-		schema.Placeholders(len(es), "(?,?,?,?,?,?)")+" RETURNING seq, entry_key", args...)
+		sqldb.Placeholders(len(es), "(?,?,?,?,?,?)")+" RETURNING seq, entry_key", args...)
 	if err != nil {
 		return nil, err
 	}
@@ -133,7 +133,7 @@ func addBalances(ctx context.Context, tx *sql.Tx, fresh []hongbao.Entry, at time
 	for _, u := range users {
 		args = append(args, u, sums[u], at)
 	}
-	_, err := tx.ExecContext(ctx, "INSERT INTO accounts (user_id, balance, updated_at) VALUES "+schema.Placeholders(len(users), "(?,?,?)")+
+	_, err := tx.ExecContext(ctx, "INSERT INTO accounts (user_id, balance, updated_at) VALUES "+sqldb.Placeholders(len(users), "(?,?,?)")+
 		" ON DUPLICATE KEY UPDATE balance = balance + VALUES(balance), updated_at = VALUES(updated_at)", args...)
 	return err
 }
@@ -147,7 +147,7 @@ func entries(ctx context.Context, tx *sql.Tx, keys []string) ([]hongbao.Entry, e
 	for i, k := range keys {
 		args[i] = k
 	}
-	rows, err := tx.QueryContext(ctx, selectEntry+"WHERE entry_key IN ("+schema.Placeholders(len(keys), "?")+") ORDER BY entry_key", args...)
+	rows, err := tx.QueryContext(ctx, selectEntry+"WHERE entry_key IN ("+sqldb.Placeholders(len(keys), "?")+") ORDER BY entry_key", args...)
 	if err != nil {
 		return nil, err
 	}

@@ -7,7 +7,7 @@ import (
 	"fmt"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // Totals are the ledger's sums by kind.
@@ -31,10 +31,10 @@ func verify(ctx context.Context, q querier) (Totals, []string, error) {
 	if err != nil {
 		return tot, nil, fmt.Errorf("verify ledger: %w", err)
 	}
-	byKind := map[string]schema.KindSum{}
+	byKind := map[string]sqldb.KindSum{}
 	for rows.Next() {
 		var kind string
-		var k schema.KindSum
+		var k sqldb.KindSum
 		if err := rows.Scan(&kind, &k.N, &k.Sum); err != nil {
 			rows.Close()
 			return tot, nil, fmt.Errorf("verify ledger: %w", err)
@@ -122,7 +122,7 @@ func (s *Snapshot) Entries(ctx context.Context, keys []string) (map[string]hongb
 		for i, k := range keys[:n] {
 			args[i] = k
 		}
-		rows, err := s.conn.QueryContext(ctx, selectEntry+"WHERE entry_key IN ("+schema.Placeholders(n, "?")+")", args...)
+		rows, err := s.conn.QueryContext(ctx, selectEntry+"WHERE entry_key IN ("+sqldb.Placeholders(n, "?")+")", args...)
 		if err != nil {
 			return nil, fmt.Errorf("wallet: entries: %w", err)
 		}

@@ -11,6 +11,7 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // Wallet is the accounts and append-only ledger, in their own database.
@@ -21,10 +22,10 @@ type Wallet struct {
 
 // Open opens (creating if needed) the wallet database of dsn. core are the
 // addresses of the core group's members (none: dsn's server alone): the
-// pool follows the group's primary through a failover (schema.OpenGroup,
+// pool follows the group's primary through a failover (sqldb.OpenGroup,
 // with opts).
-func Open(ctx context.Context, dsn string, core []string, conns int, now func() time.Time, opts ...schema.GroupOption) (*Wallet, error) {
-	db, err := schema.OpenGroup(ctx, dsn, core, conns, true, opts...)
+func Open(ctx context.Context, dsn string, core []string, conns int, now func() time.Time, opts ...sqldb.GroupOption) (*Wallet, error) {
+	db, err := sqldb.OpenGroup(ctx, dsn, core, conns, true, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("wallet: %w", err)
 	}
@@ -47,7 +48,7 @@ func (w *Wallet) DB() *sql.DB { return w.db }
 // ErrInsufficientFunds and records nothing.
 func (w *Wallet) Apply(ctx context.Context, e hongbao.Entry) (hongbao.Entry, bool, error) {
 	e.At = w.now().UTC().Truncate(time.Millisecond)
-	err := schema.InTx(ctx, w.db, func(tx *sql.Tx) error {
+	err := sqldb.InTx(ctx, w.db, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, "INSERT INTO ledger (entry_key, user_id, amount, kind, packet_id, created_at) VALUES (?,?,?,?,?,?)",
 			e.Key, e.User, e.Amount, e.Kind, e.Packet, e.At)
 		if err != nil {
@@ -57,7 +58,7 @@ func (w *Wallet) Apply(ctx context.Context, e hongbao.Entry) (hongbao.Entry, boo
 		return move(ctx, tx, e)
 	})
 	switch {
-	case schema.IsDupEntry(err):
+	case sqldb.IsDupEntry(err):
 		old, err := w.entry(ctx, e.Key)
 		return old, false, err
 	case err != nil:

@@ -17,10 +17,11 @@ import (
 	"github.com/hongbao-dev/hongbao/cmd/internal/settings"
 	"github.com/hongbao-dev/hongbao/configs"
 	"github.com/hongbao-dev/hongbao/metrics"
-	"github.com/hongbao-dev/hongbao/router/topology"
-	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/set/archive"
+	"github.com/hongbao-dev/hongbao/set/topology"
 	"github.com/hongbao-dev/hongbao/store"
+	"github.com/hongbao-dev/hongbao/store/fence"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // Usage is the synopsis of the archive command.
@@ -137,11 +138,11 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, environ [
 // the buckets the topology gives the SET, never by a fence row alone (a
 // dead mover's claim).
 func newArchiver(sc configs.Set, cfg *configs.Config, days int, meta *sql.DB) (*archive.Archiver, func(), error) {
-	live, err := schema.Open(sc.MySQLDSN, 4)
+	live, err := sqldb.Open(sc.MySQLDSN, 4)
 	if err != nil {
 		return nil, nil, err
 	}
-	cold, err := schema.Open(sc.Cold(), 4)
+	cold, err := sqldb.Open(sc.Cold(), 4)
 	if err != nil {
 		live.Close()
 		return nil, nil, err
@@ -223,7 +224,7 @@ func lookupEnv(environ []string, name string) string {
 // when there is no meta database to ask.
 func ownedBuckets(ctx context.Context, cfg *configs.Config, name string) ([]hongbao.Bucket, error) {
 	if cfg.MetaDSN == "" {
-		return schema.AllBuckets(), nil
+		return fence.AllBuckets(), nil
 	}
 	meta, err := topology.OpenMeta(ctx, cfg.MetaDSN, cfg.CoreMembers(), false)
 	if err != nil {

@@ -6,9 +6,9 @@ import (
 	"testing"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/router/topology"
-	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/set/archive/archivetest"
+	"github.com/hongbao-dev/hongbao/set/topology"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // TestArchiveCommandEnsure: through the command line, ensure creates the
@@ -20,7 +20,7 @@ func TestArchiveCommandEnsure(t *testing.T) {
 	t.Parallel()
 	f := archivetest.New(t)
 	// SET a owns buckets 3 and 518 in the topology.
-	meta, err := schema.OpenCreate(f.Ctx, f.MariaDB.DSN+"hb_meta", 2)
+	meta, err := sqldb.OpenCreate(f.Ctx, f.MariaDB.DSN+"hb_meta", 2)
 	if err != nil {
 		t.Fatal(err)
 	}

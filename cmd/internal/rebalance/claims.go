@@ -8,8 +8,8 @@ import (
 	"slices"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/router/topology"
-	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/set/topology"
+	"github.com/hongbao-dev/hongbao/store/fence"
 )
 
 // RemoveStaleClaims deletes the rows of SET set's fence in db that nothing
@@ -22,7 +22,7 @@ import (
 // decided under the row's lock against the meta database read then
 // (removeClaim). It returns the buckets whose claim it deleted.
 func RemoveStaleClaims(ctx context.Context, meta, db *sql.DB, set string, owner func(hongbao.Bucket) string) ([]hongbao.Bucket, error) {
-	fence, err := schema.Claims(ctx, db, set)
+	fence, err := fence.Claims(ctx, db, set)
 	if err != nil {
 		return nil, err
 	}

@@ -10,9 +10,10 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/router/topology"
 	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/set/topology"
 	"github.com/hongbao-dev/hongbao/store/dbtest"
+	"github.com/hongbao-dev/hongbao/store/fence"
 )
 
 // TestRemoveStaleClaims: a claim of SET c's fence is deleted when neither
@@ -41,7 +42,7 @@ func TestRemoveStaleClaims(t *testing.T) {
 	v := top.Version
 	claim := func(b hongbao.Bucket, version int64) {
 		t.Helper()
-		if err := schema.Claim(ctx, db, c, version, []hongbao.Bucket{b}); err != nil {
+		if err := fence.Claim(ctx, db, c, version, []hongbao.Bucket{b}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -56,7 +57,7 @@ func TestRemoveStaleClaims(t *testing.T) {
 	}
 	holds := func(b hongbao.Bucket) int64 {
 		t.Helper()
-		fence, err := schema.Claims(ctx, db, c)
+		fence, err := fence.Claims(ctx, db, c)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -19,13 +19,13 @@ import (
 	"go.uber.org/zap"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/router/topology"
-	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/set/topology"
 	"github.com/hongbao-dev/hongbao/store/migrate"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // Fleet opens each SET's databases once and closes them together. Its
-// pools are switchable (schema.Switch) and follow the SET's primary as the
+// pools are switchable (sqldb.Switch) and follow the SET's primary as the
 // topology names it (Follow, Watch): after a failover of a SET during an
 // apply, the mover's statements go to the promoted primary, and those in
 // flight on the old one fail at once (a freeze's commit on a fenced or
@@ -43,7 +43,7 @@ func (f *Fleet) Switches() int64 { return f.switches.Load() }
 // fleetSide is one SET's pools: live, and cold when its archive is
 // elsewhere (nil: the live pool serves both).
 type fleetSide struct {
-	live, cold *schema.Switch
+	live, cold *sqldb.Switch
 }
 
 func (fs *fleetSide) side() migrate.Side {
@@ -82,13 +82,13 @@ func (f *Fleet) Side(s *topology.Set) (migrate.Side, error) {
 	if fs, ok := f.sides[s.Name]; ok {
 		return fs.side(), fs.follow(s, &f.switches)
 	}
-	live, err := schema.OpenSwitch(s.MySQLDSN, 16)
+	live, err := sqldb.OpenSwitch(s.MySQLDSN, 16)
 	if err != nil {
 		return migrate.Side{}, fmt.Errorf("SET %s: %w", s.Name, err)
 	}
 	fs := &fleetSide{live: live}
 	if s.Cold() != s.MySQLDSN {
-		if fs.cold, err = schema.OpenSwitch(s.Cold(), 8); err != nil {
+		if fs.cold, err = sqldb.OpenSwitch(s.Cold(), 8); err != nil {
 			live.DB().Close()
 			return migrate.Side{}, fmt.Errorf("SET %s archive: %w", s.Name, err)
 		}

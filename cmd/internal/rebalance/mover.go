@@ -12,8 +12,9 @@ import (
 	"go.uber.org/zap"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/router/topology"
 	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/set/topology"
+	"github.com/hongbao-dev/hongbao/store/fence"
 	"github.com/hongbao-dev/hongbao/store/migrate"
 )
 
@@ -235,7 +236,7 @@ func (mv *Mover) moveOne(ctx context.Context, m *topology.Move) (func() error, e
 // source's fence no longer has the bucket, otherwise sent back to
 // catching up. It reports whether the move is published.
 func (mv *Mover) resume(ctx context.Context, m *topology.Move, from migrate.Side) (bool, error) {
-	held, busy, err := schema.Holds(ctx, from.Live, m.From, m.Bucket)
+	held, busy, err := fence.Holds(ctx, from.Live, m.From, m.Bucket)
 	switch {
 	case err != nil:
 		return false, err
@@ -310,7 +311,7 @@ func (mv *Mover) freeze(ctx context.Context, m *topology.Move, b *migrate.Bucket
 		*d = now.Sub(began) - parts.Fence - parts.Delta - parts.Verify
 	}
 	defer func() { mv.parts.Store(m, parts) }()
-	if err := schema.Disown(ctx, tx, m.From, []hongbao.Bucket{m.Bucket}); err != nil {
+	if err := fence.Disown(ctx, tx, m.From, []hongbao.Bucket{m.Bucket}); err != nil {
 		return err
 	}
 	lap(&parts.Fence)
@@ -384,7 +385,7 @@ func claimTarget(ctx context.Context, j *topology.Journal, m *topology.Move, to 
 		return err
 	}
 	leased()
-	return schema.Claim(ctx, to, m.To, version, []hongbao.Bucket{m.Bucket})
+	return fence.Claim(ctx, to, m.To, version, []hongbao.Bucket{m.Bucket})
 }
 
 // published checks that m's publish took place: PublishAll marks m

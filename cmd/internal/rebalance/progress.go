@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hongbao-dev/hongbao/router/topology"
+	"github.com/hongbao-dev/hongbao/set/topology"
 	"github.com/hongbao-dev/hongbao/store/migrate"
 )
 

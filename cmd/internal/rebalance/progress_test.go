@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hongbao-dev/hongbao/router/topology"
+	"github.com/hongbao-dev/hongbao/set/topology"
 	"github.com/hongbao-dev/hongbao/store/migrate"
 )
 

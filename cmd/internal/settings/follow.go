@@ -5,15 +5,15 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/hongbao-dev/hongbao/router/topology"
-	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/set/topology"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // Pools are the switchable pools a SET's process keeps on the SET's MySQL:
 // its primary's and, when the process has them (nil: none), its archive's
 // and its read replica's.
 type Pools struct {
-	Primary, Archive, Replica *schema.Switch
+	Primary, Archive, Replica *sqldb.Switch
 }
 
 // FollowPrimary points pools at SET name's MySQL as each new version of the
@@ -29,7 +29,7 @@ func FollowPrimary(ctx context.Context, w *topology.Watcher, name string, pools 
 func (p Pools) follow(s topology.Set, log *zap.Logger) {
 	for _, q := range []struct {
 		what string
-		sw   *schema.Switch
+		sw   *sqldb.Switch
 		dsn  string
 	}{{"primary", p.Primary, s.MySQLDSN}, {"archive", p.Archive, s.Cold()}, {"read replica", p.Replica, ReadReplica(s.MySQLDSN, s.Replicas)}} {
 		if q.sw == nil {
@@ -38,7 +38,7 @@ func (p Pools) follow(s topology.Set, log *zap.Logger) {
 		if switched, err := q.sw.To(q.dsn); err != nil {
 			log.Error("cannot follow the SET's MySQL", zap.String("pool", q.what), zap.Error(err))
 		} else if switched {
-			log.Warn("the SET's MySQL moved: new connections go to its new address", zap.String("pool", q.what), zap.String("to", schema.Addr(q.dsn)))
+			log.Warn("the SET's MySQL moved: new connections go to its new address", zap.String("pool", q.what), zap.String("to", sqldb.Addr(q.dsn)))
 		}
 	}
 }

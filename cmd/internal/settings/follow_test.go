@@ -5,8 +5,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/hongbao-dev/hongbao/router/topology"
-	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/set/topology"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // TestPoolsFollowTheSet: each pool a process has is pointed at the DSN the
@@ -14,9 +14,9 @@ import (
 // pool it has not (the settler's archive and replica) is left alone. No
 // connection is made: switching only changes what new connections dial.
 func TestPoolsFollowTheSet(t *testing.T) {
-	open := func(dsn string) *schema.Switch {
+	open := func(dsn string) *sqldb.Switch {
 		t.Helper()
-		sw, err := schema.OpenSwitch(dsn, 1)
+		sw, err := sqldb.OpenSwitch(dsn, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -30,7 +30,7 @@ func TestPoolsFollowTheSet(t *testing.T) {
 	all.follow(s, zap.NewNop())
 	for _, c := range []struct {
 		what string
-		sw   *schema.Switch
+		sw   *sqldb.Switch
 		want string
 	}{{"primary", all.Primary, primary}, {"archive", all.Archive, cold}, {"read replica", all.Replica, r1}} {
 		if got := c.sw.DSN(); got != c.want {

@@ -9,7 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hongbao-dev/hongbao/configs"
-	"github.com/hongbao-dev/hongbao/router/topology"
+	"github.com/hongbao-dev/hongbao/set/topology"
 )
 
 // Sets returns the SETs an operator's command acts on. The meta database

@@ -33,10 +33,11 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/router/clustertest"
-	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/set/archive"
 	"github.com/hongbao-dev/hongbao/store"
 	"github.com/hongbao-dev/hongbao/store/dbtest"
+	"github.com/hongbao-dev/hongbao/store/fence"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // Fixture is one private MariaDB with SET "a" owning every bucket, a store
@@ -85,12 +86,12 @@ func New(t testing.TB) *Fixture {
 	// their starts.
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	t.Cleanup(cancel)
-	db, err := schema.Open(m.DSN, 8)
+	db, err := sqldb.Open(m.DSN, 8)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	if err := schema.Own(ctx, db, "a", 1, schema.AllBuckets()); err != nil {
+	if err := fence.Own(ctx, db, "a", 1, fence.AllBuckets()); err != nil {
 		t.Fatal(err)
 	}
 	f := &Fixture{t: t, Ctx: ctx, MariaDB: m, DB: db, Loc: loc, user: 1000, pk: map[hongbao.PacketID]*Packet{}}

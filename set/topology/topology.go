@@ -18,6 +18,7 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // Set describes one SET.
@@ -327,9 +328,9 @@ func MoveBucket(ctx context.Context, meta *sql.DB, b hongbao.Bucket, to string) 
 // OpenMeta opens the meta database of dsn, creating the database first
 // when create is set. core are the addresses of the core group's members
 // (configs.Config.CoreMembers; none: dsn's server alone): the pool follows
-// the group's primary through a failover (schema.OpenGroup, with opts).
-func OpenMeta(ctx context.Context, dsn string, core []string, create bool, opts ...schema.GroupOption) (*sql.DB, error) {
-	return schema.OpenGroup(ctx, dsn, core, 4, create, opts...)
+// the group's primary through a failover (sqldb.OpenGroup, with opts).
+func OpenMeta(ctx context.Context, dsn string, core []string, create bool, opts ...sqldb.GroupOption) (*sql.DB, error) {
+	return sqldb.OpenGroup(ctx, dsn, core, 4, create, opts...)
 }
 
 // Moves counts the buckets whose SET differs between two maps.

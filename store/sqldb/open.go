@@ -1,4 +1,9 @@
-package schema
+// Package sqldb is the MySQL plumbing under every adapter: pools opened
+// with the session settings hongbao relies on, switchable pools that follow
+// a SET's failover (Switch), the core group's pools that follow its writable
+// member (OpenGroup, with the failover epoch), the one transaction shape with
+// its deadlock retries (InTx), and the classification of MySQL's errors.
+package sqldb
 
 import (
 	"context"

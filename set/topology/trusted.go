@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // Trusted returns the buckets of fence (a SET's fence rows: bucket ->
@@ -62,7 +62,7 @@ func ClaimBacked(ctx context.Context, meta *sql.DB, name string, b hongbao.Bucke
 	var moving int
 	err := meta.QueryRowContext(ctx, `SELECT (SELECT set_name FROM buckets WHERE bucket = ?),
 		(SELECT COUNT(*) FROM moves WHERE bucket = ? AND to_set = ? AND step = ?)`, int(b), int(b), name, Disowning).Scan(&owner, &moving)
-	if schema.IsMissingTable(err) { // no move ever: the topology alone
+	if sqldb.IsMissingTable(err) { // no move ever: the topology alone
 		err = meta.QueryRowContext(ctx, "SELECT set_name FROM buckets WHERE bucket = ?", int(b)).Scan(&owner)
 	}
 	if err != nil {

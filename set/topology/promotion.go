@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // Why a failover run again never promotes a second replica. A failover
@@ -50,13 +51,13 @@ func RecordPromotion(ctx context.Context, meta *sql.DB, name, from, to string) e
 	}
 	if now != from {
 		return fmt.Errorf("%w: SET %s's primary is %s, not %s this failover started from; %s was not promoted",
-			ErrPublished, name, schema.Addr(now), schema.Addr(from), schema.Addr(to))
+			ErrPublished, name, sqldb.Addr(now), sqldb.Addr(from), sqldb.Addr(to))
 	}
 	if had, ok, err := promotion(ctx, tx, name, from); err != nil {
 		return err
 	} else if ok && had != to {
 		return fmt.Errorf("%w: %s was promoted from %s and not published: run the failover again, it publishes %s",
-			ErrPromoted, schema.Addr(had), schema.Addr(from), schema.Addr(had))
+			ErrPromoted, sqldb.Addr(had), sqldb.Addr(from), sqldb.Addr(had))
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO promotions (set_name, from_dsn, to_dsn, promoted_at) VALUES (?, ?, ?, UTC_TIMESTAMP(3))
 		ON DUPLICATE KEY UPDATE from_dsn = VALUES(from_dsn), to_dsn = VALUES(to_dsn), promoted_at = VALUES(promoted_at)`, name, from, to); err != nil {
@@ -79,7 +80,7 @@ func Promotion(ctx context.Context, meta *sql.DB, name, from string) (to string,
 	}
 	defer tx.Rollback() //nolint:errcheck // read only
 	to, ok, err = promotion(ctx, tx, name, from)
-	if schema.IsMissingTable(err) {
+	if sqldb.IsMissingTable(err) {
 		return "", false, nil
 	}
 	return to, ok, err

@@ -9,6 +9,7 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // The steps of one bucket's move, in order. A move is resumable from
@@ -81,7 +82,7 @@ func NewJournal(ctx context.Context, meta *sql.DB, now func() time.Time) (*Journ
 func (j *Journal) Create(ctx context.Context, kind string, reverses int64, note string, moves []Move) (*Rebalance, error) {
 	now := j.now().UTC()
 	var r *Rebalance
-	err := schema.InTx(ctx, j.db, func(tx *sql.Tx) error {
+	err := sqldb.InTx(ctx, j.db, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, "INSERT INTO rebalances (kind, state, reverses, created_at, updated_at, note) VALUES (?,?,?,?,?,?)",
 			kind, Running, reverses, now, now, note)
 		if err != nil {
@@ -205,7 +206,7 @@ func (j *Journal) Publish(ctx context.Context, m *Move) (int64, error) {
 func (j *Journal) PublishAll(ctx context.Context, ms []*Move) (int64, error) {
 	var version int64
 	var done []*Move
-	err := schema.InTx(ctx, j.db, func(tx *sql.Tx) error {
+	err := sqldb.InTx(ctx, j.db, func(tx *sql.Tx) error {
 		version, done = 0, done[:0]
 		var v int64
 		if err := tx.QueryRowContext(ctx, "SELECT version FROM version WHERE id = 1 FOR UPDATE").Scan(&v); err != nil {
@@ -249,7 +250,7 @@ func (j *Journal) Stuck(ctx context.Context, from string) ([]Move, error) {
 	rows, err := j.db.QueryContext(ctx, `SELECT rebalance_id, bucket, from_set, to_set, step, lease_until FROM moves
 		WHERE step = ? AND from_set = ? AND lease_until < ?`, Disowning, from, j.now().UTC())
 	if err != nil {
-		if schema.IsMissingTable(err) {
+		if sqldb.IsMissingTable(err) {
 			return nil, nil
 		}
 		return nil, fmt.Errorf("topology: stuck moves: %w", err)
@@ -331,7 +332,7 @@ func (j *Journal) Lock(ctx context.Context) (release func(), err error) {
 // created (none yet: no move).
 func DisowningMoves(ctx context.Context, meta *sql.DB) (map[hongbao.Bucket]Move, error) {
 	rows, err := meta.QueryContext(ctx, "SELECT rebalance_id, bucket, from_set, to_set, step FROM moves WHERE step = ?", Disowning)
-	if schema.IsMissingTable(err) {
+	if sqldb.IsMissingTable(err) {
 		return map[hongbao.Bucket]Move{}, nil
 	}
 	if err != nil {

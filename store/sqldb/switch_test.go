@@ -1,4 +1,4 @@
-package schema_test
+package sqldb_test
 
 import (
 	"context"
@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store/dbtest"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // port is the port of the server a pool's next connection reaches.
@@ -44,7 +44,7 @@ func TestSwitch(t *testing.T) {
 	ctx := context.Background()
 	a, b := dbtest.DB(t, "a", 2), dbtest.DB(t, "b", 2)
 	pa, pb := port(t, a), port(t, b)
-	sw, err := schema.OpenSwitch(dbtest.DSN(t, "a"), 4)
+	sw, err := sqldb.OpenSwitch(dbtest.DSN(t, "a"), 4)
 	if err != nil {
 		t.Fatal(err)
 	}

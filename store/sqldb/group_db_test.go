@@ -1,4 +1,4 @@
-package schema_test
+package sqldb_test
 
 import (
 	"context"
@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store/dbtest"
 	"github.com/hongbao-dev/hongbao/store/replication"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // TestOpenGroup: a pool on a replicated group follows a promoted replica
@@ -27,13 +27,13 @@ func TestOpenGroup(t *testing.T) {
 		epoch  int64
 	}
 	moves := make(chan move, 10)
-	onMove := schema.OnMove(func(member string, epoch int64, err error) {
+	onMove := sqldb.OnMove(func(member string, epoch int64, err error) {
 		if err != nil {
 			t.Errorf("move to %s (epoch %d): %v", member, epoch, err)
 		}
 		moves <- move{member, epoch}
 	})
-	db, err := schema.OpenGroup(ctx, old.AppDSN()+"hb_meta", members, 4, true, onMove)
+	db, err := sqldb.OpenGroup(ctx, old.AppDSN()+"hb_meta", members, 4, true, onMove)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func TestOpenGroup(t *testing.T) {
 
 	// A failover that could not fence the old primary: the replica stops
 	// receiving from it, applies what it has, is stamped and promoted.
-	rdb, err := schema.Open(next.DSN, 1)
+	rdb, err := sqldb.Open(next.DSN, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestOpenGroup(t *testing.T) {
 	if err := replication.StopIO(ctx, rdb); err != nil {
 		t.Fatal(err)
 	}
-	stamp := func(ctx context.Context, db *sql.DB) error { return schema.StampEpoch(ctx, db, 10, addrOf(next)) }
+	stamp := func(ctx context.Context, db *sql.DB) error { return sqldb.StampEpoch(ctx, db, 10, addrOf(next)) }
 	if err := replication.Promote(ctx, rdb, 0, false, stamp); err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func TestOpenGroup(t *testing.T) {
 	if _, err := db.ExecContext(ctx, "INSERT INTO t VALUES (1)"); err != nil {
 		t.Fatalf("write on the promoted replica: %v", err)
 	}
-	later, err := schema.OpenGroup(ctx, old.AppDSN()+"hb_meta", members, 1, false)
+	later, err := sqldb.OpenGroup(ctx, old.AppDSN()+"hb_meta", members, 1, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // ErrSetExists and ErrSetNotEmpty are refusals of the SET lifecycle.
@@ -112,7 +113,7 @@ func Failover(ctx context.Context, meta *sql.DB, name, from, primary string, rep
 		}
 		if now != from {
 			return fmt.Errorf("%w: SET %s's primary is %s, not %s this failover started from; %s was not published",
-				ErrPublished, name, schema.Addr(now), schema.Addr(from), schema.Addr(primary))
+				ErrPublished, name, sqldb.Addr(now), sqldb.Addr(from), sqldb.Addr(primary))
 		}
 		if _, err := tx.ExecContext(ctx, "UPDATE sets SET mysql_dsn = ?, replicas = ? WHERE name = ?", primary, JoinDSNs(replicas), name); err != nil {
 			return fmt.Errorf("topology: failover of %s: %w", name, err)

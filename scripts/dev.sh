@@ -27,6 +27,7 @@ deps() {
   local need=()
   command -v mariadbd >/dev/null || need+=(mariadb-server mariadb-client)
   command -v memcached >/dev/null || need+=(memcached)
+  command -v etcd >/dev/null || need+=(etcd-server)
   [ ${#need[@]} -eq 0 ] && return 0
   echo "installing ${need[*]} (apt-get)..."
   local sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hongbao-dev/hongbao/set/lease/etcdtest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/etcdtest"
 )
 
 const ttl = 2 * time.Second

@@ -1,4 +1,4 @@
-package main
+package audit
 
 import (
 	"context"
@@ -11,8 +11,9 @@ import (
 	"github.com/hongbao-dev/hongbao/store/wallet"
 )
 
-// explainLimit bounds the packets explain names.
-const explainLimit = 20
+// ExplainLimit bounds the packets an audit names behind a violation of
+// the sums.
+const ExplainLimit = 20
 
 // side is one packet's money as one side counts it: the SET's records
 // (its shares, the refund a closed packet owes) or the ledger with the
@@ -36,7 +37,7 @@ type owedRow struct {
 // out (ledger entries written after the SETs were read, outbox rows whose
 // entry the ledger has). It returns at most limit lines, each naming the
 // packet, its SET, the keys that differ and the outbox rows of the packet.
-func explain(ctx context.Context, snaps []*store.Snapshot, ws *wallet.Snapshot, fl flight, limit int) ([]string, error) {
+func explain(ctx context.Context, snaps []*store.Snapshot, ws *wallet.Snapshot, fl *Flight, limit int) ([]string, error) {
 	books := map[hongbao.PacketID]store.Book{}
 	where := map[hongbao.PacketID]*store.Snapshot{}
 	owed := map[hongbao.PacketID][]owedRow{}
@@ -118,7 +119,7 @@ func records(b store.Book, counted bool) side {
 // ledgerSide is a packet's ledger entries (less the late ones) plus its
 // outbox rows that the ledger lacks. A pending packet's debit is left out,
 // as records leaves it out.
-func ledgerSide(l wallet.PacketLedger, owed []owedRow, fl flight) side {
+func ledgerSide(l wallet.PacketLedger, owed []owedRow, fl *Flight) side {
 	s := side{debit: l.Debit, credits: l.Credits, creditsN: l.CreditsN, refund: l.Refund}
 	for _, o := range owed {
 		if fl.deliveredKeys[o.Key] {
@@ -138,7 +139,7 @@ func ledgerSide(l wallet.PacketLedger, owed []owedRow, fl flight) side {
 // describe says how packet p's records and the ledger differ, naming the
 // entries and outbox rows.
 func describe(ctx context.Context, p hongbao.PacketID, b store.Book, snap *store.Snapshot, rec, led side,
-	owed []owedRow, ws *wallet.Snapshot, fl flight) (string, error) {
+	owed []owedRow, ws *wallet.Snapshot, fl *Flight) (string, error) {
 	entries, err := ws.OfPacket(ctx, p, 1<<62)
 	if err != nil {
 		return "", err

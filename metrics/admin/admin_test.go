@@ -10,7 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/hongbao-dev/hongbao/cmd/internal/admin"
+	"github.com/hongbao-dev/hongbao/metrics/admin"
 	"github.com/hongbao-dev/hongbao/metrics"
 )
 

@@ -1,4 +1,4 @@
-package archivecmd
+package cron
 
 import (
 	"context"
@@ -173,7 +173,7 @@ func archiveSet(ctx context.Context, cmd string, a *archive.Archiver, cfg *confi
 			*runs = append(*runs, metrics.ArchiveRun{Set: sc.Name, At: time.Now(), Skipped: sum.Skipped, Archived: sum.Archived})
 			return err
 		}
-		pending, days, err := afterRun(ctx, a, asOf, sum)
+		pending, days, err := a.AfterRun(ctx, asOf, sum)
 		*runs = append(*runs, metrics.ArchiveRun{Set: sc.Name, At: time.Now(), Pending: pending, Archived: sum.Archived,
 			Skipped: sum.Skipped, OK: err == nil, Days: days})
 		if err != nil {

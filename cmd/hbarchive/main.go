@@ -15,8 +15,8 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/hongbao-dev/hongbao/set/archive/cron"
 	"github.com/hongbao-dev/hongbao/set/archive"
+	"github.com/hongbao-dev/hongbao/set/archive/cron"
 )
 
 func main() {

@@ -10,8 +10,8 @@ package cron_test
 import (
 	"bytes"
 
-	"github.com/hongbao-dev/hongbao/set/archive/cron"
 	"github.com/hongbao-dev/hongbao/set/archive/archivetest"
+	"github.com/hongbao-dev/hongbao/set/archive/cron"
 )
 
 // command runs the archive command line in process with environ env

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hongbao-dev/hongbao/set/archive/cron"
 	"github.com/hongbao-dev/hongbao/set/archive/archivetest"
+	"github.com/hongbao-dev/hongbao/set/archive/cron"
 )
 
 // TestArchiveUsageErrors: a retention that would not leave a table empty a

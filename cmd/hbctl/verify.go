@@ -11,6 +11,7 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/configs"
+	"github.com/hongbao-dev/hongbao/metrics"
 	"github.com/hongbao-dev/hongbao/set/settings"
 	"github.com/hongbao-dev/hongbao/set/topology"
 	"github.com/hongbao-dev/hongbao/store"
@@ -37,7 +38,7 @@ func cmdVerify(ctx context.Context, e *env, args []string) (err error) {
 	given := false // --sweep-after 0s is no delay at all; absent, the config's
 	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "sweep-after" })
 	if *textfile != "" {
-		defer func() { err = errors.Join(err, writeVerify(*textfile, err == nil)) }()
+		defer func() { err = errors.Join(err, metrics.RecordVerify(*textfile, err == nil, time.Now())) }()
 	}
 	cfg, w, err := openWallet(ctx, e, *cfgPath)
 	if err != nil {

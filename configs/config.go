@@ -286,7 +286,7 @@ func Defaults() *Config {
 	return &Config{
 		TimeZone: "Asia/Shanghai",
 		TokenTTL: Duration(24 * time.Hour),
-		// The domain's DefaultLimits (a test of cmd/internal/settings
+		// The domain's DefaultLimits (a test of set/settings
 		// keeps the two equal; configs imports nothing of hongbao's).
 		Limits: Limits{MaxTotal: 20000, MaxCount: 100, MaxShare: 20000, Expiry: Duration(24 * time.Hour), MaxGreeting: 200},
 		Queue: Queue{Size: 1024, Batch: 256, Idle: Duration(5 * time.Second), TxTimeout: Duration(5 * time.Second), SlotCap: 2,

@@ -150,6 +150,36 @@ func TestTextfiles(t *testing.T) {
 	}
 }
 
+// TestRecordVerify: a verify that passed records its time as the last
+// success; one that failed keeps the previous file's last success, and
+// records none when there was no file.
+func TestRecordVerify(t *testing.T) {
+	at := time.Unix(1_750_000_000, 0)
+	lastSuccess := func(path string) (float64, bool) {
+		lines, err := metrics.ReadTextfile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return metrics.Sample(lines, "hongbao_verify_last_success_timestamp_seconds")
+	}
+	fresh := filepath.Join(t.TempDir(), "verify.prom")
+	if err := metrics.RecordVerify(fresh, false, at); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := lastSuccess(fresh); ok {
+		t.Errorf("a first verify that failed records a last success %v", v)
+	}
+	path := filepath.Join(t.TempDir(), "verify.prom")
+	for i, ok := range []bool{true, false, false} {
+		if err := metrics.RecordVerify(path, ok, at.Add(time.Duration(i)*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		if v, found := lastSuccess(path); !found || v != float64(at.Unix()) {
+			t.Errorf("run %d (ok %v): last success %v %v, want the first run's %d", i, ok, v, found, at.Unix())
+		}
+	}
+}
+
 func contains(lines []string, s string) bool {
 	for _, l := range lines {
 		if l == s {

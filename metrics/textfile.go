@@ -92,6 +92,22 @@ func WriteVerify(path string, ok bool, at, lastOK time.Time) error {
 	return nil
 }
 
+// RecordVerify writes the result of one hbctl verify, run at now, to path
+// (WriteVerify), carrying the time of the last success over from the
+// previous file when this run failed (none when it cannot be read).
+func RecordVerify(path string, ok bool, now time.Time) error {
+	lastOK := now
+	if !ok {
+		lastOK = time.Time{}
+		if lines, err := ReadTextfile(path); err == nil {
+			if v, found := Sample(lines, "hongbao_verify_last_success_timestamp_seconds"); found {
+				lastOK = time.Unix(int64(v), 0)
+			}
+		}
+	}
+	return WriteVerify(path, ok, now, lastOK)
+}
+
 // ReadTextfile returns the samples of a textfile written by this package,
 // one "name{labels} value" line each, comments left out; a missing file
 // is an error the caller can test with errors.Is(err, fs.ErrNotExist).

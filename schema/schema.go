@@ -10,6 +10,7 @@ import (
 	"database/sql"
 	"fmt"
 	"sync"
+	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
 )
@@ -90,6 +91,24 @@ func (e *Ensurer) Ensure(ctx context.Context, t hongbao.DayTable) error {
 	}
 	e.done.Store(t, struct{}{})
 	return nil
+}
+
+// EnsureDays creates the day tables of buckets for the day of from and
+// the next ahead days (from's time zone says which day it is), and returns
+// how many it ensured: hbarchive's and hbctl schema's ahead-of-time
+// creation, so that no first open of a day pays for the DDL.
+func (e *Ensurer) EnsureDays(ctx context.Context, buckets []hongbao.Bucket, from time.Time, ahead int) (int, error) {
+	n := 0
+	for d := 0; d <= ahead; d++ {
+		day := from.AddDate(0, 0, d).Day()
+		for _, b := range buckets {
+			if err := e.Ensure(ctx, hongbao.DayTable{Bucket: b, Day: day}); err != nil {
+				return n, err
+			}
+			n++
+		}
+	}
+	return n, nil
 }
 
 // EnsureSet creates the SET's bookkeeping tables (EnsureSet) once.

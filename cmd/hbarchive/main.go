@@ -15,17 +15,17 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/hongbao-dev/hongbao/cmd/internal/archivecmd"
 	"github.com/hongbao-dev/hongbao/set/archive"
+	"github.com/hongbao-dev/hongbao/set/archive/cron"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := archivecmd.Run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Environ())
+	err := cron.Run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Environ())
 	stop()
 	switch {
 	case err == nil:
-	case errors.Is(err, archivecmd.ErrUsage):
+	case errors.Is(err, cron.ErrUsage):
 		fmt.Fprintln(os.Stderr, "hbarchive:", err)
 		os.Exit(2)
 	case errors.Is(err, archive.ErrLocked):

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"time"
 
-	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/configs"
 	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/store/fence"
 	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
@@ -54,17 +54,5 @@ func ensureSet(ctx context.Context, sc configs.Set, loc *time.Location, days int
 		return 0, err
 	}
 	defer db.Close()
-	en := schema.NewEnsurer(db)
-	n := 0
-	now := time.Now().In(loc)
-	for d := 0; d <= days; d++ {
-		day := now.AddDate(0, 0, d).Day()
-		for b := range hongbao.Buckets {
-			if err := en.Ensure(ctx, hongbao.DayTable{Bucket: hongbao.Bucket(b), Day: day}); err != nil {
-				return n, err
-			}
-			n++
-		}
-	}
-	return n, nil
+	return schema.NewEnsurer(db).EnsureDays(ctx, fence.AllBuckets(), time.Now().In(loc), days)
 }

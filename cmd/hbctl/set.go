@@ -14,8 +14,9 @@ import (
 
 	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/set/topology"
+	"github.com/hongbao-dev/hongbao/store"
+	"github.com/hongbao-dev/hongbao/store/fence"
 	"github.com/hongbao-dev/hongbao/store/migrate"
-	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 const setUsage = "usage: hbctl set add NAME --servers A,B --mysql DSN [--replicas 'DSN ...'] --memcached A[,B] [--archive DSN] [--weight N] | list [--json] | " +
@@ -288,7 +289,7 @@ func (o *ops) remove(ctx context.Context, e *env, name string) error {
 	if err != nil {
 		return err
 	}
-	owed, err := outboxOf(ctx, side, name)
+	owed, err := outboxOf(ctx, side, name, o.cfg.Location())
 	if err != nil {
 		return err
 	}
@@ -299,7 +300,7 @@ func (o *ops) remove(ctx context.Context, e *env, name string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := side.Live.ExecContext(ctx, "DELETE FROM hb_fence.owned WHERE set_name = ?", name); err != nil && !sqldb.IsMissingTable(err) {
+	if err := fence.Forget(ctx, side.Live, name); err != nil {
 		return err
 	}
 	fmt.Fprintf(e.stdout, "SET %s removed at topology version %d; stop its processes.\n", name, v)
@@ -307,12 +308,8 @@ func (o *ops) remove(ctx context.Context, e *env, name string) error {
 }
 
 // outboxOf counts the undelivered outbox rows SET name wrote.
-func outboxOf(ctx context.Context, side migrate.Side, name string) (int, error) {
-	var n int
-	err := side.Live.QueryRowContext(ctx, "SELECT COUNT(*) FROM hb_set.outbox WHERE set_name IN (?, '')", name).Scan(&n)
-	if sqldb.IsMissingTable(err) {
-		return 0, nil
-	}
+func outboxOf(ctx context.Context, side migrate.Side, name string, loc *time.Location) (int, error) {
+	n, _, err := store.New(side.Live, name, loc, time.Now, nil).OutboxBacklog(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("outbox of SET %s: %w", name, err)
 	}

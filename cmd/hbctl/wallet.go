@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"time"
 
@@ -39,13 +37,7 @@ func cmdWallet(ctx context.Context, e *env, args []string) error {
 	}
 	defer w.Close()
 	if args[0] == "credit" {
-		k := *key
-		if k == "" {
-			b := make([]byte, 12)
-			_, _ = rand.Read(b) // never fails
-			k = hex.EncodeToString(b)
-		}
-		_, fresh, err := w.Apply(ctx, hongbao.Entry{Key: "topup:" + k, User: u, Amount: *amount, Kind: hongbao.KindTopUp})
+		k, fresh, err := w.TopUp(ctx, u, *amount, *key)
 		if err != nil {
 			return err
 		}

@@ -19,12 +19,12 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/api"
-	"github.com/hongbao-dev/hongbao/cmd/internal/admin"
-	"github.com/hongbao-dev/hongbao/cmd/internal/settings"
 	"github.com/hongbao-dev/hongbao/configs"
 	"github.com/hongbao-dev/hongbao/metrics"
+	"github.com/hongbao-dev/hongbao/metrics/admin"
 	"github.com/hongbao-dev/hongbao/router"
 	"github.com/hongbao-dev/hongbao/router/web"
+	"github.com/hongbao-dev/hongbao/set/settings"
 	"github.com/hongbao-dev/hongbao/set/topology"
 )
 

@@ -17,11 +17,11 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/hongbao-dev/hongbao/cmd/internal/admin"
-	"github.com/hongbao-dev/hongbao/cmd/internal/settings"
 	"github.com/hongbao-dev/hongbao/configs"
 	"github.com/hongbao-dev/hongbao/metrics"
+	"github.com/hongbao-dev/hongbao/metrics/admin"
 	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/set/settings"
 	"github.com/hongbao-dev/hongbao/set/settle"
 	"github.com/hongbao-dev/hongbao/store"
 	"github.com/hongbao-dev/hongbao/store/sqldb"

@@ -236,16 +236,5 @@ func (a *Archiver) Status(ctx context.Context, asOf time.Time) ([]DayReport, err
 
 // Ensure creates the day tables of buckets for asOf and the next ahead days.
 func Ensure(ctx context.Context, live *sql.DB, buckets []hongbao.Bucket, asOf time.Time, loc *time.Location, ahead int) (int, error) {
-	en := schema.NewEnsurer(live)
-	n := 0
-	for d := 0; d <= ahead; d++ {
-		day := asOf.In(loc).AddDate(0, 0, d).Day()
-		for _, b := range buckets {
-			if err := en.Ensure(ctx, hongbao.DayTable{Bucket: b, Day: day}); err != nil {
-				return n, err
-			}
-			n++
-		}
-	}
-	return n, nil
+	return schema.NewEnsurer(live).EnsureDays(ctx, buckets, asOf.In(loc), ahead)
 }

@@ -12,7 +12,7 @@ import (
 // TestArchiveEnsure: Ensure creates the day tables of today (as of) and the
 // next ahead days for the given buckets, across a month end, and nothing
 // else; it is idempotent. The command line, which takes the buckets from
-// the topology, is TestArchiveCommandEnsure in archivecmd.
+// the topology, is TestArchiveCommandEnsure in set/archive/cron.
 func TestArchiveEnsure(t *testing.T) {
 	t.Parallel()
 	f := archivetest.New(t)

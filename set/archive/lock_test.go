@@ -14,7 +14,7 @@ import (
 // (blocked between a copy and its purge), a second run and a dry run fail
 // with archive.ErrLocked and change nothing; a lock held by another
 // connection does the same; once released, runs go ahead. The command
-// line's side is TestArchiveCommandLockedChangesNothing in archivecmd.
+// line's side is TestArchiveCommandLockedChangesNothing in set/archive/cron.
 func TestArchiveLockedRunChangesNothing(t *testing.T) {
 	t.Parallel()
 	f := archivetest.New(t)

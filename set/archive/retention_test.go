@@ -12,7 +12,7 @@ import (
 // TestArchiveRetentionAndDryRun: a dry run reports what it would archive
 // and changes nothing; a retention that would not leave a table empty a
 // day before its reuse is refused before the lock, and changes nothing.
-// The command line's side is TestArchiveUsageErrors in archivecmd.
+// The command line's side is TestArchiveUsageErrors in set/archive/cron.
 func TestArchiveRetentionAndDryRun(t *testing.T) {
 	t.Parallel()
 	f := archivetest.New(t)

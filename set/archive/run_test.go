@@ -2,7 +2,7 @@ package archive_test
 
 // Integration tests of archive.Archiver against a private MariaDB per test
 // (archivetest.Fixture): every count and sum covers everything in the
-// server. The command line's tests are in cmd/internal/archivecmd.
+// server. The command line's tests are in set/archive/cron.
 
 import (
 	"maps"

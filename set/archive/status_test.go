@@ -11,7 +11,7 @@ import (
 // TestArchiveStatus lists every day not archived yet as live (within
 // retention), pending (due, not settled) or due (next run archives it).
 // The command line's report, which adds the archived days, is
-// TestArchiveCommandStatus in archivecmd.
+// TestArchiveCommandStatus in set/archive/cron.
 func TestArchiveStatus(t *testing.T) {
 	t.Parallel()
 	f := archivetest.New(t)

@@ -126,3 +126,14 @@ func Lock(ctx context.Context, tx *sql.Tx, set string, b hongbao.Bucket) error {
 	}
 	return err
 }
+
+// Forget deletes every row of set's fence in db, for a SET removed from
+// the topology (it owns no bucket by then; a row left would read as a
+// claim). A MySQL without the fence table has nothing to forget.
+func Forget(ctx context.Context, db *sql.DB, set string) error {
+	_, err := db.ExecContext(ctx, "DELETE FROM hb_fence.owned WHERE set_name = ?", set)
+	if err != nil && !sqldb.IsMissingTable(err) {
+		return fmt.Errorf("fence: forget %s: %w", set, err)
+	}
+	return nil
+}

@@ -4,7 +4,9 @@ package wallet
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -163,4 +165,18 @@ func scanEntries(rows *sql.Rows) ([]hongbao.Entry, error) {
 		es = append(es, e)
 	}
 	return es, rows.Err()
+}
+
+// TopUp credits user amount fen from an operator, exactly once per key:
+// the entry's key is "topup:"+key, and a key applied before moves
+// nothing (fresh false). An empty key is a new random one. It returns the
+// key used.
+func (w *Wallet) TopUp(ctx context.Context, user hongbao.UserID, amount int64, key string) (used string, fresh bool, err error) {
+	if key == "" {
+		b := make([]byte, 12)
+		_, _ = rand.Read(b) // never fails
+		key = hex.EncodeToString(b)
+	}
+	_, fresh, err = w.Apply(ctx, hongbao.Entry{Key: "topup:" + key, User: user, Amount: amount, Kind: hongbao.KindTopUp})
+	return key, fresh, err // Apply's errors name the entry
 }

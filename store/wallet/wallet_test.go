@@ -172,3 +172,34 @@ func TestVerifyFindsATamperedBalance(t *testing.T) {
 		t.Errorf("Verify after tampering = %q, %v; want user %s's balance 201 != ledger sum 200", bad, err, b)
 	}
 }
+
+// TestTopUp: an operator's top-up credits the user once per key (entry
+// "topup:"+key, kind topup); the same key again moves nothing; an empty
+// key is a new one each time.
+func TestTopUp(t *testing.T) {
+	w := openWallet(t)
+	ctx := context.Background()
+	u := dbtest.FreshUser()
+	key, fresh, err := w.TopUp(ctx, u, 500, "k1")
+	if err != nil || !fresh || key != "k1" {
+		t.Fatalf("first top-up: key %q fresh %v err %v", key, fresh, err)
+	}
+	if _, fresh, err := w.TopUp(ctx, u, 500, "k1"); err != nil || fresh {
+		t.Fatalf("the same key again: fresh %v err %v, want nothing moved", fresh, err)
+	}
+	en, ok, err := w.Entry(ctx, "topup:k1")
+	if err != nil || !ok || en.Kind != hongbao.KindTopUp || en.Amount != 500 || en.User != u {
+		t.Fatalf("entry topup:k1: %+v %v %v", en, ok, err)
+	}
+	a, _, err := w.TopUp(ctx, u, 7, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _, err := w.TopUp(ctx, u, 7, "")
+	if err != nil || a == "" || a == b {
+		t.Fatalf("new keys %q and %q (err %v): want two different ones", a, b, err)
+	}
+	if bal, err := w.Balance(ctx, u); err != nil || bal != 514 {
+		t.Fatalf("balance %d (err %v), want 514", bal, err)
+	}
+}

@@ -1,4 +1,4 @@
-package archivecmd_test
+package cron_test
 
 import (
 	"errors"
@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hongbao-dev/hongbao/cmd/internal/archivecmd"
 	"github.com/hongbao-dev/hongbao/set/archive/archivetest"
+	"github.com/hongbao-dev/hongbao/set/archive/cron"
 )
 
 // TestArchiveUsageErrors: a retention that would not leave a table empty a
@@ -79,7 +79,7 @@ func TestArchiveUsageErrors(t *testing.T) {
 				args = append(slices.Clone(args), "--config", path)
 			}
 			out, _, err := command(f, nil, args...)
-			if !errors.Is(err, archivecmd.ErrUsage) {
+			if !errors.Is(err, cron.ErrUsage) {
 				t.Fatalf("%v: error %v, want a usage error\n%s", args, err, out)
 			}
 			for _, s := range c.says {

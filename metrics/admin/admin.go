@@ -2,6 +2,12 @@
 // (/metrics), liveness (/livez), readiness (/readyz) and the Go profiler
 // (/debug/pprof/), on a private mux and a port of their own (loopback by
 // default), never on the public API's.
+//
+// It lives under metrics/ because exposing the metrics is what it is for:
+// every long-running process (router, SET server, settler) serves the
+// collectors of package metrics through it, with the health and profiling
+// endpoints that belong on the same private port. Like metrics it imports
+// nothing of hongbao's.
 package admin
 
 import (

@@ -4,6 +4,13 @@
 // operator's command acts on, the topology a SET's server and settler
 // follow (with their pools following the SET's MySQL), and the log of the
 // core group pools' moves.
+//
+// It lives under set/ because nearly all of it is the settings of a SET's
+// processes and of the commands that act on the SETs: the limits and queue
+// settings a SET server serves with, the SETs the meta database (or the
+// file) names, the topology a SET's server and settler follow and their
+// pools following the SET's MySQL. It cannot live in configs, which must
+// stay a leaf, since it imports queue, set/topology and store/sqldb.
 package settings
 
 import (

@@ -10,8 +10,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/hongbao-dev/hongbao/cmd/internal/admin"
 	"github.com/hongbao-dev/hongbao/metrics"
+	"github.com/hongbao-dev/hongbao/metrics/admin"
 )
 
 func TestAdminEndpoints(t *testing.T) {

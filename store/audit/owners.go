@@ -1,4 +1,4 @@
-package main
+package audit
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"github.com/hongbao-dev/hongbao/store/fence"
 )
 
-// Which SET counts a bucket. verify opens one consistent snapshot per SET,
+// Which SET counts a bucket. An audit opens one consistent snapshot per SET,
 // one after another, and a live rebalance hands buckets over meanwhile: a
 // bucket whose source gave it up after the source's snapshot and whose
 // target claimed it before the target's was counted twice (the other way
@@ -45,7 +45,7 @@ import (
 //     for b: a handover overlapped the pass. The snapshots are closed and
 //     opened again (a handover takes milliseconds; a mover that died in it
 //     is finished by the source's servers after its one-second lease),
-//     for at most settleFor, then verify fails with an error naming the
+//     for at most settleFor, then the audit fails with an error naming the
 //     buckets: never a silent guess.
 //   - else the fences and the topology disagree without a move under way
 //     (a topology changed by hand): every snapshot whose fence holds b
@@ -55,12 +55,12 @@ import (
 // (or goes back): read again, as for a handover.
 //
 // A lock in the meta database, held by the mover across each handover and
-// by verify while opening its snapshots, was the alternative: it would
+// by the audit while opening its snapshots, was the alternative: it would
 // serialise the parallel movers' handovers on one lock, add a meta round
 // trip and a dependency on the meta database to every freeze, be lost
 // silently in a meta failover, and still count the stale claim a dead
 // mover leaves. Reading what the mover journals anyway costs the movers
-// nothing and verify a retry now and then.
+// nothing and the audit a retry now and then.
 const settleFor = 10 * time.Second
 
 // ownerView is what the meta database and the SETs' fences said around
@@ -130,7 +130,7 @@ func staleClaims(v ownerView) []string {
 	return out
 }
 
-// setPools are one SET's pools, open for the whole verify.
+// setPools are one SET's pools, open for the whole audit.
 type setPools struct {
 	set      string // its name
 	name     string // its fence's name; "": every table (no meta database)
@@ -139,10 +139,12 @@ type setPools struct {
 
 // openSnapshots begins every SET's snapshot and counts in each the
 // buckets assign gives it, reading again while a handover overlaps the
-// opening (at most settleFor). meta nil: no topology, every snapshot
-// counts every table. The snapshots are returned in the order of pools;
-// the caller closes them.
-func openSnapshots(ctx context.Context, e *env, meta *sql.DB, pools []setPools, loc *time.Location) ([]*store.Snapshot, []string, error) {
+// opening (at most settleFor; retry, when not nil, is told each time).
+// meta nil: no topology, every snapshot counts every table. The snapshots
+// are returned in the order of pools, with the stale claims; the caller
+// closes them.
+func openSnapshots(ctx context.Context, meta *sql.DB, pools []setPools, loc *time.Location,
+	retry func([]hongbao.Bucket)) ([]*store.Snapshot, []string, error) {
 	deadline := time.Now().Add(settleFor)
 	for {
 		snaps, unsettled, stale, err := openPass(ctx, meta, pools, loc)
@@ -154,8 +156,9 @@ func openSnapshots(ctx context.Context, e *env, meta *sql.DB, pools []setPools, 
 			return nil, nil, fmt.Errorf("buckets %v were being handed over between SETs for %s: no consistent view of them (a move stuck at %s? see hbctl rebalance status); run verify again",
 				unsettled[:min(len(unsettled), 10)], settleFor, topology.Disowning)
 		}
-		fmt.Fprintf(e.stdout, "%d bucket(s) (%v) handed over while the snapshots opened: opening them again\n",
-			len(unsettled), unsettled[:min(len(unsettled), 10)])
+		if retry != nil {
+			retry(unsettled)
+		}
 		select {
 		case <-time.After(100 * time.Millisecond):
 		case <-ctx.Done():

@@ -1,4 +1,4 @@
-package archivecmd_test
+package cron_test
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package main
+package audit
 
 import (
 	"context"
@@ -11,8 +11,9 @@ import (
 	"github.com/hongbao-dev/hongbao/store/wallet"
 )
 
-// explainLimit bounds the packets explain names.
-const explainLimit = 20
+// ExplainLimit bounds the packets an audit names behind a violation of
+// the sums.
+const ExplainLimit = 20
 
 // side is one packet's money as one side counts it: the SET's records
 // (its shares, the refund a closed packet owes) or the ledger with the
@@ -36,24 +37,86 @@ type owedRow struct {
 // out (ledger entries written after the SETs were read, outbox rows whose
 // entry the ledger has). It returns at most limit lines, each naming the
 // packet, its SET, the keys that differ and the outbox rows of the packet.
-func explain(ctx context.Context, snaps []*store.Snapshot, ws *wallet.Snapshot, fl flight, limit int) ([]string, error) {
-	books := map[hongbao.PacketID]store.Book{}
-	where := map[hongbao.PacketID]*store.Snapshot{}
-	owed := map[hongbao.PacketID][]owedRow{}
-	for _, s := range snaps {
-		bs, err := s.Books(ctx)
+func explain(ctx context.Context, snaps []*store.Snapshot, ws *wallet.Snapshot, fl *Flight, limit int) ([]string, error) {
+	rs, err := readRecords(ctx, snaps)
+	if err != nil {
+		return nil, err
+	}
+	ledger, err := ledgerOf(ctx, ws, fl)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, p := range rs.packets(ledger) {
+		b, counted := rs.books[p]
+		rec, led := records(b, counted), ledgerSide(ledger[p], rs.owed[p], fl)
+		if counted && b.Funding == hongbao.Pending {
+			led.debit = 0 // a pending packet's debit is counted apart (pending paid)
+		}
+		if rec == led {
+			continue
+		}
+		if len(out) == limit {
+			out = append(out, fmt.Sprintf("... more packets differ from the ledger (the first %d are named)", limit))
+			break
+		}
+		line, err := describe(ctx, p, b, rs.where[p], rec, led, rs.owed[p], ws, fl)
 		if err != nil {
 			return nil, err
 		}
+		out = append(out, line)
+	}
+	return out, nil
+}
+
+// setRecords are the SETs' snapshots' books of every packet they count,
+// the snapshot counting each, and the outbox rows of each.
+type setRecords struct {
+	books map[hongbao.PacketID]store.Book
+	where map[hongbao.PacketID]*store.Snapshot
+	owed  map[hongbao.PacketID][]owedRow
+}
+
+// readRecords reads the books and outbox rows of every snapshot.
+func readRecords(ctx context.Context, snaps []*store.Snapshot) (setRecords, error) {
+	rs := setRecords{books: map[hongbao.PacketID]store.Book{}, where: map[hongbao.PacketID]*store.Snapshot{},
+		owed: map[hongbao.PacketID][]owedRow{}}
+	for _, s := range snaps {
+		bs, err := s.Books(ctx)
+		if err != nil {
+			return rs, err
+		}
 		for p, b := range bs {
-			books[p], where[p] = b, s
+			rs.books[p], rs.where[p] = b, s
 		}
 		for _, o := range s.Outbox {
 			if p, ok := store.PacketOf(o.Key); ok {
-				owed[p] = append(owed[p], owedRow{s.Set(), o})
+				rs.owed[p] = append(rs.owed[p], owedRow{s.Set(), o})
 			}
 		}
 	}
+	return rs, nil
+}
+
+// packets are the packets of the records and of the ledger, in order.
+func (rs setRecords) packets(ledger map[hongbao.PacketID]wallet.PacketLedger) []hongbao.PacketID {
+	var ids []hongbao.PacketID
+	for p := range rs.books {
+		ids = append(ids, p)
+	}
+	for p := range ledger {
+		if _, ok := rs.books[p]; !ok && p != 0 {
+			ids = append(ids, p)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// ledgerOf is the wallet snapshot's entries by packet as the sums count
+// them: up to the last seq read before the SETs, plus the later entries
+// that are not late.
+func ledgerOf(ctx context.Context, ws *wallet.Snapshot, fl *Flight) (map[hongbao.PacketID]wallet.PacketLedger, error) {
 	ledger, err := ws.ByPacket(ctx, fl.last)
 	if err != nil {
 		return nil, err
@@ -74,37 +137,7 @@ func explain(ctx context.Context, snaps []*store.Snapshot, ws *wallet.Snapshot, 
 		}
 		ledger[en.Packet] = l
 	}
-	var ids []hongbao.PacketID
-	for p := range books {
-		ids = append(ids, p)
-	}
-	for p := range ledger {
-		if _, ok := books[p]; !ok && p != 0 {
-			ids = append(ids, p)
-		}
-	}
-	slices.Sort(ids)
-	var out []string
-	for _, p := range ids {
-		b, counted := books[p]
-		rec, led := records(b, counted), ledgerSide(ledger[p], owed[p], fl)
-		if counted && b.Funding == hongbao.Pending {
-			led.debit = 0 // a pending packet's debit is counted apart (pending paid)
-		}
-		if rec == led {
-			continue
-		}
-		if len(out) == limit {
-			out = append(out, fmt.Sprintf("... more packets differ from the ledger (the first %d are named)", limit))
-			break
-		}
-		line, err := describe(ctx, p, b, where[p], rec, led, owed[p], ws, fl)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, line)
-	}
-	return out, nil
+	return ledger, nil
 }
 
 // records is what a packet's records say it moved through the wallet.
@@ -118,7 +151,7 @@ func records(b store.Book, counted bool) side {
 // ledgerSide is a packet's ledger entries (less the late ones) plus its
 // outbox rows that the ledger lacks. A pending packet's debit is left out,
 // as records leaves it out.
-func ledgerSide(l wallet.PacketLedger, owed []owedRow, fl flight) side {
+func ledgerSide(l wallet.PacketLedger, owed []owedRow, fl *Flight) side {
 	s := side{debit: l.Debit, credits: l.Credits, creditsN: l.CreditsN, refund: l.Refund}
 	for _, o := range owed {
 		if fl.deliveredKeys[o.Key] {
@@ -138,7 +171,7 @@ func ledgerSide(l wallet.PacketLedger, owed []owedRow, fl flight) side {
 // describe says how packet p's records and the ledger differ, naming the
 // entries and outbox rows.
 func describe(ctx context.Context, p hongbao.PacketID, b store.Book, snap *store.Snapshot, rec, led side,
-	owed []owedRow, ws *wallet.Snapshot, fl flight) (string, error) {
+	owed []owedRow, ws *wallet.Snapshot, fl *Flight) (string, error) {
 	entries, err := ws.OfPacket(ctx, p, 1<<62)
 	if err != nil {
 		return "", err
@@ -156,6 +189,29 @@ func describe(ctx context.Context, p hongbao.PacketID, b store.Book, snap *store
 			return "", err
 		}
 	}
+	named, credited := entryParts(entries, shares, rec, snap == nil, fl)
+	parts = append(parts, named...)
+	for u, a := range shares {
+		if !credited[u] && !slices.ContainsFunc(owed, func(o owedRow) bool { return o.Key == hongbao.OpenKey(p, u) }) {
+			parts = append(parts, fmt.Sprintf("user %s's share of %d fen is neither in the ledger nor in an outbox", u, a))
+		}
+	}
+	for _, o := range owed {
+		state := "not delivered"
+		if fl.deliveredKeys[o.Key] {
+			state = "in the ledger too"
+		}
+		parts = append(parts, fmt.Sprintf("outbox row %d of SET %s: %s %s %d fen (%s)", o.ID, o.set, o.Key, o.Kind, o.Amount, state))
+	}
+	return strings.Join(parts, "; "), nil
+}
+
+// entryParts names the packet's ledger entries (less the late ones) that
+// differ from its records: a credit that is not the share, a refund that
+// is not what the records owe, a debit of a packet no SET records. It
+// returns the users credited too.
+func entryParts(entries []hongbao.Entry, shares map[hongbao.UserID]int64, rec side, unrecorded bool, fl *Flight) ([]string, map[hongbao.UserID]bool) {
+	var parts []string
 	credited := map[hongbao.UserID]bool{}
 	for _, en := range entries {
 		if fl.lateKeys[en.Key] {
@@ -172,26 +228,15 @@ func describe(ctx context.Context, p hongbao.PacketID, b store.Book, snap *store
 				parts = append(parts, fmt.Sprintf("ledger %s (seq %d) refunds %d fen, the records owe %d", en.Key, en.Seq, en.Amount, rec.refund))
 			}
 		case hongbao.KindSend:
-			if snap == nil {
+			if unrecorded {
 				parts = append(parts, fmt.Sprintf("ledger %s (seq %d) debits %d fen", en.Key, en.Seq, -en.Amount))
 			}
 		}
 	}
-	for u, a := range shares {
-		if !credited[u] && !slices.ContainsFunc(owed, func(o owedRow) bool { return o.Key == hongbao.OpenKey(p, u) }) {
-			parts = append(parts, fmt.Sprintf("user %s's share of %d fen is neither in the ledger nor in an outbox", u, a))
-		}
-	}
-	for _, o := range owed {
-		state := "not delivered"
-		if fl.deliveredKeys[o.Key] {
-			state = "in the ledger too"
-		}
-		parts = append(parts, fmt.Sprintf("outbox row %d of SET %s: %s %s %d fen (%s)", o.ID, o.set, o.Key, o.Kind, o.Amount, state))
-	}
-	return strings.Join(parts, "; "), nil
+	return parts, credited
 }
 
+// shareOf describes a share's amount, ok false when no SET records it.
 func shareOf(amount int64, ok bool) string {
 	if !ok {
 		return "in no SET's records"

@@ -1,6 +1,6 @@
-package archivecmd_test
+package cron_test
 
-// Integration tests of the archive command line (archivecmd.Run, behind
+// Integration tests of the archive command line (cron.Run, behind
 // hbarchive and hbctl archive) against a private MariaDB per test
 // (archivetest.Fixture) with a YAML configuration naming it. What the
 // command does to the tables is tested on archive.Archiver in set/archive;
@@ -10,14 +10,14 @@ package archivecmd_test
 import (
 	"bytes"
 
-	"github.com/hongbao-dev/hongbao/cmd/internal/archivecmd"
 	"github.com/hongbao-dev/hongbao/set/archive/archivetest"
+	"github.com/hongbao-dev/hongbao/set/archive/cron"
 )
 
 // command runs the archive command line in process with environ env
 // (os.Environ form) and returns what it printed to stdout and stderr.
 func command(f *archivetest.Fixture, env []string, args ...string) (stdout, stderr string, err error) {
 	var out, errOut bytes.Buffer
-	err = archivecmd.Run(f.Ctx, args, &out, &errOut, env)
+	err = cron.Run(f.Ctx, args, &out, &errOut, env)
 	return out.String(), errOut.String(), err
 }

@@ -1,4 +1,4 @@
-package archivecmd
+package cron
 
 import (
 	"context"
@@ -14,14 +14,15 @@ import (
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/cmd/internal/settings"
 	"github.com/hongbao-dev/hongbao/configs"
 	"github.com/hongbao-dev/hongbao/metrics"
 	"github.com/hongbao-dev/hongbao/set/archive"
+	"github.com/hongbao-dev/hongbao/set/settings"
 	"github.com/hongbao-dev/hongbao/set/topology"
 	"github.com/hongbao-dev/hongbao/store"
 	"github.com/hongbao-dev/hongbao/store/fence"
 	"github.com/hongbao-dev/hongbao/store/sqldb"
+	"go.uber.org/zap"
 )
 
 // Usage is the synopsis of the archive command.
@@ -38,90 +39,45 @@ var ErrUsage = errors.New("usage")
 // and hbctl archive. HB_ARCHIVE_FAULT=after-copy makes a run stop between
 // the verified copy and the purge of its first day (for crash tests).
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer, environ []string) error {
-	if len(args) == 0 || (args[0] != "ensure" && args[0] != "run" && args[0] != "status") {
-		return fmt.Errorf("%w: %s", ErrUsage, Usage)
-	}
-	fs := flag.NewFlagSet("hbarchive "+args[0], flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cfgPath := fs.String("config", "configs/dev.yaml", "configuration file")
-	only := fs.String("set", "", "only this SET (default: every SET)")
-	asOfStr := fs.String("as-of", "", "act as if on this date, YYYY-MM-DD (default: today)")
-	dryRun := fs.Bool("dry-run", false, "run: print what would be archived, change nothing")
-	retention := fs.Int("retention-days", 0, "override archive.retention_days (1..26)")
-	if err := fs.Parse(args[1:]); err != nil {
-		return fmt.Errorf("%w: %v", ErrUsage, err)
-	}
-	cfg, err := configs.Load(*cfgPath, environ)
+	o, err := parseArgs(args, stderr, environ)
 	if err != nil {
 		return err
 	}
-	loc := cfg.Location()
-	asOf := time.Now().In(loc)
-	if *asOfStr != "" {
-		if asOf, err = time.ParseInLocation(time.DateOnly, *asOfStr, loc); err != nil {
-			return fmt.Errorf("%w: flag --as-of: %q is not YYYY-MM-DD", ErrUsage, *asOfStr)
-		}
-	}
-	days := cfg.Archive.RetentionDays
-	fs.Visit(func(f *flag.Flag) {
-		if f.Name == "retention-days" {
-			days = *retention
-		}
-	})
-	if days < 1 || days > archive.MaxRetentionDays {
-		return fmt.Errorf("%w: retention %d days refused: must be 1..%d so each day table is empty at least a day before it is reused",
-			ErrUsage, days, archive.MaxRetentionDays)
-	}
-	sets, err := settings.Sets(ctx, cfg) // the meta database's, when there is one
+	sets, err := settings.Sets(ctx, o.cfg) // the meta database's, when there is one
 	if err != nil {
 		return err
 	}
-	if *only != "" {
-		i := slices.IndexFunc(sets, func(s configs.Set) bool { return s.Name == *only })
+	if o.only != "" {
+		i := slices.IndexFunc(sets, func(s configs.Set) bool { return s.Name == o.only })
 		if i < 0 {
-			return fmt.Errorf("%w: flag --set: no SET %q", ErrUsage, *only)
+			return fmt.Errorf("%w: flag --set: no SET %q", ErrUsage, o.only)
 		}
 		sets = sets[i : i+1]
 	}
-	log, err := cfg.Logger("hbarchive")
+	log, err := o.cfg.Logger("hbarchive")
 	if err != nil {
 		return err
 	}
 	defer log.Sync() //nolint:errcheck
 
 	var runs []metrics.ArchiveRun // what the textfile says of this run
-	if args[0] == "run" && !*dryRun && cfg.Archive.Textfile != "" {
+	if o.cmd == "run" && !o.dryRun && o.cfg.Archive.Textfile != "" {
 		defer func() {
-			if err := metrics.WriteArchive(cfg.Archive.Textfile, runs); err != nil {
+			if err := metrics.WriteArchive(o.cfg.Archive.Textfile, runs); err != nil {
 				fmt.Fprintln(stderr, "hbarchive:", err)
 			}
 		}()
 	}
 	var meta *sql.DB // archive only the buckets the topology gives a SET
-	if cfg.MetaDSN != "" {
-		if meta, err = topology.OpenMeta(ctx, cfg.MetaDSN, cfg.CoreMembers(), false); err != nil {
+	if o.cfg.MetaDSN != "" {
+		if meta, err = topology.OpenMeta(ctx, o.cfg.MetaDSN, o.cfg.CoreMembers(), false); err != nil {
 			return err
 		}
 		defer meta.Close()
 	}
 	var errs []error
 	for _, sc := range sets {
-		a, closeAll, err := newArchiver(sc, cfg, days, meta)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("SET %s: %w", sc.Name, err))
-			continue
-		}
-		a.Log = log
-		if f, ok := os.Stderr.Stat(); ok == nil && f.Mode()&os.ModeCharDevice != 0 && stderr == os.Stderr {
-			a.Progress = stderr
-		}
-		if lookupEnv(environ, "HB_ARCHIVE_FAULT") == "after-copy" {
-			a.AfterCopy = func(d store.Day) error {
-				return fmt.Errorf("injected fault after copying %s %s", d.Table.Packets(), d.Date.Format(time.DateOnly))
-			}
-		}
-		err = archiveSet(ctx, args[0], a, cfg, sc, asOf, *dryRun, stdout, &runs)
-		closeAll()
+		err := o.archiveOne(ctx, sc, meta, log, stdout, stderr, environ, &runs)
 		switch {
 		case errors.Is(err, archive.ErrLocked):
 			errs = append(errs, err) // it names the SET already
@@ -132,6 +88,78 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, environ [
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// options are a command line's: the command, the configuration, the SET
+// (""; every one), the date acted as of, a dry run, the retention in days.
+type options struct {
+	cmd    string
+	cfg    *configs.Config
+	only   string
+	asOf   time.Time
+	dryRun bool
+	days   int
+}
+
+// parseArgs parses a command line and loads its configuration.
+func parseArgs(args []string, stderr io.Writer, environ []string) (options, error) {
+	if len(args) == 0 || (args[0] != "ensure" && args[0] != "run" && args[0] != "status") {
+		return options{}, fmt.Errorf("%w: %s", ErrUsage, Usage)
+	}
+	o := options{cmd: args[0]}
+	fs := flag.NewFlagSet("hbarchive "+args[0], flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfgPath := fs.String("config", "configs/dev.yaml", "configuration file")
+	fs.StringVar(&o.only, "set", "", "only this SET (default: every SET)")
+	asOfStr := fs.String("as-of", "", "act as if on this date, YYYY-MM-DD (default: today)")
+	fs.BoolVar(&o.dryRun, "dry-run", false, "run: print what would be archived, change nothing")
+	retention := fs.Int("retention-days", 0, "override archive.retention_days (1..26)")
+	if err := fs.Parse(args[1:]); err != nil {
+		return o, fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	var err error
+	if o.cfg, err = configs.Load(*cfgPath, environ); err != nil {
+		return o, err
+	}
+	loc := o.cfg.Location()
+	o.asOf = time.Now().In(loc)
+	if *asOfStr != "" {
+		if o.asOf, err = time.ParseInLocation(time.DateOnly, *asOfStr, loc); err != nil {
+			return o, fmt.Errorf("%w: flag --as-of: %q is not YYYY-MM-DD", ErrUsage, *asOfStr)
+		}
+	}
+	o.days = o.cfg.Archive.RetentionDays
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "retention-days" {
+			o.days = *retention
+		}
+	})
+	if o.days < 1 || o.days > archive.MaxRetentionDays {
+		return o, fmt.Errorf("%w: retention %d days refused: must be 1..%d so each day table is empty at least a day before it is reused",
+			ErrUsage, o.days, archive.MaxRetentionDays)
+	}
+	return o, nil
+}
+
+// archiveOne runs the command on SET sc, with its archiver's pools open
+// for the time it takes.
+func (o options) archiveOne(ctx context.Context, sc configs.Set, meta *sql.DB, log *zap.Logger, stdout, stderr io.Writer,
+	environ []string, runs *[]metrics.ArchiveRun) error {
+	a, closeAll, err := newArchiver(sc, o.cfg, o.days, meta)
+	if err != nil {
+		return err
+	}
+	defer closeAll()
+	a.Log = log
+	if f, ok := os.Stderr.Stat(); ok == nil && f.Mode()&os.ModeCharDevice != 0 && stderr == os.Stderr {
+		a.Progress = stderr
+	}
+	if lookupEnv(environ, "HB_ARCHIVE_FAULT") == "after-copy" {
+		a.AfterCopy = func(d store.Day) error {
+			return fmt.Errorf("injected fault after copying %s %s", d.Table.Packets(), d.Date.Format(time.DateOnly))
+		}
+	}
+	return archiveSet(ctx, o.cmd, a, o.cfg, sc, o.asOf, o.dryRun, stdout, runs)
 }
 
 // newArchiver opens SET sc's pools; with a meta database it archives only
@@ -173,7 +201,7 @@ func archiveSet(ctx context.Context, cmd string, a *archive.Archiver, cfg *confi
 			*runs = append(*runs, metrics.ArchiveRun{Set: sc.Name, At: time.Now(), Skipped: sum.Skipped, Archived: sum.Archived})
 			return err
 		}
-		pending, days, err := afterRun(ctx, a, asOf, sum)
+		pending, days, err := a.AfterRun(ctx, asOf, sum)
 		*runs = append(*runs, metrics.ArchiveRun{Set: sc.Name, At: time.Now(), Pending: pending, Archived: sum.Archived,
 			Skipped: sum.Skipped, OK: err == nil, Days: days})
 		if err != nil {

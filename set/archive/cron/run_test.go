@@ -1,4 +1,4 @@
-package archivecmd_test
+package cron_test
 
 import (
 	"slices"
@@ -51,7 +51,7 @@ func TestArchiveCommandRun(t *testing.T) {
 	}
 }
 
-// TestArchiveCommandFaultFromEnviron: archivecmd.Run takes its environment
+// TestArchiveCommandFaultFromEnviron: cron.Run takes its environment
 // as an argument (configuration overrides come from it), so
 // HB_ARCHIVE_FAULT given there must stop the run after the copy too.
 func TestArchiveCommandFaultFromEnviron(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/set/move"
 	"github.com/hongbao-dev/hongbao/set/topology"
 	"github.com/hongbao-dev/hongbao/store/migrate"
 	"github.com/hongbao-dev/hongbao/store/sqldb"
@@ -239,7 +240,7 @@ func (o *ops) inspect(ctx context.Context, t *topology.Map, s *topology.Set) set
 
 // drain marks the SET draining and moves every bucket off it.
 func (o *ops) drain(ctx context.Context, e *env, name string, parallel int, grace time.Duration) error {
-	release, err := o.lockIdle(ctx)
+	release, err := o.LockIdle(ctx)
 	if err != nil {
 		return err
 	}
@@ -249,7 +250,7 @@ func (o *ops) drain(ctx context.Context, e *env, name string, parallel int, grac
 	} else if err != nil {
 		return err
 	}
-	_, moves, shares, err := o.plan(ctx)
+	_, moves, shares, err := o.Plan(ctx)
 	if err != nil {
 		return err
 	}
@@ -263,7 +264,7 @@ func (o *ops) drain(ctx context.Context, e *env, name string, parallel int, grac
 	if len(off) == 0 {
 		return nil
 	}
-	r, err := o.journal.Create(ctx, "drain", 0, "drains SET "+name, plannedMoves(off))
+	r, err := o.journal.Create(ctx, "drain", 0, "drains SET "+name, move.PlannedMoves(off))
 	if err != nil {
 		return err
 	}

@@ -1,11 +1,4 @@
-// Package rebalance is the operator's workflow of moving buckets between
-// SETs: a plan from the SETs' own usage (topology.Plan), its journal in the
-// meta database, and the Mover that applies it bucket by bucket with the
-// live copy of store/migrate: copy while the source serves, catch up,
-// freeze (the source's fence held in an open transaction), copy the last
-// delta, verify, hand the fence to the target, publish the topology, and
-// delete the source's copy after a grace period.
-package rebalance
+package move
 
 import (
 	"context"
@@ -124,7 +117,7 @@ func (f *Fleet) Watch(ctx context.Context, meta *sql.DB, log *zap.Logger) error 
 	go w.Run(ctx)
 	go w.Follow(ctx, func(m *topology.Map) {
 		if err := f.Follow(m); err != nil {
-			log.Error("rebalance: cannot follow a SET's MySQL", zap.Error(err))
+			log.Error("move: cannot follow a SET's MySQL", zap.Error(err))
 		}
 	})
 	return nil

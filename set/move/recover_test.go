@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/set/topology"
@@ -172,5 +173,47 @@ func TestRecoveryLeavesAResumedMove(t *testing.T) {
 	rec.Knobs.AfterHolds = func(*topology.Move) { disowning() } // resumed: a new attempt, a new lease
 	if err := rec.Once(ctx, server); err != nil || step() != topology.Disowning {
 		t.Fatalf("a move resumed under the server's look: %v, step %s; want it left %s to its mover", err, step(), topology.Disowning)
+	}
+}
+
+// TestRecoveryBacksOff: while the meta database is unreachable every
+// failed round is logged with the pause before the next, which doubles up
+// to MaxBackoff and stays there: the loop keeps trying, never stops, and
+// does not hammer a meta database that is down. Once it answers, rounds
+// are back to Every (the stale claim goes, as in
+// TestRecoveryOutlivesMetaOutage).
+func TestRecoveryBacksOff(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cfg, err := mysql.ParseDSN(dbtest.DSN(t, "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DBName = dbtest.UniqueName("hb_meta_backoff_")
+	var up atomic.Bool
+	cfg.Addr = proxy(t, cfg.Addr, &up)
+	core, logs := observer.New(zap.WarnLevel)
+	rec := NewRecovery(cfg.FormatDSN(), nil, dbtest.DB(t, "a", 2), dbtest.UniqueName("bo"),
+		func(hongbao.Bucket) string { return "" }, zap.New(core))
+	rec.Every, rec.MaxBackoff = 20*time.Millisecond, 160*time.Millisecond
+	stopped := make(chan struct{})
+	go func() { defer close(stopped); rec.Run(ctx) }()
+	defer func() { cancel(); <-stopped }()
+	time.Sleep(1500 * time.Millisecond)
+	var pauses []time.Duration
+	for _, e := range logs.FilterMessage("finishing interrupted moves; trying again").All() {
+		pauses = append(pauses, e.ContextMap()["in"].(time.Duration))
+	}
+	want := []time.Duration{40, 80, 160, 160, 160}
+	if len(pauses) < len(want) {
+		t.Fatalf("%d failed rounds logged in 1.5 s with the meta database down (pauses %v), want at least %d", len(pauses), pauses, len(want))
+	}
+	for i, w := range want {
+		if pauses[i] != w*time.Millisecond {
+			t.Fatalf("pauses after failed rounds: %v; want %v ms, then 160 ms", pauses, want)
+		}
+	}
+	if n := len(pauses); n > 12 {
+		t.Errorf("%d failed rounds in 1.5 s: the loop does not back off (pauses %v)", n, pauses)
 	}
 }

@@ -114,19 +114,25 @@ func (f *Fleet) Follow(m *topology.Map) error {
 }
 
 // Watch follows the topology in meta (each new version, polled every
-// half second) until ctx ends.
-func (f *Fleet) Watch(ctx context.Context, meta *sql.DB, log *zap.Logger) error {
+// half second) until ctx ends or stop is called; stop ends the following
+// and waits for it.
+func (f *Fleet) Watch(ctx context.Context, meta *sql.DB, log *zap.Logger) (stop func(), err error) {
+	ctx, cancel := context.WithCancel(ctx)
 	w, err := topology.NewWatcher(ctx, meta, 500*time.Millisecond, log)
 	if err != nil {
-		return err
+		cancel()
+		return nil, err
 	}
-	go w.Run(ctx)
-	go w.Follow(ctx, func(m *topology.Map) {
-		if err := f.Follow(m); err != nil {
-			log.Error("move: cannot follow a SET's MySQL", zap.Error(err))
-		}
+	var wg sync.WaitGroup
+	wg.Go(func() { w.Run(ctx) })
+	wg.Go(func() {
+		w.Follow(ctx, func(m *topology.Map) {
+			if err := f.Follow(m); err != nil {
+				log.Error("move: cannot follow a SET's MySQL", zap.Error(err))
+			}
+		})
 	})
-	return nil
+	return func() { cancel(); wg.Wait() }, nil
 }
 
 // Close closes every pool opened.

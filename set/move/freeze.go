@@ -16,8 +16,8 @@ import (
 
 // freeze takes the source's fence in a transaction left open (writes of
 // the bucket wait on it; if the mover dies MySQL rolls it back and the
-// source serves again), copies the last delta, verifies, gives the target
-// its fence, commits the source's loss of it and publishes the topology.
+// source serves again), copies the last delta, verifies, and hands over
+// (handOver).
 func (mv *Mover) freeze(ctx context.Context, m *topology.Move, b *migrate.Bucket, version int64) error {
 	tx, err := b.From.Live.BeginTx(ctx, nil)
 	if err != nil {
@@ -61,6 +61,12 @@ func (mv *Mover) freeze(ctx context.Context, m *topology.Move, b *migrate.Bucket
 		}
 		return mv.fail(ctx, m, err)
 	}
+	return mv.handOver(ctx, m, b, tx, version, began, &parts)
+}
+
+// handOver gives the target its fence, commits tx (the source's loss of
+// it) and publishes the topology, timing its parts in parts.
+func (mv *Mover) handOver(ctx context.Context, m *topology.Move, b *migrate.Bucket, tx *sql.Tx, version int64, began time.Time, parts *FreezeParts) error {
 	step := mv.now()
 	since := func(d *time.Duration) {
 		now := mv.now()

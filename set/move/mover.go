@@ -73,16 +73,16 @@ func (mv *Mover) Apply(ctx context.Context, r *topology.Rebalance) error {
 	mv.report(Event{Kind: "start", Rebalance: r, Total: len(r.Moves), Todo: len(todo)})
 	// The SETs' pools follow their primaries through a failover during
 	// the apply (the topology names the promoted one).
-	watch, stopWatch := context.WithCancel(ctx)
-	defer stopWatch()
 	log := mv.Log
 	if log == nil {
 		log = zap.NewNop()
 	}
-	if err := mv.Fleet.Watch(watch, mv.Meta, log); err != nil {
+	stopWatch, err := mv.Fleet.Watch(ctx, mv.Meta, log)
+	if err != nil {
 		return err
 	}
-	err := mv.run(ctx, r, todo)
+	defer stopWatch()
+	err = mv.run(ctx, r, todo)
 	if err == nil {
 		err = ctx.Err()
 	}

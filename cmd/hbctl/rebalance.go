@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,10 +20,7 @@ const rebalanceUsage = "usage: hbctl rebalance plan [--json] | apply [--parallel
 // and the meta database, its journal and the SETs' pools (move.Operator).
 type ops struct {
 	*move.Operator
-	cfg     *configs.Config
-	meta    *sql.DB
-	journal *topology.Journal
-	fleet   *move.Fleet
+	cfg *configs.Config
 }
 
 func openOps(ctx context.Context, cfgPath string, e *env) (*ops, error) {
@@ -39,7 +35,7 @@ func openOps(ctx context.Context, cfgPath string, e *env) (*ops, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &ops{Operator: op, cfg: cfg, meta: op.Meta, journal: op.Journal, fleet: op.Fleet}, nil
+	return &ops{Operator: op, cfg: cfg}, nil
 }
 
 // mover builds the mover of an apply, printing its progress on stdout.
@@ -149,12 +145,12 @@ func showPlan(e *env, moves []topology.PlannedMove, shares []topology.Share) {
 
 // apply continues the unfinished rebalance, or plans and applies a new one.
 func (o *ops) apply(ctx context.Context, e *env, kind string, parallel int, grace time.Duration, dryRun bool) error {
-	release, err := o.journal.Lock(ctx)
+	release, err := o.Journal.Lock(ctx)
 	if err != nil {
 		return err
 	}
 	defer release()
-	r, err := o.journal.Unfinished(ctx)
+	r, err := o.Journal.Unfinished(ctx)
 	if err != nil {
 		return err
 	}
@@ -172,7 +168,7 @@ func (o *ops) apply(ctx context.Context, e *env, kind string, parallel int, grac
 			showPlan(e, moves, shares)
 			return nil
 		}
-		if r, err = o.journal.Create(ctx, kind, 0, "", move.PlannedMoves(moves)); err != nil {
+		if r, err = o.Journal.Create(ctx, kind, 0, "", move.PlannedMoves(moves)); err != nil {
 			return err
 		}
 	}
@@ -195,7 +191,7 @@ func (o *ops) reverse(ctx context.Context, e *env, parallel int, grace time.Dura
 }
 
 func (o *ops) status(ctx context.Context, e *env, asJSON bool) error {
-	r, err := o.journal.Latest(ctx)
+	r, err := o.Journal.Latest(ctx)
 	if err != nil {
 		return err
 	}

@@ -166,7 +166,7 @@ func topologyMove(ctx context.Context, e *env, cfgPath string, b hongbao.Bucket,
 		return err
 	}
 	defer o.Close()
-	t, err := topology.Load(ctx, o.meta)
+	t, err := topology.Load(ctx, o.Meta)
 	if err != nil {
 		return err
 	}

@@ -15,7 +15,7 @@ import (
 
 // moverSteps are the points a mover is killed at: each step of the
 // journal, and between the target's claim and the source's release.
-var moverSteps = []string{"copying", "frozen", "claimed", "disowning", "published"}
+var moverSteps = []string{topology.Copying, topology.Frozen, move.StepClaimed, topology.Disowning, topology.Published}
 
 // errKilled is the mover killed by killMover's knob.
 var errKilled = errors.New("killed at its step (a knob, as kill -9)")

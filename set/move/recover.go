@@ -60,7 +60,11 @@ func (r *Recovery) Run(ctx context.Context) {
 		}
 	}()
 	var j *topology.Journal
-	delay := r.Every
+	every := r.Every
+	if every <= 0 {
+		every = 500 * time.Millisecond
+	}
+	delay := every
 	for {
 		select {
 		case <-ctx.Done():
@@ -72,10 +76,10 @@ func (r *Recovery) Run(ctx context.Context) {
 		case ctx.Err() != nil:
 			return
 		case err != nil:
-			delay = min(2*delay, max(r.MaxBackoff, r.Every))
+			delay = min(2*delay, max(r.MaxBackoff, every))
 			r.log.Warn("finishing interrupted moves; trying again", zap.Error(err), zap.Duration("in", delay))
 		default:
-			delay = r.Every
+			delay = every
 		}
 	}
 }

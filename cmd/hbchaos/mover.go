@@ -5,23 +5,25 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/set/move"
 	"github.com/hongbao-dev/hongbao/set/topology"
 	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // moverSteps are the points a mover is killed at: each step of the
 // journal, and between the target's claim and the source's release.
-var moverSteps = []string{"copying", "frozen", "claimed", "disowning", "published"}
+var moverSteps = []string{topology.Copying, topology.Frozen, move.StepClaimed, topology.Disowning, topology.Published}
 
-// killMover is issue #23's second check as a fault: hbctl topology move of
-// a bucket that holds live packets, killed (as kill -9) at one of its
-// steps, while the load goes on opening them and they expire. Each SET
+// errKilled is the mover killed by killMover's knob.
+var errKilled = errors.New("killed at its step (a knob, as kill -9)")
+
+// killMover is issue #23's second check as a fault: a move of a bucket
+// that holds live packets (hbctl topology move's, run in this process),
+// killed (as kill -9) at one of its steps by a knob, its pools closed as a
+// dead process's sockets close, while the load goes on opening them and they expire. Each SET
 // must then pay out, refund and archive only the buckets it owns in the
 // topology: recovered once exactly one SET's fence holds the bucket, the
 // one the topology names (a stale claim is removed by whoever finds it),
@@ -54,12 +56,8 @@ func (d *dev) killMover(ctx context.Context) (string, time.Duration, error) {
 	step := moverSteps[d.rng.IntN(len(moverSteps))]
 	target := fmt.Sprintf("bucket %d %s -> %s, killed at %s", b, from, to, step)
 	t0 := time.Now()
-	cmd := exec.CommandContext(ctx, filepath.Join(d.bin, "hbctl"), "topology", "move", "--bucket", strconv.Itoa(int(b)), "--to", to, "-config", d.config)
-	cmd.Env = append(cmd.Environ(), "HBCTL_FAULT=kill@"+step)
-	out, err := cmd.CombinedOutput()
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() != 137 {
-		return target, time.Since(t0), fmt.Errorf("hbctl topology move killed at %s: %v (want exit 137)\n%s", step, err, out)
+	if err := d.moveKilled(ctx, b, from, to, step); !errors.Is(err, errKilled) {
+		return target, time.Since(t0), fmt.Errorf("move killed at %s: %v (want it killed there)", step, err)
 	}
 	time.Sleep(2 * time.Second) // opens of the bucket's packets go on
 	if _, err := until(ctx, t0, func() error { return d.oneFence(ctx, meta, b) }); err != nil {
@@ -75,6 +73,25 @@ func (d *dev) killMover(ctx context.Context) (string, time.Duration, error) {
 		return target, time.Since(t0), err
 	}
 	return target, time.Since(t0), d.oneFence(ctx, meta, b)
+}
+
+// moveKilled moves bucket b from SET from to SET to as hbctl topology
+// move does, its mover killed by a knob when the move reaches step; its
+// pools close when it returns.
+func (d *dev) moveKilled(ctx context.Context, b hongbao.Bucket, from, to, step string) error {
+	op, err := move.OpenOperator(ctx, d.cfg.MetaDSN, d.cfg.CoreMembers(), d.cfg.Location())
+	if err != nil {
+		return err
+	}
+	defer op.Close()
+	mv := op.Mover(1, 2500*time.Millisecond) // hbctl topology move's grace
+	mv.Knobs.At = func(_ context.Context, s string) error {
+		if s == step {
+			return errKilled
+		}
+		return nil
+	}
+	return op.MoveBucket(ctx, mv, b, from, to)
 }
 
 // oneFence reports unless exactly one SET's fence holds bucket b: the

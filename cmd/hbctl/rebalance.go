@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,20 +9,18 @@ import (
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/cmd/internal/rebalance"
 	"github.com/hongbao-dev/hongbao/configs"
+	"github.com/hongbao-dev/hongbao/set/move"
 	"github.com/hongbao-dev/hongbao/set/topology"
 )
 
 const rebalanceUsage = "usage: hbctl rebalance plan [--json] | apply [--parallel N] [--dry-run] [--grace 3s] | status [--json] | reverse [--parallel N]"
 
 // ops is what the rebalance and set commands share: the configuration,
-// the meta database, its journal and the SETs' pools.
+// and the meta database, its journal and the SETs' pools (move.Operator).
 type ops struct {
-	cfg     *configs.Config
-	meta    *sql.DB
-	journal *topology.Journal
-	fleet   *rebalance.Fleet
+	*move.Operator
+	cfg *configs.Config
 }
 
 func openOps(ctx context.Context, cfgPath string, e *env) (*ops, error) {
@@ -34,67 +31,23 @@ func openOps(ctx context.Context, cfgPath string, e *env) (*ops, error) {
 	if cfg.MetaDSN == "" {
 		return nil, errors.New("the configuration names no meta_dsn: a fleet without a topology cannot be rebalanced")
 	}
-	meta, err := topology.OpenMeta(ctx, cfg.MetaDSN, cfg.CoreMembers(), false)
+	op, err := move.OpenOperator(ctx, cfg.MetaDSN, cfg.CoreMembers(), cfg.Location())
 	if err != nil {
 		return nil, err
 	}
-	j, err := topology.NewJournal(ctx, meta, time.Now)
-	if err != nil {
-		meta.Close()
-		return nil, err
-	}
-	return &ops{cfg: cfg, meta: meta, journal: j, fleet: &rebalance.Fleet{}}, nil
+	return &ops{Operator: op, cfg: cfg}, nil
 }
 
-func (o *ops) Close() {
-	o.fleet.Close()
-	o.meta.Close()
-}
-
-// mover builds the mover of an apply, with its fault injection (tests).
-func (o *ops) mover(e *env, parallel int, grace time.Duration) (*rebalance.Mover, error) {
-	fault, err := rebalance.ParseFault(lookup(e.environ, "HBCTL_FAULT"))
-	if err != nil {
-		return nil, err
-	}
-	return &rebalance.Mover{Meta: o.meta, Journal: o.journal, Fleet: o.fleet, Now: time.Now, Parallel: parallel, Grace: grace,
-		Report: rebalance.NewReporter(e.stdout, time.Now), Fault: fault}, nil
-}
-
-// lockIdle takes the journal's lock for a new rebalance, refusing while
-// one is unfinished.
-func (o *ops) lockIdle(ctx context.Context) (func(), error) {
-	release, err := o.journal.Lock(ctx)
-	if err != nil {
-		return nil, err
-	}
-	r, err := o.journal.Unfinished(ctx)
-	if err == nil && r != nil {
-		err = fmt.Errorf("rebalance %d is unfinished: run hbctl rebalance apply to finish it first", r.ID)
-	}
-	if err != nil {
-		release()
-		return nil, err
-	}
-	return release, nil
+// mover builds the mover of an apply, printing its progress on stdout.
+func (o *ops) mover(e *env, parallel int, grace time.Duration) *move.Mover {
+	mv := o.Mover(parallel, grace)
+	mv.Report = newReporter(e.stdout, time.Now)
+	return mv
 }
 
 // run applies r with a mover of parallel and grace.
 func (o *ops) run(ctx context.Context, e *env, r *topology.Rebalance, parallel int, grace time.Duration) error {
-	mv, err := o.mover(e, parallel, grace)
-	if err != nil {
-		return err
-	}
-	return mv.Apply(ctx, r)
-}
-
-func lookup(environ []string, name string) string {
-	for _, kv := range environ {
-		if k, v, ok := strings.Cut(kv, "="); ok && k == name {
-			return v
-		}
-	}
-	return ""
+	return o.mover(e, parallel, grace).Apply(ctx, r)
 }
 
 func cmdRebalance(ctx context.Context, e *env, args []string) error {
@@ -134,22 +87,8 @@ func cmdRebalance(ctx context.Context, e *env, args []string) error {
 	return usageError{rebalanceUsage}
 }
 
-// plan computes the moves that even out the fleet now.
-func (o *ops) plan(ctx context.Context) (*topology.Map, []topology.PlannedMove, []topology.Share, error) {
-	t, err := topology.Load(ctx, o.meta)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	loads, err := o.fleet.Loads(ctx, t, o.cfg.Location(), time.Now())
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	moves, shares := topology.Plan(t, loads)
-	return t, moves, shares, nil
-}
-
 func (o *ops) printPlan(ctx context.Context, e *env, asJSON bool) error {
-	t, moves, shares, err := o.plan(ctx)
+	t, moves, shares, err := o.Plan(ctx)
 	if err != nil {
 		return err
 	}
@@ -206,12 +145,12 @@ func showPlan(e *env, moves []topology.PlannedMove, shares []topology.Share) {
 
 // apply continues the unfinished rebalance, or plans and applies a new one.
 func (o *ops) apply(ctx context.Context, e *env, kind string, parallel int, grace time.Duration, dryRun bool) error {
-	release, err := o.journal.Lock(ctx)
+	release, err := o.Journal.Lock(ctx)
 	if err != nil {
 		return err
 	}
 	defer release()
-	r, err := o.journal.Unfinished(ctx)
+	r, err := o.Journal.Unfinished(ctx)
 	if err != nil {
 		return err
 	}
@@ -221,7 +160,7 @@ func (o *ops) apply(ctx context.Context, e *env, kind string, parallel int, grac
 			return o.showStatus(e, r)
 		}
 	} else {
-		_, moves, shares, err := o.plan(ctx)
+		_, moves, shares, err := o.Plan(ctx)
 		if err != nil {
 			return err
 		}
@@ -229,52 +168,22 @@ func (o *ops) apply(ctx context.Context, e *env, kind string, parallel int, grac
 			showPlan(e, moves, shares)
 			return nil
 		}
-		if r, err = o.journal.Create(ctx, kind, 0, "", plannedMoves(moves)); err != nil {
+		if r, err = o.Journal.Create(ctx, kind, 0, "", move.PlannedMoves(moves)); err != nil {
 			return err
 		}
 	}
 	return o.run(ctx, e, r, parallel, grace)
 }
 
-func plannedMoves(ps []topology.PlannedMove) []topology.Move {
-	out := make([]topology.Move, len(ps))
-	for i, p := range ps {
-		out[i] = topology.Move{Bucket: p.Bucket, From: p.From, To: p.To, RowsPlanned: p.Load.Rows}
-	}
-	return out
-}
-
 // reverse moves back the buckets of the last finished rebalance that are
 // still where it put them.
 func (o *ops) reverse(ctx context.Context, e *env, parallel int, grace time.Duration) error {
-	release, err := o.lockIdle(ctx)
+	release, err := o.LockIdle(ctx)
 	if err != nil {
 		return err
 	}
 	defer release()
-	last, err := o.journal.LatestDone(ctx)
-	if err != nil {
-		return err
-	}
-	if last == nil {
-		return errors.New("no finished rebalance to reverse")
-	}
-	t, err := topology.Load(ctx, o.meta)
-	if err != nil {
-		return err
-	}
-	var back []topology.Move
-	for _, m := range last.Moves {
-		if m.Step == topology.Done && t.Owner(m.Bucket).Name == m.To {
-			if _, ok := t.Set(m.From); ok {
-				back = append(back, topology.Move{Bucket: m.Bucket, From: m.To, To: m.From, RowsPlanned: m.RowsCopied})
-			}
-		}
-	}
-	if len(back) == 0 {
-		return fmt.Errorf("rebalance %d moved nothing that is still where it put it", last.ID)
-	}
-	r, err := o.journal.Create(ctx, "reverse", last.ID, fmt.Sprintf("reverses rebalance %d", last.ID), back)
+	r, err := o.Reversal(ctx)
 	if err != nil {
 		return err
 	}
@@ -282,7 +191,7 @@ func (o *ops) reverse(ctx context.Context, e *env, parallel int, grace time.Dura
 }
 
 func (o *ops) status(ctx context.Context, e *env, asJSON bool) error {
-	r, err := o.journal.Latest(ctx)
+	r, err := o.Journal.Latest(ctx)
 	if err != nil {
 		return err
 	}
@@ -368,8 +277,8 @@ func statusJSON(r *topology.Rebalance) *rebalanceStatus {
 		}
 		s.List = append(s.List, moveStatusJSON{int(m.Bucket), m.From, m.To, m.Step, m.RowsCopied, m.Passes, m.FreezeMS, m.Error})
 	}
-	fs := rebalance.Freezes(r)
-	s.FreezeP50, s.FreezeP99 = rebalance.Percentile(fs, 50), rebalance.Percentile(fs, 99)
+	fs := Freezes(r)
+	s.FreezeP50, s.FreezeP99 = Percentile(fs, 50), Percentile(fs, 99)
 	if len(fs) > 0 {
 		s.FreezeMax = fs[len(fs)-1]
 	}
@@ -380,4 +289,14 @@ func writeJSON(e *env, v any) error {
 	enc := json.NewEncoder(e.stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// lookup is the value of the environment variable name in environ ("" when unset).
+func lookup(environ []string, name string) string {
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == name {
+			return v
+		}
+	}
+	return ""
 }

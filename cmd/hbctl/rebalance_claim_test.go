@@ -4,22 +4,19 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/router/clustertest"
+	"github.com/hongbao-dev/hongbao/set/move"
 	"github.com/hongbao-dev/hongbao/store/dbtest"
 )
 
 // TestMoveKilledAtClaim is issue 23's second measured check, from the
 // outside: a mover killed between the target's claim and the source's
-// commit (HBCTL_FAULT=kill@claimed) leaves a claim on the target's fence;
+// commit (a knob's kill at move.StepClaimed) leaves a claim on the target's fence;
 // the source rolled back and serves the bucket. Three more opens go to
 // the source, then the packet expires. Every opener must be credited
 // exactly what it was answered, the sender refunded exactly what the
@@ -33,10 +30,8 @@ func TestMoveKilledAtClaim(t *testing.T) {
 	bucket := bucketsOf(t, c, a)[5]
 	sent := time.Now()
 	id, shares := sendInto(t, c, bucket, 10, 2)
-	out, err := c.CtlWith([]string{"HBCTL_FAULT=kill@claimed"}, "topology", "move", "--bucket", strconv.Itoa(int(bucket)), "--to", target)
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() != 137 {
-		t.Fatalf("hbctl killed at claimed: %v\n%s", err, out)
+	if err := moveIn(c, bucket, target, killAt(move.StepClaimed)); !errors.Is(err, errKilled) {
+		t.Fatalf("mover killed at claimed: %v", err)
 	}
 	if n := dbtest.Count(t, c.DB(target), "SELECT COUNT(*) FROM hb_fence.owned WHERE set_name = ? AND bucket = ?", target, int(bucket)); n != 1 {
 		t.Fatalf("the kill at claimed left %d claims of bucket %d on SET %s, want 1 (the fault point moved?)", n, bucket, target)
@@ -105,7 +100,7 @@ func TestMoveKilledAtClaim(t *testing.T) {
 
 	// The move sent back to catching up is finished by the next apply:
 	// its claim is made again and kept.
-	out = c.MustCtl(t, "rebalance", "apply")
+	out := c.MustCtl(t, "rebalance", "apply")
 	if got := ownerOf(t, c, bucket); got != target {
 		t.Fatalf("after apply bucket %d is on %s, want %s\n%s", bucket, got, target, out)
 	}
@@ -130,23 +125,17 @@ func TestMoveLostItsJournalStep(t *testing.T) {
 	a, b := c.Sets[0].Name, c.Sets[1].Name
 	bucket := bucketsOf(t, c, a)[9]
 	id, _ := sendInto(t, c, bucket, 10, 2)
-	pause := filepath.Join(t.TempDir(), "claimed")
+	knobs, pause := pauseAt(move.StepClaimed)
+	t.Cleanup(pause.release)
 	done := make(chan error, 1)
-	var out string
-	go func() {
-		var err error
-		out, err = c.CtlWith([]string{"HBCTL_FAULT=pause@claimed:" + pause}, "topology", "move", "--bucket", strconv.Itoa(int(bucket)), "--to", b)
-		done <- err
-	}()
-	waitFile(t, pause+".ready", 60*time.Second)
+	go func() { done <- moveIn(c, bucket, b, knobs) }()
+	pause.wait(t, done, "the move")
 	if _, err := c.Meta().Exec("UPDATE hb_meta.moves SET step = 'catching_up', lease_until = NULL WHERE bucket = ? AND step = 'disowning'", int(bucket)); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(pause+".go", nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-done; err == nil || !strings.Contains(out, "not published") {
-		t.Fatalf("hbctl after its move lost its step: %v, want a failure saying it was not published\n%s", err, out)
+	pause.release()
+	if err := <-done; err == nil || !strings.Contains(err.Error(), "not published") {
+		t.Fatalf("the mover after its move lost its step: %v, want a failure saying it was not published", err)
 	}
 	time.Sleep(4 * time.Second) // past the 3 s grace a cleanup would have waited
 	if dbtest.ReadPacket(t, c.DB(a), id) == nil {
@@ -156,7 +145,7 @@ func TestMoveLostItsJournalStep(t *testing.T) {
 		t.Errorf("journal: %v %+v; want the move not recorded published", st, st.List)
 	}
 	// As the error says, the next apply finishes the move.
-	out = c.MustCtl(t, "rebalance", "apply")
+	out := c.MustCtl(t, "rebalance", "apply")
 	if got := ownerOf(t, c, bucket); got != b {
 		t.Fatalf("after apply bucket %d is on %s, want %s\n%s", bucket, got, b, out)
 	}

@@ -3,8 +3,6 @@ package main_test
 import (
 	"context"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -46,30 +44,24 @@ func TestMoveFollowsFailover(t *testing.T) {
 				from, to = to, from
 			}
 			moves, packets := twoMoves(t, c, from, to)
-			pause := filepath.Join(t.TempDir(), "pause")
+			knobs, pause := pauseAt(tc.pausedAt)
+			t.Cleanup(pause.release)
 			done := make(chan error, 1)
-			var out string
-			go func() {
-				var err error
-				out, err = c.CtlWith([]string{"HBCTL_FAULT=pause@" + tc.pausedAt + ":" + pause}, "rebalance", "apply")
-				done <- err
-			}()
-			waitFile(t, pause+".ready", 60*time.Second)
+			go func() { done <- applyIn(c, knobs) }()
+			pause.wait(t, done, "the apply")
 			b := c.Set("b")
 			if err := b.Group.Primary.Pause(); err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = b.Group.Primary.Resume() })
 			c.MustCtl(t, "set", "failover", b.Name)
-			if err := os.WriteFile(pause+".go", nil, 0o600); err != nil {
-				t.Fatal(err)
-			}
+			pause.release()
 			select {
 			case err := <-done:
 				if err != nil {
-					t.Logf("the apply failed after the failover (resumed below): %v\n%s", err, out)
-					if !strings.Contains(out, "primary changed during the move") {
-						t.Errorf("the apply's failure does not say a failover cut it:\n%s", out)
+					t.Logf("the apply failed after the failover (resumed below): %v", err)
+					if !strings.Contains(err.Error(), "primary changed during the move") {
+						t.Errorf("the apply's failure does not say a failover cut it: %v", err)
 					}
 					resume(t, c)
 				}
@@ -146,20 +138,5 @@ func resume(t *testing.T, c *clustertest.Cluster) {
 		}
 		t.Logf("rebalance apply: %v (again)", err)
 		time.Sleep(time.Second)
-	}
-}
-
-// waitFile waits until path exists.
-func waitFile(t *testing.T, path string, limit time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for {
-		if _, err := os.Stat(path); err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never appeared", path)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

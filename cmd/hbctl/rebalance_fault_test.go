@@ -3,16 +3,13 @@ package main_test
 import (
 	"errors"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/router/clustertest"
+	"github.com/hongbao-dev/hongbao/set/topology"
 	"github.com/hongbao-dev/hongbao/store/dbtest"
 )
 
@@ -32,10 +29,8 @@ func TestMoveKilledAtEachStep(t *testing.T) {
 		t.Run(step, func(t *testing.T) {
 			bucket := own[7*i+3]
 			id, shares := sendInto(t, c, bucket, 10, 3)
-			out, err := c.CtlWith([]string{"HBCTL_FAULT=kill@" + step}, "topology", "move", "--bucket", strconv.Itoa(int(bucket)), "--to", b)
-			var exit *exec.ExitError
-			if !errors.As(err, &exit) || exit.ExitCode() != 137 {
-				t.Fatalf("hbctl killed at %s: %v\n%s", step, err, out)
+			if err := moveIn(c, bucket, b, killAt(step)); !errors.Is(err, errKilled) {
+				t.Fatalf("mover killed at %s: %v", step, err)
 			}
 			killed := time.Now()
 			u := user()
@@ -53,7 +48,7 @@ func TestMoveKilledAtEachStep(t *testing.T) {
 				t.Errorf("after the kill at %s bucket %d is on %s, want %s", step, bucket, got, want)
 			}
 
-			out = c.MustCtl(t, "rebalance", "apply")
+			out := c.MustCtl(t, "rebalance", "apply")
 			if st := rebalanceStatus(t, c); st.State != "done" || st.Done != 1 {
 				t.Errorf("after apply: %v\n%s", st, out)
 			}
@@ -86,33 +81,18 @@ func TestMoveStopsOnVerifyMismatch(t *testing.T) {
 	a, b := c.Sets[0].Name, c.Sets[1].Name
 	bucket := bucketsOf(t, c, a)[11]
 	id, shares := sendInto(t, c, bucket, 10, 4)
-	pause := filepath.Join(t.TempDir(), "verify")
+	knobs, pause := pauseAt(topology.Frozen)
+	t.Cleanup(pause.release)
 	done := make(chan error, 1)
-	var out string
-	go func() {
-		var err error
-		out, err = c.CtlWith([]string{"HBCTL_FAULT=pause@frozen:" + pause}, "topology", "move", "--bucket", strconv.Itoa(int(bucket)), "--to", b)
-		done <- err
-	}()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if _, err := os.Stat(pause + ".ready"); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("hbctl never reached the freeze")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	go func() { done <- moveIn(c, bucket, b, knobs) }()
+	pause.wait(t, done, "the move to the freeze")
 	_, details := dbtest.Tables(t, id)
 	if _, err := c.DB(b).Exec("UPDATE "+details+" SET amount = amount + 1 WHERE packet_id = ? LIMIT 1", id); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(pause+".go", nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-done; err == nil || !strings.Contains(out, "differs") || !strings.Contains(out, details) {
-		t.Fatalf("hbctl after a tampered target: %v, want a failure naming %s\n%s", err, details, out)
+	pause.release()
+	if err := <-done; err == nil || !strings.Contains(err.Error(), "differs") || !strings.Contains(err.Error(), details) {
+		t.Fatalf("the mover after a tampered target: %v, want a failure naming %s", err, details)
 	}
 	if got := ownerOf(t, c, bucket); got != a {
 		t.Fatalf("bucket %d is on %s after the failed move, want %s", bucket, got, a)

@@ -13,6 +13,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/set/move"
 	"github.com/hongbao-dev/hongbao/set/topology"
 	"github.com/hongbao-dev/hongbao/store"
 	"github.com/hongbao-dev/hongbao/store/fence"
@@ -137,14 +138,14 @@ func setAdd(ctx context.Context, e *env, cfgPath string, s topology.Set) error {
 		return err
 	}
 	defer o.Close()
-	side, err := o.fleet.Side(&s)
+	side, err := o.Fleet.Side(&s)
 	if err != nil {
 		return err
 	}
 	if err := schema.EnsureSet(ctx, side.Live); err != nil {
 		return fmt.Errorf("SET %s's MySQL: %w", s.Name, err)
 	}
-	v, err := topology.AddSet(ctx, o.meta, s)
+	v, err := topology.AddSet(ctx, o.Meta, s)
 	if errors.Is(err, topology.ErrSetExists) {
 		return usageError{fmt.Sprintf("set add: a SET named %q exists", s.Name)}
 	}
@@ -171,7 +172,7 @@ type setInfo struct {
 }
 
 func (o *ops) setList(ctx context.Context, e *env, asJSON bool) error {
-	t, err := topology.Load(ctx, o.meta)
+	t, err := topology.Load(ctx, o.Meta)
 	if err != nil {
 		return err
 	}
@@ -203,7 +204,7 @@ func (o *ops) inspect(ctx context.Context, t *topology.Map, s *topology.Set) set
 	in := setInfo{Name: s.Name, State: s.State, Weight: s.Weight, Servers: s.Servers, MySQL: "ok", Memcached: "ok"}
 	bs := t.Buckets(s.Name)
 	in.Buckets = len(bs)
-	if side, err := o.fleet.Side(s); err != nil {
+	if side, err := o.Fleet.Side(s); err != nil {
 		in.MySQL = err.Error()
 	} else if us, err := migrate.Usages(ctx, side.Live, o.cfg.Location(), time.Now()); err != nil {
 		in.MySQL = err.Error()
@@ -240,17 +241,17 @@ func (o *ops) inspect(ctx context.Context, t *topology.Map, s *topology.Set) set
 
 // drain marks the SET draining and moves every bucket off it.
 func (o *ops) drain(ctx context.Context, e *env, name string, parallel int, grace time.Duration) error {
-	release, err := o.lockIdle(ctx)
+	release, err := o.LockIdle(ctx)
 	if err != nil {
 		return err
 	}
 	defer release()
-	if _, err := topology.SetState(ctx, o.meta, name, topology.Draining, 0); errors.Is(err, topology.ErrNoSet) {
+	if _, err := topology.SetState(ctx, o.Meta, name, topology.Draining, 0); errors.Is(err, topology.ErrNoSet) {
 		return usageError{fmt.Sprintf("set drain: no SET named %q", name)}
 	} else if err != nil {
 		return err
 	}
-	_, moves, shares, err := o.plan(ctx)
+	_, moves, shares, err := o.Plan(ctx)
 	if err != nil {
 		return err
 	}
@@ -264,7 +265,7 @@ func (o *ops) drain(ctx context.Context, e *env, name string, parallel int, grac
 	if len(off) == 0 {
 		return nil
 	}
-	r, err := o.journal.Create(ctx, "drain", 0, "drains SET "+name, plannedMoves(off))
+	r, err := o.Journal.Create(ctx, "drain", 0, "drains SET "+name, move.PlannedMoves(off))
 	if err != nil {
 		return err
 	}
@@ -274,7 +275,7 @@ func (o *ops) drain(ctx context.Context, e *env, name string, parallel int, grac
 // remove forgets a SET that owns no bucket and owes nothing: its outbox
 // (credits and refunds not yet in the wallet) must be delivered first.
 func (o *ops) remove(ctx context.Context, e *env, name string) error {
-	t, err := topology.Load(ctx, o.meta)
+	t, err := topology.Load(ctx, o.Meta)
 	if err != nil {
 		return err
 	}
@@ -285,7 +286,7 @@ func (o *ops) remove(ctx context.Context, e *env, name string) error {
 	if n := len(t.Buckets(name)); n > 0 {
 		return fmt.Errorf("SET %s owns %d buckets: hbctl set drain %s first", name, n, name)
 	}
-	side, err := o.fleet.Side(s)
+	side, err := o.Fleet.Side(s)
 	if err != nil {
 		return err
 	}
@@ -296,7 +297,7 @@ func (o *ops) remove(ctx context.Context, e *env, name string) error {
 	if owed > 0 {
 		return fmt.Errorf("SET %s's outbox still holds %d entries for the wallet: keep its settler running until it is empty", name, owed)
 	}
-	v, err := topology.RemoveSet(ctx, o.meta, name)
+	v, err := topology.RemoveSet(ctx, o.Meta, name)
 	if err != nil {
 		return err
 	}

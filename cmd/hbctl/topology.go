@@ -15,7 +15,6 @@ import (
 	"github.com/hongbao-dev/hongbao/configs"
 	"github.com/hongbao-dev/hongbao/set/topology"
 	"github.com/hongbao-dev/hongbao/store/fence"
-	"github.com/hongbao-dev/hongbao/store/migrate"
 	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
@@ -159,16 +158,15 @@ func ranges(bs []hongbao.Bucket) string {
 }
 
 // topologyMove moves bucket b to SET to, live: a rebalance of one move
-// (see rebalance.Mover), journalled like any other. When the bucket is
-// already there, it deletes what a move stopped after its publish left on
-// other SETs.
+// (move.Operator.MoveBucket). When the bucket is already there, it
+// deletes what a move stopped after its publish left on other SETs.
 func topologyMove(ctx context.Context, e *env, cfgPath string, b hongbao.Bucket, to string) error {
 	o, err := openOps(ctx, cfgPath, e)
 	if err != nil {
 		return err
 	}
 	defer o.Close()
-	t, err := topology.Load(ctx, o.meta)
+	t, err := topology.Load(ctx, o.Meta)
 	if err != nil {
 		return err
 	}
@@ -178,56 +176,16 @@ func topologyMove(ctx context.Context, e *env, cfgPath string, b hongbao.Bucket,
 	src := t.Owner(b)
 	if src.Name == to {
 		fmt.Fprintf(e.stdout, "bucket %d already on SET %s\n", b, to)
-		return o.dropLeftovers(ctx, e, t, b)
-	}
-	release, err := o.lockIdle(ctx)
-	if err != nil {
+		kept, err := o.DropLeftovers(ctx, t, b)
+		for _, s := range kept {
+			fmt.Fprintf(e.stdout, "SET %s still claims bucket %d: its rows are kept\n", s, b)
+		}
 		return err
 	}
-	defer release()
-	r, err := o.journal.Create(ctx, "move", 0, "", []topology.Move{{Bucket: b, From: src.Name, To: to}})
-	if err != nil {
-		return err
-	}
-	mv, err := o.mover(e, 1, moveSettle)
-	if err != nil {
-		return err
-	}
-	if err := mv.Apply(ctx, r); err != nil {
+	if err := o.MoveBucket(ctx, o.mover(e, 1, moveSettle), b, src.Name, to); err != nil {
 		return err
 	}
 	fmt.Fprintf(e.stdout, "bucket %d now on SET %s\n", b, to)
-	return nil
-}
-
-// dropLeftovers finishes a move that stopped after publishing the new
-// topology: a SET that no longer claims b in its fence holds only a stale
-// copy of b's rows (the owner has them), which is deleted.
-func (o *ops) dropLeftovers(ctx context.Context, e *env, t *topology.Map, b hongbao.Bucket) error {
-	owner := t.Owner(b).Name
-	for i := range t.Sets {
-		s := &t.Sets[i]
-		if s.Name == owner {
-			continue
-		}
-		side, err := o.fleet.Side(s)
-		if err != nil {
-			return err
-		}
-		held, busy, err := fence.Holds(ctx, side.Live, s.Name, b)
-		if err != nil {
-			return fmt.Errorf("SET %s: %w", s.Name, err)
-		}
-		if held || busy {
-			// The topology was changed without a move: this SET's rows
-			// may be the only copy. Keep them.
-			fmt.Fprintf(e.stdout, "SET %s still claims bucket %d: its rows are kept\n", s.Name, b)
-			continue
-		}
-		if err := migrate.Drop(ctx, side, b); err != nil {
-			return fmt.Errorf("SET %s: %w", s.Name, err)
-		}
-	}
 	return nil
 }
 

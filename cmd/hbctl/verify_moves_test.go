@@ -2,12 +2,9 @@ package main_test
 
 import (
 	"database/sql"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/router/clustertest"
@@ -27,7 +24,7 @@ func TestVerifyDuringHandover(t *testing.T) {
 	a, b := c.Sets[0].Name, c.Sets[1].Name
 	own := bucketsOf(t, c, a)
 	for i, tc := range []struct {
-		step    string // HBCTL_FAULT's pause point
+		step    string // the mover's pause point
 		fences  int    // fences holding the bucket there
 		counted string // the SET whose copy verify counts there
 	}{
@@ -87,44 +84,23 @@ func verifyRefusesAStuckHandover(t *testing.T, c *clustertest.Cluster, bucket ho
 	c.CheckInvariants(t)
 }
 
-// pauseMove starts `hbctl topology move` of bucket to SET to, paused at
-// step (HBCTL_FAULT), and waits until it is there. resume lets it go on
-// and waits for it to succeed.
+// pauseMove starts the move of bucket to SET to in the test's process
+// (as hbctl topology move), paused at step, and waits until it is there.
+// resume lets it go on and waits for it to succeed.
 func pauseMove(t *testing.T, c *clustertest.Cluster, bucket hongbao.Bucket, to, step string) (resume func()) {
 	t.Helper()
-	pause := filepath.Join(t.TempDir(), step)
-	type result struct {
-		out string
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		out, err := c.CtlWith([]string{"HBCTL_FAULT=pause@" + step + ":" + pause}, "topology", "move", "--bucket", strconv.Itoa(int(bucket)), "--to", to)
-		done <- result{out, err}
-	}()
+	knobs, pause := pauseAt(step)
+	done := make(chan error, 1)
+	go func() { done <- moveIn(c, bucket, to, knobs) }()
 	// A test that fails while the move is paused lets it go on, so that
-	// no hbctl waits after it.
-	t.Cleanup(func() { _ = os.WriteFile(pause+".go", nil, 0o600) })
-	resume = func() {
+	// no mover waits after it.
+	t.Cleanup(pause.release)
+	pause.wait(t, done, "the move of bucket "+strconv.Itoa(int(bucket)))
+	return func() {
 		t.Helper()
-		if err := os.WriteFile(pause+".go", nil, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if r := <-done; r.err != nil {
-			t.Fatalf("move of bucket %d to %s after the pause at %s: %v\n%s", bucket, to, step, r.err, r.out)
-		}
-	}
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if _, err := os.Stat(pause + ".ready"); err == nil {
-			return resume
-		}
-		select {
-		case r := <-done:
-			t.Fatalf("move of bucket %d ended before the pause at %s: %v\n%s", bucket, step, r.err, r.out)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the move of bucket %d never reached %s", bucket, step)
+		pause.release()
+		if err := <-done; err != nil {
+			t.Fatalf("move of bucket %d to %s after the pause at %s: %v", bucket, to, step, err)
 		}
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/hongbao-dev/hongbao/metrics/admin"
 	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/set"
+	"github.com/hongbao-dev/hongbao/set/move"
 	"github.com/hongbao-dev/hongbao/set/settings"
 	"github.com/hongbao-dev/hongbao/set/topology"
 	"github.com/hongbao-dev/hongbao/store"
@@ -126,9 +127,10 @@ func run(args []string) error {
 		return err
 	}
 	if topo != nil {
-		loops.Go(func() {
-			finishMoves(bg, cfg.MetaDSN, cfg.CoreMembers(), db, sc.Name, func(b hongbao.Bucket) string { return topo.Current().Owner(b).Name }, log)
-		})
+		// Interrupted moves are finished (or sent back) by every server
+		// of their source, for as long as the server runs.
+		rec := move.NewRecovery(cfg.MetaDSN, cfg.CoreMembers(), db, sc.Name, func(b hongbao.Bucket) string { return topo.Current().Owner(b).Name }, log)
+		loops.Go(func() { rec.Run(bg) })
 	}
 	reg := metrics.NewRegistry()
 	st := store.New(db, sc.Name, cfg.Location(), time.Now, rand.Int64N).WithArchive(cold).WithMetrics(metrics.NewStore(reg))

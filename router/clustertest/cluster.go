@@ -375,7 +375,7 @@ func (c *Cluster) Do(req *http.Request) Reply { return Do(c.Client.http, req) }
 // follows the subcommand's own flags) and returns its combined output.
 func (c *Cluster) Ctl(args ...string) (string, error) { return c.CtlWith(nil, args...) }
 
-// CtlWith is Ctl with more environment variables (e.g. HBCTL_FAULT) and
+// CtlWith is Ctl with more environment variables and
 // room for long commands (10 minutes).
 func (c *Cluster) CtlWith(env []string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)

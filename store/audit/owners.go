@@ -112,7 +112,7 @@ func assign(v ownerView) (map[string]map[hongbao.Bucket]bool, []hongbao.Bucket) 
 // of a bucket the topology gives another SET (in t0 and t1) with no move
 // of it to that SET Disowning (d0 or d1). A mover killed between its
 // claim and the source's release leaves one; the claiming SET's servers
-// delete it within a second (rebalance.RemoveStaleClaims), and its
+// delete it within a second (move.Recovery.RemoveStaleClaims), and its
 // settler and archiver never act on it, but it is shown: an operator
 // reading the fence must not take it for ownership.
 func staleClaims(v ownerView) []string {

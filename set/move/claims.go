@@ -1,4 +1,4 @@
-package rebalance
+package move
 
 import (
 	"context"
@@ -12,24 +12,25 @@ import (
 	"github.com/hongbao-dev/hongbao/store/fence"
 )
 
-// RemoveStaleClaims deletes the rows of SET set's fence in db that nothing
+// RemoveStaleClaims deletes the rows of the SET's fence that nothing
 // backs: a mover killed between its claim on the target and the source's
 // release leaves the target such a claim (the source rolled back and
 // serves the bucket). Nothing acts on it (the settler and archiver act
 // only on buckets the topology gives them), but it is in the way of verify
-// and of an operator reading the fence. owner names a bucket's SET as the
-// caller last saw the topology; it only picks the candidates: each is
-// decided under the row's lock against the meta database read then
-// (removeClaim). It returns the buckets whose claim it deleted.
-func RemoveStaleClaims(ctx context.Context, meta, db *sql.DB, set string, owner func(hongbao.Bucket) string) ([]hongbao.Bucket, error) {
-	fence, err := fence.Claims(ctx, db, set)
+// and of an operator reading the fence. The Recovery's owner (a bucket's
+// SET as the server last saw the topology) only picks the candidates: each
+// is decided under the row's lock against meta read then (removeClaim). It
+// returns the buckets whose claim it deleted.
+func (r *Recovery) RemoveStaleClaims(ctx context.Context, meta *sql.DB) ([]hongbao.Bucket, error) {
+	set := r.set
+	fence, err := fence.Claims(ctx, r.db, set)
 	if err != nil {
 		return nil, err
 	}
 	var removed []hongbao.Bucket
 	var errs []error
 	for b := range fence {
-		if owner(b) == set {
+		if r.owner(b) == set {
 			continue
 		}
 		// Asked first without the lock: a claim the caller's stale view
@@ -39,7 +40,7 @@ func RemoveStaleClaims(ctx context.Context, meta, db *sql.DB, set string, owner 
 			errs = append(errs, err)
 			continue
 		}
-		gone, err := removeClaim(ctx, meta, db, set, b)
+		gone, err := r.removeClaim(ctx, meta, b)
 		if err != nil {
 			errs = append(errs, err)
 		} else if gone {
@@ -50,12 +51,7 @@ func RemoveStaleClaims(ctx context.Context, meta, db *sql.DB, set string, owner 
 	return removed, errors.Join(errs...)
 }
 
-// afterCheck, when set (tests only), runs in removeClaim after the meta
-// database said the claim is stale, before the delete: a live mover's
-// claim is made to wait there on the row's lock.
-var afterCheck func(hongbao.Bucket)
-
-// removeClaim deletes SET set's claim of bucket b unless the meta database
+// removeClaim deletes the SET's claim of bucket b unless the meta database
 // backs it (topology.ClaimBacked), in one transaction on the SET's MySQL
 // that locks the row first. A live mover cannot lose its claim to this: it
 // records its move Disowning before it claims, so either the journal read
@@ -63,8 +59,9 @@ var afterCheck func(hongbao.Bucket)
 // mover claims later, and its INSERT waits for this transaction to end
 // and writes the row again. A publish after the lock shows as the
 // topology naming this SET. It reports whether it deleted the row.
-func removeClaim(ctx context.Context, meta, db *sql.DB, set string, b hongbao.Bucket) (bool, error) {
-	tx, err := db.BeginTx(ctx, nil)
+func (r *Recovery) removeClaim(ctx context.Context, meta *sql.DB, b hongbao.Bucket) (bool, error) {
+	set := r.set
+	tx, err := r.db.BeginTx(ctx, nil)
 	if err != nil {
 		return false, fmt.Errorf("stale claim of bucket %d by %s: %w", b, set, err)
 	}
@@ -82,8 +79,8 @@ func removeClaim(ctx context.Context, meta, db *sql.DB, set string, b hongbao.Bu
 	if err != nil || backed {
 		return false, err
 	}
-	if afterCheck != nil {
-		afterCheck(b)
+	if r.Knobs.AfterStaleCheck != nil {
+		r.Knobs.AfterStaleCheck(b)
 	}
 	if _, err := tx.ExecContext(ctx, "DELETE FROM hb_fence.owned WHERE set_name = ? AND bucket = ?", set, int(b)); err != nil {
 		return false, fmt.Errorf("stale claim of bucket %d by %s: delete: %w", b, set, err)

@@ -1,4 +1,4 @@
-package rebalance
+package main
 
 import (
 	"encoding/json"
@@ -10,31 +10,15 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hongbao-dev/hongbao/set/move"
 	"github.com/hongbao-dev/hongbao/set/topology"
-	"github.com/hongbao-dev/hongbao/store/migrate"
 )
 
-// Event is one step of an apply's progress.
-type Event struct {
-	Kind      string // start, pass, moved, failed, interrupted, done
-	Rebalance *topology.Rebalance
-	Move      topology.Move
-	Stats     migrate.Stats
-	Total     int // start: moves in the rebalance
-	Todo      int // start: moves left to do
-	Took      time.Duration
-	Freeze    FreezeParts // moved: where the freeze's time went
-	Err       error
-}
+// The printing of an apply's progress (move.Event): a bar on a terminal,
+// JSON lines otherwise.
 
-// Reporter shows an apply's progress: a bar on a terminal, JSON lines
-// otherwise.
-type Reporter interface {
-	Event(Event)
-}
-
-// NewReporter returns a bar when w is a terminal and JSON lines otherwise.
-func NewReporter(w io.Writer, now func() time.Time) Reporter {
+// newReporter returns a bar when w is a terminal and JSON lines otherwise.
+func newReporter(w io.Writer, now func() time.Time) move.Reporter {
 	if f, ok := w.(*os.File); ok {
 		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
 			return &Bar{W: w, Now: now}
@@ -50,7 +34,7 @@ type Lines struct {
 }
 
 // Event writes e as one JSON line.
-func (l *Lines) Event(e Event) {
+func (l *Lines) Event(e move.Event) {
 	out := map[string]any{"event": e.Kind}
 	if e.Rebalance != nil {
 		out["rebalance"] = e.Rebalance.ID
@@ -66,7 +50,7 @@ func (l *Lines) Event(e Event) {
 			out["pass_rows"], out["pass_chunks_copied"] = e.Stats.Rows, e.Stats.Differ
 		} else {
 			out["freeze_ms"], out["took_ms"] = m.FreezeMS, e.Took.Milliseconds()
-			if e.Freeze != (FreezeParts{}) {
+			if e.Freeze != (move.FreezeParts{}) {
 				out["freeze_parts_ms"] = map[string]int64{"fence": e.Freeze.Fence.Milliseconds(), "delta": e.Freeze.Delta.Milliseconds(),
 					"verify": e.Freeze.Verify.Milliseconds(), "handover": e.Freeze.Handover.Milliseconds(),
 					"claim": e.Freeze.Claim.Milliseconds(), "lease": e.Freeze.Lease.Milliseconds(),
@@ -138,7 +122,7 @@ type Bar struct {
 }
 
 // Event redraws the bar.
-func (b *Bar) Event(e Event) {
+func (b *Bar) Event(e move.Event) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch e.Kind {
@@ -174,51 +158,4 @@ func (b *Bar) draw() {
 	}
 	fmt.Fprintf(b.W, "\r[%s%s] %d/%d buckets  %d rows  %.0f rows/s  ETA %s  freeze p99 %d ms ",
 		strings.Repeat("#", filled), strings.Repeat(".", width-filled), b.done, b.total, b.rows, rate, eta, Percentile(b.freezes, 99))
-}
-
-// Fault makes a test's mover die or pause at a step, as kill -9 would:
-// HBCTL_FAULT=kill@STEP exits at once when a move reaches STEP;
-// pause@STEP:PATH writes PATH.ready and waits for PATH.go to exist. STEP
-// is a journal step (topology.Frozen: after the source's fence is taken;
-// topology.Disowning: after the source's release committed, before the
-// publish; ...) or FaultClaimed.
-type Fault struct {
-	Kill, Pause, Path string
-}
-
-// ParseFault reads a fault from HBCTL_FAULT's value ("" for none).
-func ParseFault(v string) (Fault, error) {
-	if v == "" {
-		return Fault{}, nil
-	}
-	what, rest, ok := strings.Cut(v, "@")
-	switch {
-	case ok && what == "kill":
-		return Fault{Kill: rest}, nil
-	case ok && what == "pause":
-		step, path, ok := strings.Cut(rest, ":")
-		if ok && path != "" {
-			return Fault{Pause: step, Path: path}, nil
-		}
-	}
-	return Fault{}, fmt.Errorf("HBCTL_FAULT=%q: want kill@STEP or pause@STEP:PATH", v)
-}
-
-// FaultClaimed is the fault point between the target's fence claim and the
-// commit of the source's release, when both SETs' fences hold the bucket.
-const FaultClaimed = "claimed"
-
-func (f Fault) at(step string) {
-	switch step {
-	case f.Kill:
-		os.Exit(137) // like kill -9: no deferred cleanup, connections dropped
-	case f.Pause:
-		_ = os.WriteFile(f.Path+".ready", nil, 0o644)
-		for {
-			if _, err := os.Stat(f.Path + ".go"); err == nil {
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
 }

@@ -1,4 +1,4 @@
-package main
+package move
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/set/topology"
@@ -17,11 +18,12 @@ import (
 	"github.com/hongbao-dev/hongbao/store/fence"
 )
 
-// TestFinishMovesOutlivesMetaOutage: a server whose meta database is
-// unreachable when it starts keeps its finishing loop going, and once the
-// meta database answers it deletes its SET's stale claim (a bucket the
-// topology gives another SET, no move towards this one).
-func TestFinishMovesOutlivesMetaOutage(t *testing.T) {
+// TestRecoveryOutlivesMetaOutage: a server whose meta database is
+// unreachable when it starts keeps its recovery going (its first rounds
+// fail at OpenMeta), and once the meta database answers it deletes its
+// SET's stale claim (a bucket the topology gives another SET, no move
+// towards this one).
+func TestRecoveryOutlivesMetaOutage(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	cfg, err := mysql.ParseDSN(dbtest.DSN(t, "a"))
@@ -48,7 +50,10 @@ func TestFinishMovesOutlivesMetaOutage(t *testing.T) {
 
 	var up atomic.Bool // the meta database reachable through the proxy
 	cfg.Addr = proxy(t, cfg.Addr, &up)
-	go finishMoves(ctx, cfg.FormatDSN(), nil, db, c, func(b hongbao.Bucket) string { return top.Owner(b).Name }, zap.NewNop())
+	rec := NewRecovery(cfg.FormatDSN(), nil, db, c, func(b hongbao.Bucket) string { return top.Owner(b).Name }, zap.NewNop())
+	stopped := make(chan struct{})
+	go func() { defer close(stopped); rec.Run(ctx) }()
+	defer func() { cancel(); <-stopped }()
 	claimed := func() int {
 		return dbtest.Count(t, db, "SELECT COUNT(*) FROM hb_fence.owned WHERE set_name = ? AND bucket = ?", c, int(stale))
 	}
@@ -97,13 +102,13 @@ func proxy(t *testing.T, addr string, up *atomic.Bool) string {
 	return l.Addr().String()
 }
 
-// TestFinishLeavesAResumedMove: a server sends back a dead mover's move
+// TestRecoveryLeavesAResumedMove: a server sends back a dead mover's move
 // (Disowning, lease run out, the source still holding the bucket), but not
 // when a mover resumed it between the server's look and its retry (a new
 // attempt recorded Disowning with a new lease): sent back then, the new
 // attempt's publish would find nothing to publish after the source gave
 // the bucket up, and the bucket would be left with no owner.
-func TestFinishLeavesAResumedMove(t *testing.T) {
+func TestRecoveryLeavesAResumedMove(t *testing.T) {
 	ctx := context.Background()
 	cfg, err := mysql.ParseDSN(dbtest.DSN(t, "a"))
 	if err != nil {
@@ -158,15 +163,57 @@ func TestFinishLeavesAResumedMove(t *testing.T) {
 		}
 	}
 
+	rec := NewRecovery("", nil, db, a, nil, zap.NewNop())
 	disowning()
-	if err := finishOnce(ctx, server, db, a, zap.NewNop()); err != nil || step() != topology.CatchingUp {
+	if err := rec.Once(ctx, server); err != nil || step() != topology.CatchingUp {
 		t.Fatalf("a dead mover's move: %v, step %s; want it sent back to %s", err, step(), topology.CatchingUp)
 	}
 
 	disowning()
-	afterHolds = func(*topology.Move) { disowning() } // resumed: a new attempt, a new lease
-	t.Cleanup(func() { afterHolds = nil })
-	if err := finishOnce(ctx, server, db, a, zap.NewNop()); err != nil || step() != topology.Disowning {
+	rec.Knobs.AfterHolds = func(*topology.Move) { disowning() } // resumed: a new attempt, a new lease
+	if err := rec.Once(ctx, server); err != nil || step() != topology.Disowning {
 		t.Fatalf("a move resumed under the server's look: %v, step %s; want it left %s to its mover", err, step(), topology.Disowning)
+	}
+}
+
+// TestRecoveryBacksOff: while the meta database is unreachable every
+// failed round is logged with the pause before the next, which doubles up
+// to MaxBackoff and stays there: the loop keeps trying, never stops, and
+// does not hammer a meta database that is down. Once it answers, rounds
+// are back to Every (the stale claim goes, as in
+// TestRecoveryOutlivesMetaOutage).
+func TestRecoveryBacksOff(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cfg, err := mysql.ParseDSN(dbtest.DSN(t, "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DBName = dbtest.UniqueName("hb_meta_backoff_")
+	var up atomic.Bool
+	cfg.Addr = proxy(t, cfg.Addr, &up)
+	core, logs := observer.New(zap.WarnLevel)
+	rec := NewRecovery(cfg.FormatDSN(), nil, dbtest.DB(t, "a", 2), dbtest.UniqueName("bo"),
+		func(hongbao.Bucket) string { return "" }, zap.New(core))
+	rec.Every, rec.MaxBackoff = 20*time.Millisecond, 160*time.Millisecond
+	stopped := make(chan struct{})
+	go func() { defer close(stopped); rec.Run(ctx) }()
+	defer func() { cancel(); <-stopped }()
+	time.Sleep(1500 * time.Millisecond)
+	var pauses []time.Duration
+	for _, e := range logs.FilterMessage("finishing interrupted moves; trying again").All() {
+		pauses = append(pauses, e.ContextMap()["in"].(time.Duration))
+	}
+	want := []time.Duration{40, 80, 160, 160, 160}
+	if len(pauses) < len(want) {
+		t.Fatalf("%d failed rounds logged in 1.5 s with the meta database down (pauses %v), want at least %d", len(pauses), pauses, len(want))
+	}
+	for i, w := range want {
+		if pauses[i] != w*time.Millisecond {
+			t.Fatalf("pauses after failed rounds: %v; want %v ms, then 160 ms", pauses, want)
+		}
+	}
+	if n := len(pauses); n > 12 {
+		t.Errorf("%d failed rounds in 1.5 s: the loop does not back off (pauses %v)", n, pauses)
 	}
 }

@@ -1,11 +1,4 @@
-// Package rebalance is the operator's workflow of moving buckets between
-// SETs: a plan from the SETs' own usage (topology.Plan), its journal in the
-// meta database, and the Mover that applies it bucket by bucket with the
-// live copy of store/migrate: copy while the source serves, catch up,
-// freeze (the source's fence held in an open transaction), copy the last
-// delta, verify, hand the fence to the target, publish the topology, and
-// delete the source's copy after a grace period.
-package rebalance
+package move
 
 import (
 	"context"
@@ -56,22 +49,28 @@ func (fs *fleetSide) side() migrate.Side {
 
 // follow points fs's pools at s's DSNs, counting the switches in n.
 func (fs *fleetSide) follow(s *topology.Set, n *atomic.Int64) error {
-	switched, err := fs.live.To(s.MySQLDSN)
-	if err != nil {
+	if err := switchTo(fs.live, s.MySQLDSN, n); err != nil {
 		return fmt.Errorf("SET %s: %w", s.Name, err)
 	}
-	if switched {
-		n.Add(1)
-	}
 	if fs.cold != nil {
-		if switched, err = fs.cold.To(s.Cold()); err != nil {
+		if err := switchTo(fs.cold, s.Cold(), n); err != nil {
 			return fmt.Errorf("SET %s archive: %w", s.Name, err)
-		}
-		if switched {
-			n.Add(1)
 		}
 	}
 	return nil
+}
+
+// switchTo points sw at dsn, counting the switch in n first: the switch
+// cuts the statements in flight on the old server, and a move that fails
+// on one must see the count changed when it looks (TestMoveFollowsFailover
+// saw a commit's error before a count made after the switch).
+func switchTo(sw *sqldb.Switch, dsn string, n *atomic.Int64) error {
+	if sw.DSN() == dsn {
+		return nil
+	}
+	n.Add(1)
+	_, err := sw.To(dsn)
+	return err
 }
 
 // Side returns the live and cold pools of SET s, pointed at the DSNs s
@@ -115,19 +114,25 @@ func (f *Fleet) Follow(m *topology.Map) error {
 }
 
 // Watch follows the topology in meta (each new version, polled every
-// half second) until ctx ends.
-func (f *Fleet) Watch(ctx context.Context, meta *sql.DB, log *zap.Logger) error {
+// half second) until ctx ends or stop is called; stop ends the following
+// and waits for it.
+func (f *Fleet) Watch(ctx context.Context, meta *sql.DB, log *zap.Logger) (stop func(), err error) {
+	ctx, cancel := context.WithCancel(ctx)
 	w, err := topology.NewWatcher(ctx, meta, 500*time.Millisecond, log)
 	if err != nil {
-		return err
+		cancel()
+		return nil, err
 	}
-	go w.Run(ctx)
-	go w.Follow(ctx, func(m *topology.Map) {
-		if err := f.Follow(m); err != nil {
-			log.Error("rebalance: cannot follow a SET's MySQL", zap.Error(err))
-		}
+	var wg sync.WaitGroup
+	wg.Go(func() { w.Run(ctx) })
+	wg.Go(func() {
+		w.Follow(ctx, func(m *topology.Map) {
+			if err := f.Follow(m); err != nil {
+				log.Error("move: cannot follow a SET's MySQL", zap.Error(err))
+			}
+		})
 	})
-	return nil
+	return func() { cancel(); wg.Wait() }, nil
 }
 
 // Close closes every pool opened.

@@ -1,4 +1,4 @@
-package rebalance
+package move
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"go.uber.org/zap"
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/schema"
@@ -48,9 +49,12 @@ func TestRemoveStaleClaims(t *testing.T) {
 	}
 	truth := func(b hongbao.Bucket) string { return top.Owner(b).Name }
 	liar := func(hongbao.Bucket) string { return a } // a stale view: every bucket on a
+	var knobs Knobs
 	remove := func(owner func(hongbao.Bucket) string, want ...hongbao.Bucket) {
 		t.Helper()
-		got, err := RemoveStaleClaims(ctx, meta, db, c, owner)
+		r := NewRecovery("", nil, db, c, owner, zap.NewNop())
+		r.Knobs = knobs
+		got, err := r.RemoveStaleClaims(ctx, meta)
 		if err != nil || !slices.Equal(got, want) {
 			t.Fatalf("RemoveStaleClaims = %v, %v; want %v", got, err, want)
 		}
@@ -94,13 +98,12 @@ func TestRemoveStaleClaims(t *testing.T) {
 	// writes the row again.
 	claim(moving, v+1) // the dead mover's
 	done := make(chan error, 1)
-	afterCheck = func(b hongbao.Bucket) {
+	knobs.AfterStaleCheck = func(b hongbao.Bucket) {
 		go func() { done <- claimTarget(ctx, j, m, db, v+2, func() {}) }()
 		waitLockWait(t, db, c)
 	}
-	t.Cleanup(func() { afterCheck = nil })
 	remove(truth, moving)
-	afterCheck = nil
+	knobs.AfterStaleCheck = nil
 	if err := <-done; err != nil {
 		t.Fatalf("the live mover's claim: %v", err)
 	}

@@ -1,4 +1,4 @@
-package rebalance
+package main
 
 import (
 	"errors"
@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hongbao-dev/hongbao/set/move"
 	"github.com/hongbao-dev/hongbao/set/topology"
 	"github.com/hongbao-dev/hongbao/store/migrate"
 )
@@ -15,11 +16,11 @@ func TestBar(t *testing.T) {
 	var out strings.Builder
 	b := &Bar{W: &out, Now: func() time.Time { return now }}
 	r := &topology.Rebalance{ID: 7}
-	b.Event(Event{Kind: "start", Rebalance: r, Total: 10, Todo: 10})
+	b.Event(move.Event{Kind: "start", Rebalance: r, Total: 10, Todo: 10})
 	now = now.Add(10 * time.Second)
-	b.Event(Event{Kind: "pass", Stats: migrate.Stats{Rows: 5000}})
-	b.Event(Event{Kind: "moved", Move: topology.Move{FreezeMS: 120}})
-	b.Event(Event{Kind: "moved", Move: topology.Move{FreezeMS: 300}})
+	b.Event(move.Event{Kind: "pass", Stats: migrate.Stats{Rows: 5000}})
+	b.Event(move.Event{Kind: "moved", Move: topology.Move{FreezeMS: 120}})
+	b.Event(move.Event{Kind: "moved", Move: topology.Move{FreezeMS: 300}})
 	last := out.String()[strings.LastIndex(out.String(), "\r")+1:]
 	want := "[######........................] 2/10 buckets  5000 rows  500 rows/s  ETA 40s  freeze p99 300 ms "
 	if last != want {
@@ -32,32 +33,13 @@ func TestLines(t *testing.T) {
 	l := &Lines{W: &out}
 	r := &topology.Rebalance{ID: 3, State: topology.Finished, Moves: []topology.Move{
 		{Step: topology.Done, FreezeMS: 100, RowsCopied: 10}, {Step: topology.Done, FreezeMS: 300, RowsCopied: 5}, {Step: topology.Failed}}}
-	l.Event(Event{Kind: "moved", Rebalance: r, Move: topology.Move{Bucket: 12, From: "a", To: "c", Step: topology.Done,
+	l.Event(move.Event{Kind: "moved", Rebalance: r, Move: topology.Move{Bucket: 12, From: "a", To: "c", Step: topology.Done,
 		RowsCopied: 10, Passes: 2, FreezeMS: 100}, Took: 1500 * time.Millisecond})
-	l.Event(Event{Kind: "done", Rebalance: r, Err: errors.New("boom")})
+	l.Event(move.Event{Kind: "done", Rebalance: r, Err: errors.New("boom")})
 	want := `{"bucket":12,"event":"moved","freeze_ms":100,"from":"a","passes":2,"rebalance":3,"rows_copied":10,"step":"done","to":"c","took_ms":1500}
 {"done":2,"error":"boom","event":"done","freeze_ms_max":300,"freeze_ms_p50":300,"freeze_ms_p99":300,"moves":3,"rebalance":3,"rows_copied":15,"state":"done"}
 `
 	if out.String() != want {
 		t.Errorf("lines:\n%s\nwant\n%s", out.String(), want)
-	}
-}
-
-func TestParseFault(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want Fault
-		ok   bool
-	}{
-		{"", Fault{}, true},
-		{"kill@frozen", Fault{Kill: "frozen"}, true},
-		{"pause@frozen:/tmp/x", Fault{Pause: "frozen", Path: "/tmp/x"}, true},
-		{"pause@frozen", Fault{}, false},
-		{"explode@frozen", Fault{}, false},
-	} {
-		got, err := ParseFault(tc.in)
-		if got != tc.want || (err == nil) != tc.ok {
-			t.Errorf("ParseFault(%q) = %+v, %v", tc.in, got, err)
-		}
 	}
 }

@@ -52,7 +52,7 @@ func (r *Reparenter) StartReplica(ctx context.Context, cfg *configs.Config, addr
 }
 
 // hbctl replica start checks the topology first (issue 23, finding 3; see
-// failover_restart.go for why): a replica starts replicating only from
+// restart.go for why): a replica starts replicating only from
 // the primary its group publishes, under the group's failover lock (so
 // never beside a failover that is stopping the replicas); one that names
 // another source missed a failover and is rejoined to the published

@@ -1,13 +1,3 @@
-// Package failover fails a replicated MariaDB group over and rejoins it:
-// a SET's database or the core group of the meta and wallet databases.
-// One type, Reparenter, does every step (fence the old primary, stop the
-// replicas receiving, pick the most advanced, promote it, publish it,
-// rejoin the rest, start a restarted replica) for every caller: hbctl's
-// set and core commands, hbctl replica start, and the watchdog (Watcher,
-// run by hbwatch and hbctl set|core watch), which decides when a primary
-// is dead. The name is the operation's, the one operators ask for by
-// name; the package holds no printing: results come back as values
-// (Report, CoreStatus) and the caller says them.
 package failover
 
 import (

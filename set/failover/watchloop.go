@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/go-sql-driver/mysql"
 	"go.uber.org/zap"
 
 	"github.com/hongbao-dev/hongbao/configs"
@@ -81,7 +82,7 @@ func ReplicatedSets(ctx context.Context, meta *sql.DB) ([]string, error) {
 // DriverLog is a MySQL driver logger (mysql.SetLogger) writing at debug
 // level to log: the driver reports each failed probe's read on its own,
 // and the watcher's log says what failed already.
-func DriverLog(log *zap.Logger) interface{ Print(v ...any) } { return driverLog{log} }
+func DriverLog(log *zap.Logger) mysql.Logger { return driverLog{log} }
 
 type driverLog struct{ log *zap.Logger }
 

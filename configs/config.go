@@ -36,8 +36,10 @@ type Config struct {
 	Sets           []Set    `yaml:"sets"`
 	// Replication is how hbctl fails a SET's MySQL over and rejoins it.
 	Replication Replication `yaml:"replication"`
-	MetaDSN     string      `yaml:"meta_dsn"`   // topology database
-	WalletDSN   string      `yaml:"wallet_dsn"` // accounts and ledger
+	// Watch tunes the failover watchdog, hbwatch.
+	Watch     Watch  `yaml:"watch"`
+	MetaDSN   string `yaml:"meta_dsn"`   // topology database
+	WalletDSN string `yaml:"wallet_dsn"` // accounts and ledger
 	// Core is the replicated MariaDB group of the meta and wallet
 	// databases (meta_dsn's and wallet_dsn's server is one member).
 	Core Core `yaml:"core"`
@@ -102,6 +104,7 @@ type Admin struct {
 	Router  string `yaml:"router"`
 	Server  string `yaml:"server"`
 	Settler string `yaml:"settler"`
+	Watch   string `yaml:"watch"` // hbwatch's
 	// DrainGrace is how long a server answers not-ready on SIGTERM before
 	// it stops taking requests and drains its queues, so routers notice.
 	DrainGrace Duration `yaml:"drain_grace"`
@@ -296,7 +299,8 @@ func Defaults() *Config {
 		Archive:       Archive{RetentionDays: 7, AheadDays: 2},
 		Settle:        Settle{SweepAfter: Duration(30 * time.Second)},
 		Replication:   Replication{AdminUser: "root", User: "repl", WaitApplied: Duration(time.Minute), MaxReplicaLag: Duration(time.Second)},
-		Admin:         Admin{Router: "127.0.0.1:9080", Server: "127.0.0.1:9081", Settler: "127.0.0.1:9082", DrainGrace: Duration(2 * time.Second)},
+		Admin:         Admin{Router: "127.0.0.1:9080", Server: "127.0.0.1:9081", Settler: "127.0.0.1:9082", Watch: "127.0.0.1:9083", DrainGrace: Duration(2 * time.Second)},
+		Watch:         Watch{Interval: Duration(time.Second), After: Duration(10 * time.Second), ProbeTimeout: Duration(time.Second)},
 		DBConns:       64,
 		ShutdownGrace: Duration(20 * time.Second),
 		LogLevel:      "info",
@@ -351,6 +355,9 @@ func (c *Config) Check() error {
 		errs = append(errs, errors.New("replication: semi_sync_timeout must be at least 0 (0: wait forever), wait_applied positive"))
 	}
 	if err := c.checkCore(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Watch.check(); err != nil {
 		errs = append(errs, err)
 	}
 	if c.Replication.MaxReplicaLag < 0 {

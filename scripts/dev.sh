@@ -543,6 +543,9 @@ up() {
   proc server c2 "$RUN/bin/hbserver" -config "$CONFIG" -set c -listen 127.0.0.1:8086 -admin 127.0.0.1:9088
   proc settler c "$RUN/bin/hbsettler" -config "$CONFIG" -set c -admin 127.0.0.1:9089
   proc router r1 "$RUN/bin/hbrouter" -config "$CONFIG" -listen 127.0.0.1:8080 -admin 127.0.0.1:9080 $(profile router-r1)
+  # The failover watchdog over every replicated SET and the core group
+  # (the watch section of the config; its rule: set/failover/watch.go).
+  proc watch w1 "$RUN/bin/hbwatch" -config "$CONFIG" -admin 127.0.0.1:9090
   local p; for p in 8081 8082 8083 8084 8085 8086 8080; do wait_http "http://127.0.0.1:$p/readyz"; done
   # The day tables of today and tomorrow, after the processes are up and in
   # the background: over some 4,000 tables this takes minutes under load, and
@@ -557,8 +560,8 @@ down() {
   local f
   # Supervisors first (each stops its process), then any process left
   # without one, and the background schema ensure.
-  for f in "$RUN"/sup-router-*.pid "$RUN"/sup-server-*.pid "$RUN"/sup-settler-*.pid; do [ -e "$f" ] && stop "$f"; done
-  for f in "$RUN"/router-*.pid "$RUN"/server-*.pid "$RUN"/settler-*.pid "$RUN"/ensure.pid; do [ -e "$f" ] && stop "$f"; done
+  for f in "$RUN"/sup-router-*.pid "$RUN"/sup-server-*.pid "$RUN"/sup-settler-*.pid "$RUN"/sup-watch-*.pid; do [ -e "$f" ] && stop "$f"; done
+  for f in "$RUN"/router-*.pid "$RUN"/server-*.pid "$RUN"/settler-*.pid "$RUN"/watch-*.pid "$RUN"/ensure.pid; do [ -e "$f" ] && stop "$f"; done
   for f in "$RUN"/memcached-*.pid "$RUN"/mariadb-*.pid; do
     case "$f" in *-test-*) continue ;; esac # the test instances belong to make test
     [ -e "$f" ] && stop "$f"
@@ -590,6 +593,7 @@ Admin listeners (loopback only): /metrics (Prometheus), /livez, /readyz, /debug/
   router r1   http://127.0.0.1:9080/metrics
   server a1   http://127.0.0.1:9081/metrics   a2 :9082   b1 :9083   b2 :9084   c1 :9087   c2 :9088
   settler a   http://127.0.0.1:9085/metrics   b :9086   c :9089
+  hbwatch w1  http://127.0.0.1:9090/metrics   (the failover watchdog: armed groups, last probes, failovers)
 
 The meta and wallet databases: the core group, 127.0.0.1:3346 -> 3347 (.run/bin/hbctl core status;
 hbctl core failover promotes its replica, every process follows it).

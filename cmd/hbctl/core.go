@@ -2,14 +2,12 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"net"
 	"slices"
-	"time"
 
 	"github.com/hongbao-dev/hongbao/configs"
-	"github.com/hongbao-dev/hongbao/store/replication"
+	"github.com/hongbao-dev/hongbao/set/failover"
 	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
@@ -17,12 +15,9 @@ const coreUsage = "usage: hbctl core failover [--to HOST:PORT] [--accept-single-
 	"watch [--after 10s] [--interval 1s] [--probe-timeout 1s] [--accept-single-copy]"
 
 // cmdCore fails the core group (the meta and wallet databases' replicated
-// MariaDB) over, rejoins its old primary, or shows its members. It is
-// hbctl set failover's and rejoin's implementation on another group: the
-// members come from the configuration (core.replicas), the current
-// primary from the failover epochs they carry, and publishing is the
-// epoch stamped on the promoted replica (every process probes the
-// members and follows it: sqldb.OpenGroup).
+// MariaDB) over, rejoins its old primary, shows its members or watches
+// it (failover.Reparenter's FailoverCore, RejoinCore, CoreStatus, and
+// the watchdog).
 func cmdCore(ctx context.Context, e *env, args []string) error {
 	if len(args) == 0 {
 		return usageError{coreUsage}
@@ -57,171 +52,45 @@ func cmdCore(ctx context.Context, e *env, args []string) error {
 		return usageError{fmt.Sprintf("core %s: the configuration names no core replicas (core.replicas)", verb)}
 	}
 	if verb == "watch" {
-		wo.singleCopy = *single
+		wo.SingleCopy = *single
 		return cmdCoreWatch(ctx, e, cfg, *cfgPath, *wo)
 	}
-	f := &failover{e: e, cfg: cfg.Replication}
-	if verb != "status" {
-		// One core failover or rejoin at a time, core watch's included;
-		// the members are read under the lock.
-		lock, err := f.lockCoreOf(ctx, cfg)
-		if err != nil {
-			return err
-		}
-		defer lock.Release()
-		f.lock = lock
+	r := reparenter(e, cfg)
+	switch verb {
+	case "status":
+		return coreStatus(ctx, e, r, cfg)
+	case "rejoin":
+		_, err = r.RejoinCore(ctx, cfg)
+		return err
 	}
-	members, err := f.coreMembers(ctx, cfg)
+	_, err = r.FailoverCore(ctx, cfg, *to, *single)
+	return err
+}
+
+// coreStatus prints each member of the core group: reachable, read-only,
+// its epoch, whom it replicates from.
+func coreStatus(ctx context.Context, e *env, r *failover.Reparenter, cfg *configs.Config) error {
+	m, err := r.CoreMembers(ctx, cfg)
+	for _, d := range m.Down {
+		fmt.Fprintln(e.stdout, d)
+	}
 	if err != nil {
 		return err
 	}
-	if verb == "status" {
-		f.coreStatus(ctx, members)
-		return nil
-	}
-	f.g = coreGroup(members, accounts(cfg.MetaDSN, cfg.WalletDSN), f.epochOf)
-	o := failoverOptions{singleCopy: *single}
-	if *to != "" {
-		i := slices.IndexFunc(members.dsns, func(d string) bool { return sqldb.Addr(d) == *to })
-		if i < 0 {
-			return usageError{fmt.Sprintf("flag --to: %q is not a member of the core group (%v)", *to, cfg.CoreMembers())}
-		}
-		o.to = members.dsns[i]
-	}
-	if verb == "rejoin" {
-		return f.rejoinAll(ctx)
-	}
-	return f.run(ctx, o)
-}
-
-// coreMembers is what the core group's members say of its failovers.
-type coreMembers struct {
-	dsns    []string // meta_dsn on each member's address
-	primary int      // index of the primary the highest epoch names (the configured one before any failover)
-	epoch   int64    // the highest epoch any reachable member carries
-}
-
-// coreMembers reads the failover epoch of every member, as the operator.
-func (f *failover) coreMembers(ctx context.Context, cfg *configs.Config) (coreMembers, error) {
-	var m coreMembers
-	var err error
-	if m.dsns, err = coreAdminDSNs(cfg); err != nil {
-		return m, err
-	}
-	for _, d := range m.dsns {
-		var epoch int64
-		var primary string
-		if err := f.on(ctx, d, func(ctx context.Context, db *sql.DB) (err error) {
-			epoch, primary, err = sqldb.Epoch(ctx, db)
-			return err
-		}); err != nil {
-			f.say("core member %s does not answer: %v", sqldb.Addr(d), err)
+	fmt.Fprintf(e.stdout, "core group: primary %s at failover epoch %d\n", sqldb.Addr(m.DSNs[m.Primary]), m.Epoch)
+	for _, s := range r.CoreStatus(ctx, m) {
+		if s.Err != nil {
+			fmt.Fprintf(e.stdout, "  %s: does not answer (%v)\n", s.Addr, s.Err)
 			continue
 		}
-		if epoch <= m.epoch {
-			continue
+		role, from := "writable", ""
+		if !s.Writable {
+			role = "read-only"
 		}
-		m.epoch = epoch
-		if i := slices.IndexFunc(m.dsns, func(d string) bool { return sqldb.Addr(d) == primary }); i >= 0 {
-			m.primary = i
+		if s.Source != "" {
+			from = ", replicates from " + s.Source
 		}
-	}
-	return m, nil
-}
-
-// coreGroup is the core group with its current primary, for failover and
-// rejoin. A promotion stamps a new epoch: above every epoch a reachable
-// member carries, and at least the time in milliseconds, so that it also
-// tops an epoch only an unreachable member carries (stamped by an earlier
-// failover that a lagging replica had not received yet).
-func coreGroup(m coreMembers, apps []string, epochOf func(ctx context.Context, dsn string) (int64, error)) *group {
-	next := max(m.epoch+1, time.Now().UnixMilli())
-	var replicas []string
-	for i, d := range m.dsns {
-		if i != m.primary {
-			replicas = append(replicas, d)
-		}
-	}
-	return &group{name: "the core group", primary: m.dsns[m.primary], replicas: replicas, rejoinCmd: "hbctl core rejoin", apps: apps,
-		stamp: func(ctx context.Context, db *sql.DB, dsn string) error {
-			if err := m.noNewerEpoch(ctx, db, dsn, epochOf); err != nil {
-				return err
-			}
-			return sqldb.StampEpoch(ctx, db, next, sqldb.Addr(dsn))
-		},
-		publish: func(context.Context, string, []string) (string, error) {
-			return fmt.Sprintf("at failover epoch %d; every process follows it within a second (it probes the core members)", next), nil
-		}}
-}
-
-// noNewerEpoch is the core group's compare-and-set before a stamp: it
-// fails when the promoted member (db, of dsn) or any other member that
-// answers carries an epoch above m.epoch, the one this failover started
-// from: another failover promoted a member meanwhile, and stamping ours
-// (possibly higher: epochs follow the clock) would move every process
-// away from a primary that may have acknowledged commits. A member that
-// does not answer is not read: the core failover lock (lockCore) is what
-// excludes a concurrent failover; this catches one that ran between our
-// reading the members and our stamp.
-func (m coreMembers) noNewerEpoch(ctx context.Context, db *sql.DB, dsn string, epochOf func(context.Context, string) (int64, error)) error {
-	own, _, err := sqldb.Epoch(ctx, db)
-	if err != nil {
-		return err
-	}
-	if own > m.epoch {
-		return fmt.Errorf("%s carries failover epoch %d, above epoch %d this failover started from: another core failover promoted "+
-			"a member meanwhile (hbctl core status); not stamped", sqldb.Addr(dsn), own, m.epoch)
-	}
-	for _, d := range m.dsns {
-		if d == dsn {
-			continue
-		}
-		e, err := epochOf(ctx, d)
-		if err == nil && e > m.epoch {
-			return fmt.Errorf("core member %s carries failover epoch %d, above epoch %d this failover started from: another core "+
-				"failover promoted it meanwhile (hbctl core status); %s not stamped", sqldb.Addr(d), e, m.epoch, sqldb.Addr(dsn))
-		}
+		fmt.Fprintf(e.stdout, "  %s: %s, epoch %d%s\n", s.Addr, role, s.Epoch, from)
 	}
 	return nil
-}
-
-// coreStatus prints each member: reachable, read-only, its epoch, whom it
-// replicates from.
-func (f *failover) coreStatus(ctx context.Context, m coreMembers) {
-	f.say("core group: primary %s at failover epoch %d", sqldb.Addr(m.dsns[m.primary]), m.epoch)
-	for _, d := range m.dsns {
-		err := f.on(ctx, d, func(ctx context.Context, db *sql.DB) error {
-			p := sqldb.ProbeMember(ctx, db)
-			if p.Err != nil {
-				return p.Err
-			}
-			st, err := replication.ReplicaStatus(ctx, db)
-			if err != nil {
-				return err
-			}
-			role := "writable"
-			if !p.Writable {
-				role = "read-only"
-			}
-			from := ""
-			if st.Configured {
-				from = fmt.Sprintf(", replicates from %s:%d (IO %s, SQL %s)", st.MasterHost, st.MasterPort, st.IORunning, st.SQLRunning)
-			}
-			f.say("  %s: %s, epoch %d%s", sqldb.Addr(d), role, p.Epoch, from)
-			return nil
-		})
-		if err != nil {
-			f.say("  %s: does not answer (%v)", sqldb.Addr(d), err)
-		}
-	}
-}
-
-// epochOf reads the highest failover epoch dsn's member carries, as the
-// operator.
-func (f *failover) epochOf(ctx context.Context, dsn string) (epoch int64, err error) {
-	err = f.on(ctx, dsn, func(ctx context.Context, db *sql.DB) error {
-		epoch, _, err = sqldb.Epoch(ctx, db)
-		return err
-	})
-	return epoch, err
 }

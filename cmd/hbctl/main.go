@@ -12,6 +12,8 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/hongbao-dev/hongbao/set/failover"
 )
 
 // command is one hbctl subcommand.
@@ -71,10 +73,21 @@ func run(ctx context.Context, e *env, args []string) error {
 	}
 	for _, c := range commands() {
 		if c.name == args[0] {
-			return c.run(ctx, e, args[1:])
+			return usage(c.run(ctx, e, args[1:]))
 		}
 	}
 	return usageError{fmt.Sprintf("unknown command %q (try hbctl help)", args[0])}
+}
+
+// usage makes err a usage error (exit status 2) when the failover package
+// says it is one, keeping its words.
+func usage(err error) error {
+	var u usageError
+	var fu failover.UsageError
+	if err != nil && !errors.As(err, &u) && errors.As(err, &fu) {
+		return usageError{err.Error()}
+	}
+	return err
 }
 
 // flags returns a flag set whose errors name the bad flag and do not exit.

@@ -13,6 +13,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/set/failover"
 	"github.com/hongbao-dev/hongbao/set/move"
 	"github.com/hongbao-dev/hongbao/set/topology"
 	"github.com/hongbao-dev/hongbao/store"
@@ -74,9 +75,9 @@ func cmdSet(ctx context.Context, e *env, args []string) error {
 		}
 		return setAdd(ctx, e, *cfgPath, s)
 	case "failover", "rejoin":
-		return cmdFailover(ctx, e, verb, name, *cfgPath, failoverOptions{to: *to, singleCopy: *single})
+		return cmdFailover(ctx, e, verb, name, *cfgPath, failover.Options{To: *to, SingleCopy: *single})
 	case "watch":
-		wo.singleCopy = *single
+		wo.SingleCopy = *single
 		return cmdSetWatch(ctx, e, *cfgPath, names, *wo)
 	case "list", "drain", "remove":
 	default:

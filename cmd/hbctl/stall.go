@@ -2,90 +2,15 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"time"
 
-	"github.com/go-sql-driver/mysql"
-	"github.com/hongbao-dev/hongbao/store/sqldb"
+	"github.com/hongbao-dev/hongbao/set/failover"
 )
 
-// Writes that may wait for a semi-sync acknowledgement forever (the
-// default for money) must not leave an operator looking at a command
-// that says nothing: after stallSay the command says what it waits for
-// and what to run; after stallGiveUp it fails with the same words.
-var (
-	stallSay    = 5 * time.Second
-	stallGiveUp = 2 * time.Minute
-)
-
-// unstalled runs write against the MySQL at one of dsns (every member
-// write may go to; what names it, fix what to run when no replica
-// acknowledges its commits). While write waits, it probes the servers on
-// connections of their own and, when one's commits wait for an
-// acknowledgement, says so on stderr; after stallGiveUp write is
-// abandoned with that reason.
+// unstalled runs write with failover.Stall, saying on stderr what it waits
+// for (what names the write; fix says what to run): hbctl topology init
+// writes on semi-sync primaries that may have no replica left.
 func unstalled(ctx context.Context, e *env, what string, dsns []string, fix string, write func(context.Context) error) error {
-	wctx, cancel := context.WithTimeout(ctx, stallGiveUp)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- write(wctx) }()
-	said := ""
-	tick := time.NewTicker(stallSay)
-	defer tick.Stop()
-	for {
-		select {
-		case err := <-done:
-			if err != nil && said != "" && errors.Is(wctx.Err(), context.DeadlineExceeded) {
-				return fmt.Errorf("%s: gave up after %v: %s: %w", what, stallGiveUp, said, err)
-			}
-			return err
-		case <-tick.C:
-			if why := stallReasons(ctx, dsns, fix); why != "" && why != said {
-				fmt.Fprintf(e.stderr, "hbctl: %s waits: %s\n", what, why)
-				said = why
-			}
-		}
-	}
-}
-
-// stallReasons is stallReason of the first of dsns that says something.
-func stallReasons(ctx context.Context, dsns []string, fix string) string {
-	for _, dsn := range dsns {
-		if why := stallReason(ctx, dsn, fix); why != "" {
-			return why
-		}
-	}
-	return ""
-}
-
-// stallReason says why commits on dsn's server do not return: waiting for
-// a semi-sync acknowledgement ("" otherwise, or when the server cannot
-// tell).
-func stallReason(ctx context.Context, dsn, fix string) string {
-	c, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		return ""
-	}
-	c.Timeout, c.ReadTimeout, c.DBName = 2*time.Second, 2*time.Second, ""
-	db, err := sqldb.Open(c.FormatDSN(), 1)
-	if err != nil {
-		return ""
-	}
-	defer db.Close()
-	var waiting, clients int
-	err = db.QueryRowContext(ctx, `SELECT
-		(SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'RPL_SEMI_SYNC_MASTER_WAIT_SESSIONS'),
-		(SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'RPL_SEMI_SYNC_MASTER_CLIENTS')`).Scan(&waiting, &clients)
-	if err != nil || waiting == 0 {
-		return ""
-	}
-	connected := "no replica is connected"
-	if clients > 0 {
-		// A replica killed a moment ago still counts until the primary
-		// notices its connection is gone.
-		connected = fmt.Sprintf("%d replica(s) connected, none acknowledging", clients)
-	}
-	return fmt.Sprintf("%s holds %d commit(s) waiting for a replica's acknowledgement, %s "+
-		"(semi-sync waits forever: nothing is acknowledged on one machine); %s", c.Addr, waiting, connected, fix)
+	s := failover.NewStall(func(why string) { fmt.Fprintf(e.stderr, "hbctl: %s waits: %s\n", what, why) })
+	return s.Run(ctx, what, dsns, fix, write)
 }

@@ -6,13 +6,19 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+
+	"github.com/hongbao-dev/hongbao/configs"
 	"github.com/hongbao-dev/hongbao/router/clustertest"
+	"github.com/hongbao-dev/hongbao/set/failover"
+	"github.com/hongbao-dev/hongbao/set/topology"
 	"github.com/hongbao-dev/hongbao/store/dbtest"
 	"github.com/hongbao-dev/hongbao/store/replication"
 	"github.com/hongbao-dev/hongbao/store/sqldb"
@@ -60,7 +66,13 @@ func stopWatch(t *testing.T, w *clustertest.Process) {
 // readLog returns the watcher's log so far.
 func readLog(t *testing.T, w *clustertest.Process) string {
 	t.Helper()
-	b, err := os.ReadFile(w.Log)
+	return readLogFile(t, w.Log)
+}
+
+// readLogFile returns the log at path so far.
+func readLogFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,12 +89,101 @@ func waitLog(t *testing.T, w *clustertest.Process, want string, within time.Dura
 // waitLogFrom is waitLog in the log from byte from on.
 func waitLogFrom(t *testing.T, w *clustertest.Process, from int, want string, within time.Duration) {
 	t.Helper()
+	waitLogFileFrom(t, w.Log, from, want, within)
+}
+
+// waitLogFileFrom is waitLogFrom in the log at path.
+func waitLogFileFrom(t *testing.T, path string, from int, want string, within time.Duration) {
+	t.Helper()
 	deadline := time.Now().Add(within)
-	for !strings.Contains(readLog(t, w)[from:], want) {
+	for !strings.Contains(readLogFile(t, path)[from:], want) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the watcher's log lacks %q after %v:\n%s", want, within, readLog(t, w))
+			t.Fatalf("the watcher's log lacks %q after %v:\n%s", want, within, readLogFile(t, path))
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// localWatch is the watchdog of a SET run in this process, as hbctl set
+// watch runs it, logging to a file.
+type localWatch struct {
+	log    string // the log's path
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// startLocalWatch watches SET name of c in this process with the test's
+// probing flags and --after after, its connections dialled by dial (the
+// failover package's knob: a test cuts the watcher alone off from a
+// server), and waits until it is armed.
+func startLocalWatch(t *testing.T, c *clustertest.Cluster, name string, after time.Duration,
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)) *localWatch {
+	t.Helper()
+	cfg, err := configs.Load(c.Config, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &localWatch{log: filepath.Join(t.TempDir(), "watch.log"), done: make(chan struct{})}
+	zc := zap.NewProductionConfig()
+	zc.Sampling, zc.OutputPaths = nil, []string{w.log}
+	log, err := zc.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	log = log.With(zap.String("process", "hbctl-set-watch"))
+	meta, err := topology.OpenMeta(context.Background(), cfg.MetaDSN, cfg.CoreMembers(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := failover.New(cfg.Replication)
+	r.Dial = dial
+	o := failover.WatchOptions{After: after, Interval: 200 * time.Millisecond, ProbeTimeout: 500 * time.Millisecond}
+	ws := []*failover.Watcher{r.NewWatcher(failover.SetTarget(meta, name), o, log.With(zap.String("set", name)), nil)}
+	ctx, cancel := context.WithCancel(context.Background())
+	w.cancel = cancel
+	go func() {
+		defer close(w.done)
+		defer meta.Close()
+		failover.Watch(ctx, log, o, ws)
+	}()
+	t.Cleanup(w.stop)
+	waitLogFileFrom(t, w.log, 0, "armed: every replica replicates from the primary", 30*time.Second)
+	return w
+}
+
+// stop stops the watcher as SIGTERM stops hbctl set watch, and waits for
+// it.
+func (w *localWatch) stop() {
+	w.cancel()
+	<-w.done
+}
+
+// stopLocalWatch stops the watcher and fails the test unless it stops at
+// once, saying so.
+func stopLocalWatch(t *testing.T, w *localWatch) {
+	t.Helper()
+	stopped := make(chan struct{})
+	go func() { w.stop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watcher did not stop within 10s of its context's end")
+	}
+	if !strings.Contains(readLogFile(t, w.log), `"msg":"stopped"`) {
+		t.Errorf("the watcher's log after its stop lacks %q", `"msg":"stopped"`)
+	}
+}
+
+// dialVia is a dialer that dials to instead of from (a proxy standing for
+// the path between the watcher and a server), every other address as it
+// is.
+func dialVia(from, to string) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if addr == from {
+			addr = to
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
 	}
 }
 
@@ -187,8 +288,10 @@ func TestWatchKilledPrimary(t *testing.T) {
 // --after 3s; faults that must not fail it over, one after the other:
 //   - (b) its primary paused (SIGSTOP) for less than --after, then resumed;
 //   - (c) the watcher alone cut off from the primary (its connections go
-//     through a proxy that stops forwarding) for longer than --after,
-//     while the replica still replicates: the log says why it does not.
+//     through a proxy that stops forwarding: the watcher runs in this
+//     process, dialling through the failover package's Dial knob) for
+//     longer than --after, while the replica still replicates: the log
+//     says why it does not.
 //
 // After each, the meta database names the same primary, the replica
 // still replicates from it, and SET b sends and opens.
@@ -197,7 +300,7 @@ func TestWatchNoFailover(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{DevGrant: 1_000_000_000, Replicated: []string{"b"}, ServersPerSet: 1})
 	g := c.Set("b").Group
 	proxy := startProxy(t, fmt.Sprintf("127.0.0.1:%d", g.Primary.Port))
-	w := startWatch(t, c, []string{fmt.Sprintf("HBCTL_TEST_REROUTE=127.0.0.1:%d=%s", g.Primary.Port, proxy.addr())}, after)
+	w := startLocalWatch(t, c, "b", after, dialVia(fmt.Sprintf("127.0.0.1:%d", g.Primary.Port), proxy.addr()))
 	old, oldReplicas := metaSet(t, c, "b")
 	for _, tc := range []struct {
 		name  string
@@ -222,10 +325,10 @@ func TestWatchNoFailover(t *testing.T) {
 			"the primary answers again"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			from := len(readLog(t, w))
+			from := len(readLogFile(t, w.log))
 			tc.fault(t)
-			waitLogFrom(t, w, from, tc.logs[len(tc.logs)-1], 10*time.Second)
-			log := readLog(t, w)[from:]
+			waitLogFileFrom(t, w.log, from, tc.logs[len(tc.logs)-1], 10*time.Second)
+			log := readLogFile(t, w.log)[from:]
 			at := 0
 			for _, want := range tc.logs {
 				i := strings.Index(log[at:], want)
@@ -244,7 +347,7 @@ func TestWatchNoFailover(t *testing.T) {
 			sendInto(t, c, bucketsOf(t, c, "b")[0], 2, 2)
 		})
 	}
-	stopWatch(t, w)
+	stopLocalWatch(t, w)
 	waitOutbox(t, c)
 	c.CheckInvariants(t)
 }

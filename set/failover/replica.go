@@ -1,10 +1,13 @@
-package main
+package failover
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/hongbao-dev/hongbao/configs"
 	"github.com/hongbao-dev/hongbao/set/topology"
@@ -12,8 +15,44 @@ import (
 	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
+// StartReplica is what starts a replica's replication after its mysqld
+// started (--skip-slave-start, replication.ServerArgs), as the operator:
+// the commits it acknowledged and did not apply are applied from its
+// relay log first (within timeout), which MariaDB's GTID replication
+// would otherwise discard, then it replicates again
+// (replication.StartReplica). A server that is no replica is left alone.
+func (r *Reparenter) StartReplica(ctx context.Context, cfg *configs.Config, addr string, timeout time.Duration) (*Report, error) {
+	f := r.op(nil, nil)
+	rc := cfg.Replication
+	c := mysql.NewConfig()
+	c.Net, c.Addr, c.User, c.Passwd = "tcp", addr, rc.AdminUser, rc.AdminPassword
+	db, err := sqldb.OpenDial(c.FormatDSN(), 2, r.Dial)
+	if err != nil {
+		return f.rep, err
+	}
+	defer db.Close()
+	st, err := replication.ReplicaStatus(ctx, db)
+	if err != nil {
+		return f.rep, err
+	}
+	if !st.Configured {
+		f.say("%s: no replica (no primary configured): left alone", addr)
+		return f.rep, nil
+	}
+	// Only from the published primary (a replica that missed a failover
+	// names the old one): see below.
+	return f.rep, f.startInTopology(ctx, cfg, addr, st, func(ctx context.Context) error {
+		pos, err := replication.StartReplica(ctx, db, timeout)
+		if err != nil {
+			return err
+		}
+		f.say("%s: relay log applied up to %q; replicating from %s:%d", addr, pos, st.MasterHost, st.MasterPort)
+		return nil
+	})
+}
+
 // hbctl replica start checks the topology first (issue 23, finding 3; see
-// failover_restart.go for why): a replica starts replicating only from
+// restart.go for why): a replica starts replicating only from
 // the primary its group publishes, under the group's failover lock (so
 // never beside a failover that is stopping the replicas); one that names
 // another source missed a failover and is rejoined to the published
@@ -27,8 +66,7 @@ import (
 // replica of no group in the topology, or before topology init, is
 // started as it is: a failover acts only on a group of the topology, so
 // it missed none.
-func startInTopology(ctx context.Context, e *env, cfg *configs.Config, addr string, st replication.Status, start func(context.Context) error) error {
-	f := &failover{e: e, cfg: cfg.Replication}
+func (f *op) startInTopology(ctx context.Context, cfg *configs.Config, addr string, st replication.Status, start func(context.Context) error) error {
 	if slices.Contains(cfg.CoreMembers(), addr) {
 		return f.startInCore(ctx, cfg, addr, st, start)
 	}
@@ -57,7 +95,7 @@ func startInTopology(ctx context.Context, e *env, cfg *configs.Config, addr stri
 		return err
 	}
 	defer lock.Release()
-	if f.g, err = setGroup(ctx, meta, name); err != nil {
+	if f.g, err = SetGroup(ctx, meta, name); err != nil {
 		return err
 	}
 	f.lock = lock
@@ -66,23 +104,29 @@ func startInTopology(ctx context.Context, e *env, cfg *configs.Config, addr stri
 
 // startInCore is startInTopology for a member of the core group: under
 // the core failover lock, against the primary the highest epoch names.
-func (f *failover) startInCore(ctx context.Context, cfg *configs.Config, addr string, st replication.Status, start func(context.Context) error) error {
-	lock, err := f.lockCoreOf(ctx, cfg)
+func (f *op) startInCore(ctx context.Context, cfg *configs.Config, addr string, st replication.Status, start func(context.Context) error) error {
+	lock, err := f.r.LockCoreOf(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer lock.Release()
-	m, err := f.coreMembers(ctx, cfg)
+	for _, d := range lock.Unlocked {
+		f.say("core failover lock: member %s not locked (does not answer)", d)
+	}
+	g, m, err := f.r.CoreGroup(ctx, cfg)
+	for _, d := range m.Down {
+		f.say("%s", d)
+	}
 	if err != nil {
 		return err
 	}
-	f.g, f.lock = coreGroup(m, accounts(cfg.MetaDSN, cfg.WalletDSN), f.epochOf), lock
+	f.g, f.lock = g, lock
 	return f.startOrRejoin(ctx, addr, st, start)
 }
 
 // startOrRejoin starts the replica at addr when its source is the group's
 // primary, and rejoins it to that primary otherwise.
-func (f *failover) startOrRejoin(ctx context.Context, addr string, st replication.Status, start func(context.Context) error) error {
+func (f *op) startOrRejoin(ctx context.Context, addr string, st replication.Status, start func(context.Context) error) error {
 	if err := f.noPendingPromotion(ctx); err != nil {
 		return err
 	}

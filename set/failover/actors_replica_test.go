@@ -1,8 +1,9 @@
-package main
+package failover
 
 import (
 	"context"
 	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +15,7 @@ import (
 
 // Issue 23, finding 3: a replica must never resume acknowledging a
 // primary that was failed away from. In both tests the old primary is
-// alive and writable but unreachable from hbctl (the failover's reroute
+// alive and writable but unreachable from hbctl (the failover's dialer
 // sends its address to a closed port: a partition between hbctl and it),
 // so it is not fenced; an application write on it after the failover
 // waits for a semi-sync acknowledgement. A replica that comes back must
@@ -34,8 +35,8 @@ func TestFailoverRefusedReplicaComesBack(t *testing.T) {
 	r2.Stop()
 	out := &syncBuffer{}
 	f := testFailover(t, meta, name, cfg, out)
-	f.reroute = cutOff(t, p)
-	if err := f.run(ctx, failoverOptions{}); err != nil {
+	f.r.Dial = cutOff(t, p)
+	if err := f.run(ctx, Options{}); err != nil {
 		t.Fatalf("failover: %v\n%s", err, out)
 	}
 	t.Logf("failover with the old primary cut off from hbctl and R2 down:\n%s", out)
@@ -70,10 +71,10 @@ func TestFailoverReplicaRestartsDuring(t *testing.T) {
 	writeSome(t, g, 3)
 	out := &syncBuffer{}
 	f := testFailover(t, meta, name, cfg, out)
-	f.reroute = cutOff(t, p)
+	f.r.Dial = cutOff(t, p)
 	var w *write
-	f.hook = func(step string) error {
-		if step != stepPromote {
+	f.r.Hook = func(step string) error {
+		if step != StepPromote {
 			return nil
 		}
 		w = pendingWrite(t, p)
@@ -85,7 +86,7 @@ func TestFailoverReplicaRestartsDuring(t *testing.T) {
 		w.mustNotCommit(t, "R2 restarted during the failover", ackWindow)
 		return nil
 	}
-	if err := f.run(ctx, failoverOptions{to: r1.AppDSN()}); err != nil {
+	if err := f.run(ctx, Options{To: r1.AppDSN()}); err != nil {
 		t.Fatalf("failover: %v\n%s", err, out)
 	}
 	t.Logf("failover with the old primary cut off from hbctl and R2 restarted before the promotion:\n%s", out)
@@ -96,10 +97,21 @@ func TestFailoverReplicaRestartsDuring(t *testing.T) {
 	w.mustNotCommit(t, "after the failover", 0)
 }
 
-// cutOff is a reroute that sends the failover's connections to m to a
-// closed port.
-func cutOff(t *testing.T, m *dbtest.MariaDB) map[string]string {
-	return map[string]string{sqldb.Addr(m.DSN): fmt.Sprintf("127.0.0.1:%d", dbtest.FreePort(t))}
+// cutOff is a dialer that sends the failover's connections to m to a
+// closed port (the others where they go).
+func cutOff(t *testing.T, m *dbtest.MariaDB) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return reroute(map[string]string{sqldb.Addr(m.DSN): fmt.Sprintf("127.0.0.1:%d", dbtest.FreePort(t))})
+}
+
+// reroute is a dialer that dials to[addr] instead of addr, when listed.
+func reroute(to map[string]string) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if a, ok := to[addr]; ok {
+			addr = a
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}
 }
 
 // write is an application commit on a primary, in flight.
@@ -248,8 +260,8 @@ func TestRejoinNamesWhatReplicaReceived(t *testing.T) {
 	r2.Stop()
 	out := &syncBuffer{}
 	f := testFailover(t, meta, name, cfg, out)
-	f.reroute = cutOff(t, p)
-	if err := f.run(ctx, failoverOptions{}); err != nil {
+	f.r.Dial = cutOff(t, p)
+	if err := f.run(ctx, Options{}); err != nil {
 		t.Fatalf("failover: %v\n%s", err, out)
 	}
 	w := pendingWrite(t, p)
@@ -276,7 +288,7 @@ func TestRejoinNamesWhatReplicaReceived(t *testing.T) {
 	}
 	out2 := &syncBuffer{}
 	f2 := testFailover(t, meta, name, cfg, out2)
-	f2.reroute = f.reroute
+	f2.r.Dial = f.r.Dial
 	err = f2.rejoinAll(ctx)
 	t.Logf("hbctl set rejoin: %v\n%s", err, out2)
 	if err == nil || !strings.Contains(err.Error(), sqldb.Addr(r2.DSN)+": refused") || !strings.Contains(err.Error(), pos) {

@@ -1,4 +1,4 @@
-package main
+package failover
 
 import (
 	"context"
@@ -28,7 +28,7 @@ import (
 
 // restart starts replication again on dsn's server, a replica of the
 // group's primary whose threads are stopped (a restarted replica).
-func (f *failover) restart(ctx context.Context, dsn string) error {
+func (f *op) restart(ctx context.Context, dsn string) error {
 	db, err := f.admin(dsn)
 	if err != nil {
 		return err
@@ -46,7 +46,7 @@ func (f *failover) restart(ctx context.Context, dsn string) error {
 // primary promoted a replica and did not publish it: starting the other
 // replicas again from that primary would let it acknowledge commits the
 // promoted one lacks; the failover run again finishes first.
-func (f *failover) noPendingPromotion(ctx context.Context) error {
+func (f *op) noPendingPromotion(ctx context.Context) error {
 	if f.g.promoted == nil {
 		return nil
 	}
@@ -75,7 +75,7 @@ const drainWait = 3 * time.Second
 // starts replicating with both threads stopped. A replica found with both
 // stopped (restarted, not started yet) has its relay log applied outside
 // GTID mode (replication.ApplyIfStopped).
-func (f *failover) drain(ctx context.Context, db *sql.DB) error {
+func (f *op) drain(ctx context.Context, db *sql.DB) error {
 	st, err := replication.ReplicaStatus(ctx, db)
 	if err != nil {
 		return fmt.Errorf("not reachable (%w): start it, then run rejoin again", err)

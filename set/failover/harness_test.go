@@ -1,4 +1,4 @@
-package main
+package failover
 
 // The harness of the in-process failover tests (issue 23, findings 3 and
 // 5): a meta database of its own on the shared test MariaDB, a SET whose
@@ -91,15 +91,40 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// testRun is a failover or rejoin of a group by a Reparenter whose knobs
+// the test sets, under lock when set.
+type testRun struct {
+	r    *Reparenter
+	g    *Group
+	lock HeldLock
+}
+
+func (f *testRun) run(ctx context.Context, o Options) error {
+	_, err := f.r.Failover(ctx, f.g, f.lock, o)
+	return err
+}
+
+func (f *testRun) rejoinAll(ctx context.Context) error {
+	_, err := f.r.Rejoin(ctx, f.g, f.lock)
+	return err
+}
+
+// testReparenter is a Reparenter saying what it does to out.
+func testReparenter(cfg configs.Replication, out *syncBuffer) *Reparenter {
+	r := New(cfg)
+	r.Progress = func(line string) { fmt.Fprintln(out, line) }
+	return r
+}
+
 // testFailover is a failover of SET name as read from meta now, saying
 // what it does to out.
-func testFailover(t *testing.T, meta *sql.DB, name string, cfg configs.Replication, out *syncBuffer) *failover {
+func testFailover(t *testing.T, meta *sql.DB, name string, cfg configs.Replication, out *syncBuffer) *testRun {
 	t.Helper()
-	g, err := setGroup(context.Background(), meta, name)
+	g, err := SetGroup(context.Background(), meta, name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &failover{e: &env{stdout: out, stderr: out}, cfg: cfg, g: g}
+	return &testRun{r: testReparenter(cfg, out), g: g}
 }
 
 // metaPrimary is SET name's mysql_dsn in meta.
@@ -132,9 +157,9 @@ func contains(s string, subs ...string) bool {
 	return true
 }
 
-// replicaStart runs the startup step, hbctl replica start, on m's address
-// with a configuration whose meta database is meta's; it returns what it
-// said and its error.
+// replicaStart runs the startup step, hbctl replica start
+// (Reparenter.StartReplica), on m's address with a configuration whose
+// meta database is meta's; it returns what it said and its error.
 func replicaStart(t *testing.T, meta *sql.DB, m *dbtest.MariaDB) (string, error) {
 	t.Helper()
 	var db string
@@ -149,7 +174,7 @@ func replicaStart(t *testing.T, meta *sql.DB, m *dbtest.MariaDB) (string, error)
 	metaDSN := c.FormatDSN()
 	c.DBName = db + "_wallet"
 	path := filepath.Join(t.TempDir(), "replica.yaml")
-	cfg := fmt.Sprintf(`meta_dsn: %q
+	raw := fmt.Sprintf(`meta_dsn: %q
 wallet_dsn: %q
 secret: "0123456789abcdef0123"
 internal_secret: "fedcba9876543210fedc"
@@ -159,10 +184,14 @@ replication:
   password: %s
   wait_applied: 10s
 `, metaDSN, c.FormatDSN(), dbtest.ReplUser, dbtest.ReplPassword)
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(raw), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := configs.Load(path, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
 	out := &syncBuffer{}
-	err = cmdReplica(context.Background(), &env{stdout: out, stderr: out}, []string{"start", fmt.Sprintf("127.0.0.1:%d", m.Port), "-config", path})
+	_, err = testReparenter(cfg.Replication, out).StartReplica(context.Background(), cfg, fmt.Sprintf("127.0.0.1:%d", m.Port), 10*time.Minute)
 	return out.String(), err
 }

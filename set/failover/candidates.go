@@ -1,4 +1,4 @@
-package main
+package failover
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 // fenced, a replica that cannot be stopped refuses the failover: it might
 // still acknowledge the old primary's commits. One that refuses the
 // connection is down and acknowledges nothing.
-func (f *failover) stopReceiving(ctx context.Context, fenced string) ([]candidate, error) {
+func (f *op) stopReceiving(ctx context.Context, fenced string) ([]candidate, error) {
 	if fenced != "" {
 		f.receiveFinal(ctx, fenced)
 	}
@@ -73,7 +73,7 @@ func (f *failover) stopReceiving(ctx context.Context, fenced string) ([]candidat
 // receive (its link broken, its thread stopped) is not waited for: it
 // will get nothing more, and what it lacks was acknowledged by another
 // replica or by none.
-func (f *failover) receiveFinal(ctx context.Context, pos string) {
+func (f *op) receiveFinal(ctx context.Context, pos string) {
 	var wg sync.WaitGroup
 	for _, r := range f.g.replicas {
 		wg.Go(func() {
@@ -96,7 +96,7 @@ func (f *failover) receiveFinal(ctx context.Context, pos string) {
 // threads are stopped (replication.ApplyIfStopped), within
 // replication.wait_applied. A replica that does not answer is left to
 // stopReceiving, which says what it is.
-func (f *failover) applyStopped(ctx context.Context, dsn string) error {
+func (f *op) applyStopped(ctx context.Context, dsn string) error {
 	d := f.cfg.WaitApplied.D()
 	db, err := f.adminWait(dsn, d+dbTimeout)
 	if err != nil {

@@ -1,4 +1,4 @@
-package main
+package failover
 
 import (
 	"context"
@@ -29,11 +29,11 @@ func TestPublishChecksPrimary(t *testing.T) {
 	name := dbtest.UniqueName("s")
 	p, r1, r2 := fakeDSN(1001), fakeDSN(1002), fakeDSN(1003)
 	meta := testMeta(t, fakeSet(name, p, r1, r2))
-	first, err := setGroup(ctx, meta, name)
+	first, err := SetGroup(ctx, meta, name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := setGroup(ctx, meta, name)
+	second, err := SetGroup(ctx, meta, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,11 +71,11 @@ func TestCoreStampChecksEpoch(t *testing.T) {
 		}
 	}
 	out := &syncBuffer{}
-	f := &failover{e: &env{stdout: out, stderr: out}, cfg: configs.Replication{AdminUser: "root"}}
-	members := coreMembers{dsns: dsns, primary: 0, epoch: e}
-	first := coreGroup(members, nil, f.epochOf)
+	r := testReparenter(configs.Replication{AdminUser: "root"}, out)
+	members := CoreMembers{DSNs: dsns, Primary: 0, Epoch: e}
+	first := r.coreGroup(members, nil)
 	time.Sleep(5 * time.Millisecond) // the second's epoch (the clock in ms) is above the first's
-	second := coreGroup(members, nil, f.epochOf)
+	second := r.coreGroup(members, nil)
 	if err := first.stamp(ctx, dbtest.Open(t, ms[1].DSN, 1), ms[1].DSN); err != nil {
 		t.Fatal(err)
 	}
@@ -126,13 +126,13 @@ func TestFailoverRerunPublishesPromoted(t *testing.T) {
 	writeSome(t, g, 5)
 	out := &syncBuffer{}
 	f := testFailover(t, meta, name, cfg, out)
-	f.hook = func(step string) error {
-		if step == stepPublish {
+	f.r.Hook = func(step string) error {
+		if step == StepPublish {
 			return errors.New("killed before publishing (test hook)")
 		}
 		return nil
 	}
-	if err := f.run(ctx, failoverOptions{}); err == nil {
+	if err := f.run(ctx, Options{}); err == nil {
 		t.Fatalf("the first run published despite its hook:\n%s", out)
 	}
 	var promoted, other *dbtest.MariaDB
@@ -150,7 +150,7 @@ func TestFailoverRerunPublishesPromoted(t *testing.T) {
 
 	out2 := &syncBuffer{}
 	f2 := testFailover(t, meta, name, cfg, out2)
-	err := f2.run(ctx, failoverOptions{})
+	err := f2.run(ctx, Options{})
 	t.Logf("second run: %v\n%s", err, out2)
 	if !readOnly(t, other) {
 		t.Fatalf("the second run promoted %s too: two writable primaries (%s and %s)", sqldb.Addr(other.DSN), sqldb.Addr(promoted.DSN), sqldb.Addr(other.DSN))
@@ -220,8 +220,8 @@ func TestFailoverStopsWhenLockLost(t *testing.T) {
 	f := testFailover(t, meta, name, cfg, out)
 	f.lock = lock
 	var other *topology.FailoverLock
-	f.hook = func(step string) error {
-		if step != stepStop {
+	f.r.Hook = func(step string) error {
+		if step != StepStop {
 			return nil
 		}
 		killLockHolder(t, meta, "hb_failover:"+name)
@@ -231,7 +231,7 @@ func TestFailoverStopsWhenLockLost(t *testing.T) {
 		}
 		return nil
 	}
-	err = f.run(ctx, failoverOptions{})
+	err = f.run(ctx, Options{})
 	t.Logf("failover: %v\n%s", err, out)
 	if other != nil {
 		defer other.Release()
@@ -300,17 +300,21 @@ replication:
 		t.Fatal(err)
 	}
 	out := &syncBuffer{}
-	watcher := &failover{e: &env{stdout: out, stderr: out}, cfg: configs.Replication{AdminUser: "root"}}
-	held, err := watcher.lockCore(ctx, []string{ms[0].DSN, ms[1].DSN})
+	watcher := testReparenter(configs.Replication{AdminUser: "root"}, out)
+	held, err := watcher.LockCore(ctx, []string{ms[0].DSN, ms[1].DSN})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer held.Release()
 
-	err = cmdCore(ctx, &env{stdout: out, stderr: out}, []string{"failover", "-config", path})
+	loaded, err := configs.Load(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = testReparenter(loaded.Replication, out).FailoverCore(ctx, loaded, "", false)
 	t.Logf("hbctl core failover while the lock is held: %v\n%s", err, out)
-	if !errors.Is(err, errCoreBusy) {
-		t.Errorf("core failover beside a holder of the core lock: %v; want errCoreBusy", err)
+	if !errors.Is(err, ErrCoreBusy) {
+		t.Errorf("core failover beside a holder of the core lock: %v; want ErrCoreBusy", err)
 	}
 	if readOnly(t, ms[0]) {
 		t.Fatalf("core failover fenced the core primary while another actor held the core lock")
@@ -322,14 +326,14 @@ replication:
 	if err := held.Held(ctx); err != nil {
 		t.Errorf("the lock after its connection to the primary was killed: %v; want held (on the replica)", err)
 	}
-	if l, err := watcher.lockCore(ctx, []string{ms[0].DSN, ms[1].DSN}); !errors.Is(err, errCoreBusy) {
+	if l, err := watcher.LockCore(ctx, []string{ms[0].DSN, ms[1].DSN}); !errors.Is(err, ErrCoreBusy) {
 		if l != nil {
 			l.Release()
 		}
 		t.Errorf("a second actor took the core lock while the first holds it on the replica: %v", err)
 	}
 	held.Release()
-	l, err := watcher.lockCore(ctx, []string{ms[0].DSN, ms[1].DSN})
+	l, err := watcher.LockCore(ctx, []string{ms[0].DSN, ms[1].DSN})
 	if err != nil {
 		t.Fatalf("the core lock once released: %v", err)
 	}

@@ -1,4 +1,4 @@
-package main
+package failover
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 
 // rejoinAll makes every replica of the SET that does not replicate from its
 // primary a replica of it.
-func (f *failover) rejoinAll(ctx context.Context) error {
+func (f *op) rejoinAll(ctx context.Context) error {
 	if len(f.g.replicas) == 0 {
 		return fmt.Errorf("%s has no replicas", f.g.name)
 	}
@@ -65,7 +65,7 @@ func (f *failover) rejoinAll(ctx context.Context) error {
 
 // rejoin fences the server of dsn, refuses when it has errant
 // transactions, and makes it a replica of the SET's primary.
-func (f *failover) rejoin(ctx context.Context, dsn string) error {
+func (f *op) rejoin(ctx context.Context, dsn string) error {
 	db, err := f.admin(dsn)
 	if err != nil {
 		return err
@@ -129,7 +129,7 @@ func (f *failover) rejoin(ctx context.Context, dsn string) error {
 // timeout for when it is promoted, its application accounts unlocked (a
 // fence or a rejoin cut short after its fence locked them: the application
 // reads from replicas), and it waits until it replicates.
-func (f *failover) replicating(ctx context.Context, db *sql.DB, dsn string) error {
+func (f *op) replicating(ctx context.Context, db *sql.DB, dsn string) error {
 	if err := replication.SetTimeout(ctx, db, f.cfg.SemiSyncTimeout.D()); err != nil {
 		return err
 	}
@@ -141,7 +141,7 @@ func (f *failover) replicating(ctx context.Context, db *sql.DB, dsn string) erro
 
 // waitReplicating waits until dsn's server (db) replicates from the
 // group's primary, both threads running, within ctx.
-func (f *failover) waitReplicating(ctx context.Context, db *sql.DB, dsn string) error {
+func (f *op) waitReplicating(ctx context.Context, db *sql.DB, dsn string) error {
 	for ctx.Err() == nil {
 		st, err := replication.ReplicaStatus(ctx, db)
 		if err != nil {

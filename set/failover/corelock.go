@@ -1,4 +1,4 @@
-package main
+package failover
 
 import (
 	"context"
@@ -44,12 +44,15 @@ const coreLockKey = "hb_core_failover"
 // member accepts the connection and answers nothing.
 const lockCheck = 2 * time.Second
 
-// errCoreBusy is lockCore's refusal.
-var errCoreBusy = errors.New("another core failover, rejoin or watch holds the core failover lock")
+// ErrCoreBusy is LockCore's refusal: another actor holds the lock.
+var ErrCoreBusy = errors.New("another core failover, rejoin or watch holds the core failover lock")
 
-// coreLock is the core failover lock, held on the members in conns.
-type coreLock struct {
+// CoreLock is the core failover lock, held on the members in conns.
+type CoreLock struct {
 	conns []lockConn
+	// Unlocked names the members it is not held on (they did not
+	// answer), with why.
+	Unlocked []string
 }
 
 type lockConn struct {
@@ -58,19 +61,20 @@ type lockConn struct {
 	conn *sql.Conn
 }
 
-// lockCoreOf takes the core failover lock on the members cfg names.
-func (f *failover) lockCoreOf(ctx context.Context, cfg *configs.Config) (*coreLock, error) {
+// LockCoreOf takes the core failover lock on the members cfg names.
+func (r *Reparenter) LockCoreOf(ctx context.Context, cfg *configs.Config) (*CoreLock, error) {
 	dsns, err := coreAdminDSNs(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return f.lockCore(ctx, dsns)
+	return r.LockCore(ctx, dsns)
 }
 
-// lockCore takes the core failover lock on every member of dsns that
+// LockCore takes the core failover lock on every member of dsns that
 // answers (see above).
-func (f *failover) lockCore(ctx context.Context, dsns []string) (*coreLock, error) {
-	l := &coreLock{}
+func (r *Reparenter) LockCore(ctx context.Context, dsns []string) (*CoreLock, error) {
+	f := r.op(nil, nil)
+	l := &CoreLock{}
 	var down []string
 	for _, d := range dsns {
 		c, got, err := f.lockOn(ctx, d)
@@ -80,22 +84,20 @@ func (f *failover) lockCore(ctx context.Context, dsns []string) (*coreLock, erro
 		}
 		if !got {
 			l.Release()
-			return nil, fmt.Errorf("%w: held on core member %s; wait for it or stop it (hbctl core watch runs one)", errCoreBusy, sqldb.Addr(d))
+			return nil, fmt.Errorf("%w: held on core member %s; wait for it or stop it (hbctl core watch runs one)", ErrCoreBusy, sqldb.Addr(d))
 		}
 		l.conns = append(l.conns, c)
 	}
 	if len(l.conns) == 0 {
 		return nil, fmt.Errorf("core failover lock: no core member answers: %s", strings.Join(down, "; "))
 	}
-	for _, d := range down {
-		f.say("core failover lock: member %s not locked (does not answer)", d)
-	}
+	l.Unlocked = down
 	return l, nil
 }
 
 // lockOn tries GET_LOCK on dsn's member, on a connection kept for the
 // lock; got is false when another connection holds it.
-func (f *failover) lockOn(ctx context.Context, dsn string) (c lockConn, got bool, err error) {
+func (f *op) lockOn(ctx context.Context, dsn string) (c lockConn, got bool, err error) {
 	db, err := f.admin(dsn)
 	if err != nil {
 		return c, false, err
@@ -118,7 +120,7 @@ func (f *failover) lockOn(ctx context.Context, dsn string) (c lockConn, got bool
 
 // Held reports (nil) whether one of the lock's connections still holds
 // it.
-func (l *coreLock) Held(ctx context.Context) error {
+func (l *CoreLock) Held(ctx context.Context) error {
 	var why []string
 	for _, c := range l.conns {
 		cctx, cancel := context.WithTimeout(ctx, lockCheck)
@@ -134,7 +136,7 @@ func (l *coreLock) Held(ctx context.Context) error {
 }
 
 // Release drops the lock where it is held.
-func (l *coreLock) Release() {
+func (l *CoreLock) Release() {
 	for _, c := range l.conns {
 		_, _ = c.conn.ExecContext(context.Background(), "SELECT RELEASE_LOCK(?)", coreLockKey)
 		c.conn.Close()

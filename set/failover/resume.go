@@ -1,4 +1,4 @@
-package main
+package failover
 
 import (
 	"context"
@@ -20,8 +20,8 @@ import (
 // recordPromotion runs the promote step's checks (step) and records that
 // this failover promotes to (a compare-and-set on the primary it started
 // from and on any other promotion of it).
-func (f *failover) recordPromotion(ctx context.Context, to string) error {
-	if err := f.step(ctx, stepPromote); err != nil {
+func (f *op) recordPromotion(ctx context.Context, to string) error {
+	if err := f.step(ctx, StepPromote); err != nil {
 		return err
 	}
 	if f.g.record == nil {
@@ -41,7 +41,7 @@ func (f *failover) recordPromotion(ctx context.Context, to string) error {
 // the recorded replica still replicates (the earlier run died before
 // promoting it), the failover goes on as usual with it as --to: it is
 // the only replica this primary's failovers may promote.
-func (f *failover) resume(ctx context.Context, o *failoverOptions, began time.Time) (resumed bool, err error) {
+func (f *op) resume(ctx context.Context, o *Options, began time.Time) (resumed bool, err error) {
 	if f.g.promoted == nil {
 		return false, nil
 	}
@@ -49,10 +49,10 @@ func (f *failover) resume(ctx context.Context, o *failoverOptions, began time.Ti
 	if err != nil || !ok {
 		return false, err
 	}
-	if o.to != "" && o.to != to {
-		return false, usageError{fmt.Sprintf("flag --to: a failover from %s promoted %s and did not publish it: "+
+	if o.To != "" && o.To != to {
+		return false, UsageError{fmt.Sprintf("flag --to: a failover from %s promoted %s and did not publish it: "+
 			"promoting %s as well would make two primaries; run failover without --to, it publishes %s",
-			sqldb.Addr(f.g.primary), sqldb.Addr(to), sqldb.Addr(o.to), sqldb.Addr(to))}
+			sqldb.Addr(f.g.primary), sqldb.Addr(to), sqldb.Addr(o.To), sqldb.Addr(to))}
 	}
 	if !slices.Contains(f.g.replicas, to) {
 		return false, fmt.Errorf("%s: a failover promoted %s, which is no longer one of its replicas; nothing was done", f.g.name, sqldb.Addr(to))
@@ -73,11 +73,11 @@ func (f *failover) resume(ctx context.Context, o *failoverOptions, began time.Ti
 	}
 	if st.Configured {
 		f.say("a failover from %s chose %s and died before promoting it: failing over to it", sqldb.Addr(f.g.primary), sqldb.Addr(to))
-		o.to = to
+		o.To = to
 		return false, nil
 	}
 	f.say("a failover from %s promoted %s and did not publish it: publishing it (no other replica is promoted)", sqldb.Addr(f.g.primary), sqldb.Addr(to))
-	if err := f.step(ctx, stepFence); err != nil {
+	if err := f.step(ctx, StepFence); err != nil {
 		return true, err
 	}
 	if _, err := f.fenceOld(ctx); err != nil {
@@ -87,7 +87,7 @@ func (f *failover) resume(ctx context.Context, o *failoverOptions, began time.Ti
 	if err := f.recordPromotion(ctx, to); err != nil {
 		return true, err
 	}
-	if err := f.promote(ctx, candidate{dsn: to, raw: pos}, len(others) == 0 && o.singleCopy); err != nil {
+	if err := f.promote(ctx, candidate{dsn: to, raw: pos}, len(others) == 0 && o.SingleCopy); err != nil {
 		return true, err
 	}
 	return true, f.finish(ctx, to, others, *o, began)

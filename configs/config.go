@@ -37,7 +37,9 @@ type Config struct {
 	// Replication is how hbctl fails a SET's MySQL over and rejoins it.
 	Replication Replication `yaml:"replication"`
 	// Watch tunes the failover watchdog, hbwatch.
-	Watch     Watch  `yaml:"watch"`
+	Watch Watch `yaml:"watch"`
+	// Etcd decides who may act on a group or bucket (set/lease).
+	Etcd      Etcd   `yaml:"etcd"`
 	MetaDSN   string `yaml:"meta_dsn"`   // topology database
 	WalletDSN string `yaml:"wallet_dsn"` // accounts and ledger
 	// Core is the replicated MariaDB group of the meta and wallet
@@ -301,6 +303,7 @@ func Defaults() *Config {
 		Replication:   Replication{AdminUser: "root", User: "repl", WaitApplied: Duration(time.Minute), MaxReplicaLag: Duration(time.Second)},
 		Admin:         Admin{Router: "127.0.0.1:9080", Server: "127.0.0.1:9081", Settler: "127.0.0.1:9082", Watch: "127.0.0.1:9083", DrainGrace: Duration(2 * time.Second)},
 		Watch:         Watch{Interval: Duration(time.Second), After: Duration(10 * time.Second), ProbeTimeout: Duration(time.Second)},
+		Etcd:          Etcd{TTL: Duration(10 * time.Second)},
 		DBConns:       64,
 		ShutdownGrace: Duration(20 * time.Second),
 		LogLevel:      "info",
@@ -355,6 +358,9 @@ func (c *Config) Check() error {
 		errs = append(errs, errors.New("replication: semi_sync_timeout must be at least 0 (0: wait forever), wait_applied positive"))
 	}
 	if err := c.checkCore(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Etcd.check(); err != nil {
 		errs = append(errs, err)
 	}
 	if err := c.Watch.check(); err != nil {

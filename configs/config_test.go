@@ -92,6 +92,7 @@ func TestLoadEnvOverrides(t *testing.T) {
 		"HB_QUEUE_BATCH=1",
 		"HB_DB_CONNS=8",
 		"HB_TIMEZONE=UTC",
+		"HB_ETCD_ENDPOINTS=10.0.0.1:2379,10.0.0.2:2379",
 		"HB_NOT_A_KEY=1", // unknown variables are ignored
 		"NOEQUALS",
 	}
@@ -114,6 +115,9 @@ func TestLoadEnvOverrides(t *testing.T) {
 	if c.LogLevel != "warn" || c.Router.Listen != "0.0.0.0:9000" || c.Limits.Expiry.D() != time.Hour ||
 		c.Queue.Batch != 1 || c.DBConns != 8 || c.Location() != time.UTC {
 		t.Errorf("overrides not applied: %+v", c)
+	}
+	if want := []string{"10.0.0.1:2379", "10.0.0.2:2379"}; !slices.Equal(c.Etcd.Endpoints, want) || c.Etcd.TTL.D() != 10*time.Second {
+		t.Errorf("etcd = %+v, want endpoints %v and the default ttl", c.Etcd, want)
 	}
 	// What was not overridden keeps the file's value.
 	if c.Limits.MaxCount != 100 || c.Queue.Size != 1024 || c.InternalSecret != "dev-internal-secret-0123456789" {
@@ -140,6 +144,7 @@ func TestLoadErrors(t *testing.T) {
 		{"bad log level", nil, []string{"HB_LOG_LEVEL=loud"}, []string{"log_level"}},
 		{"15-byte secret", nil, []string{"HB_SECRET=123456789012345"}, []string{"secret"}},
 		{"empty wallet DSN", nil, []string{"HB_WALLET_DSN="}, []string{"wallet_dsn"}},
+		{"etcd ttl under a second", nil, []string{"HB_ETCD_ENDPOINTS=127.0.0.1:2379", "HB_ETCD_TTL=500ms"}, []string{"etcd: ttl"}},
 		{"bad time zone", nil, []string{"HB_TIMEZONE=Mars/Olympus"}, []string{"timezone"}},
 		{"missing file", func(t *testing.T) string { return filepath.Join(t.TempDir(), "none.yaml") }, nil, []string{"none.yaml"}},
 		{"unknown top-level key", func(t *testing.T) string {

@@ -55,7 +55,11 @@ func cmdCore(ctx context.Context, e *env, args []string) error {
 		wo.SingleCopy = *single
 		return cmdCoreWatch(ctx, e, cfg, *cfgPath, *wo)
 	}
-	r := reparenter(e, cfg)
+	r, err := reparenter(ctx, e, cfg)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
 	switch verb {
 	case "status":
 		return coreStatus(ctx, e, r, cfg)

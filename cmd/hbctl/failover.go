@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/go-sql-driver/mysql"
+	"go.uber.org/zap"
 
 	"github.com/hongbao-dev/hongbao/configs"
 	"github.com/hongbao-dev/hongbao/set/failover"
@@ -28,7 +29,11 @@ func cmdFailover(ctx context.Context, e *env, verb, name, cfgPath string, o fail
 		return err
 	}
 	defer meta.Close()
-	r := reparenter(e, cfg)
+	r, err := reparenter(ctx, e, cfg)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
 	if verb == "rejoin" {
 		_, err = r.RejoinSet(ctx, meta, name)
 		return err
@@ -39,10 +44,14 @@ func cmdFailover(ctx context.Context, e *env, verb, name, cfgPath string, o fail
 
 // reparenter is cfg's failover.Reparenter printing each step on stdout as
 // it is done.
-func reparenter(e *env, cfg *configs.Config) *failover.Reparenter {
-	r := failover.New(cfg.Replication)
+// The caller closes it (its connection to etcd, when configured).
+func reparenter(ctx context.Context, e *env, cfg *configs.Config) (*failover.Reparenter, error) {
+	r, err := failover.Open(ctx, cfg, zap.NewNop())
+	if err != nil {
+		return nil, err
+	}
 	r.Progress = func(line string) { fmt.Fprintln(e.stdout, line) }
-	return r
+	return r, nil
 }
 
 // replicaDSNs checks --replicas: DSNs separated by spaces.

@@ -38,7 +38,11 @@ func cmdReplica(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	r := reparenter(e, cfg)
+	r, err := reparenter(ctx, e, cfg)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
 	for _, addr := range addrs {
 		if _, err := r.StartReplica(ctx, cfg, addr, *timeout); err != nil {
 			return fmt.Errorf("replica %s: %w", addr, err)

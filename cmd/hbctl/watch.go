@@ -66,13 +66,17 @@ func cmdSetWatch(ctx context.Context, e *env, cfgPath string, names []string, o 
 			return errors.New("set watch: no SET has replicas (sets[].replicas, hbctl set add --replicas)")
 		}
 	}
-	r := failover.New(cfg.Replication)
+	r, err := failover.Open(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
 	var ws []*failover.Watcher
 	for _, name := range names {
 		if _, err := failover.SetGroup(ctx, meta, name); err != nil {
 			return fmt.Errorf("set watch: %w", err)
 		}
-		ws = append(ws, r.NewWatcher(failover.SetTarget(meta, name), o, log.With(zap.String("set", name)), nil))
+		ws = append(ws, r.NewWatcher(r.SetTarget(meta, name), o, log.With(zap.String("set", name)), nil))
 	}
 	failover.Watch(ctx, log, o, ws)
 	return nil
@@ -86,7 +90,11 @@ func cmdCoreWatch(ctx context.Context, e *env, cfg *configs.Config, cfgPath stri
 		return err
 	}
 	defer log.Sync() //nolint:errcheck // exiting anyway
-	r := failover.New(cfg.Replication)
+	r, err := failover.Open(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
 	w := r.NewWatcher(r.CoreTarget(cfg), o, log.With(zap.String("group", "core")), nil)
 	failover.Watch(ctx, log, o, []*failover.Watcher{w})
 	return nil

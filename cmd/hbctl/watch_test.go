@@ -138,7 +138,7 @@ func startLocalWatch(t *testing.T, c *clustertest.Cluster, name string, after ti
 	r := failover.New(cfg.Replication)
 	r.Dial = dial
 	o := failover.WatchOptions{After: after, Interval: 200 * time.Millisecond, ProbeTimeout: 500 * time.Millisecond}
-	ws := []*failover.Watcher{r.NewWatcher(failover.SetTarget(meta, name), o, log.With(zap.String("set", name)), nil)}
+	ws := []*failover.Watcher{r.NewWatcher(r.SetTarget(meta, name), o, log.With(zap.String("set", name)), nil)}
 	ctx, cancel := context.WithCancel(context.Background())
 	w.cancel = cancel
 	go func() {

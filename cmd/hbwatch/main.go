@@ -91,6 +91,7 @@ type daemon struct {
 	log      *zap.Logger
 	o        failover.WatchOptions
 	meta     *sql.DB // nil without a meta database
+	r        *failover.Reparenter
 	ws       []*failover.Watcher
 	stopping atomic.Bool
 }
@@ -101,7 +102,11 @@ func newDaemon(ctx context.Context, cfg *configs.Config, log *zap.Logger, m *met
 	w := cfg.Watch
 	d := &daemon{log: log, o: failover.WatchOptions{After: w.After.D(), Interval: w.Interval.D(),
 		ProbeTimeout: w.ProbeTimeout.D(), SingleCopy: w.AcceptSingleCopy}}
-	r := failover.New(cfg.Replication)
+	r, err := failover.Open(ctx, cfg, log)
+	if err != nil {
+		return nil, fmt.Errorf("etcd: %w", err)
+	}
+	d.r = r
 	if cfg.MetaDSN != "" {
 		meta, err := topology.OpenMeta(ctx, cfg.MetaDSN, cfg.CoreMembers(), false)
 		if err != nil {
@@ -113,7 +118,7 @@ func newDaemon(ctx context.Context, cfg *configs.Config, log *zap.Logger, m *met
 			return nil, errors.Join(fmt.Errorf("the topology's SETs: %w", err), d.Close())
 		}
 		for _, name := range names {
-			d.ws = append(d.ws, r.NewWatcher(failover.SetTarget(meta, name), d.o, log.With(zap.String("set", name)), m))
+			d.ws = append(d.ws, r.NewWatcher(r.SetTarget(meta, name), d.o, log.With(zap.String("set", name)), m))
 		}
 	}
 	if len(cfg.CoreMembers()) > 0 {
@@ -162,11 +167,14 @@ func (d *daemon) Ready(context.Context) error {
 
 // Close closes the meta database.
 func (d *daemon) Close() error {
-	if d.meta == nil {
-		return nil
+	var errs []error
+	if d.meta != nil {
+		if err := d.meta.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("meta database: %w", err))
+		}
 	}
-	if err := d.meta.Close(); err != nil {
-		return fmt.Errorf("meta database: %w", err)
+	if err := d.r.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("etcd: %w", err))
 	}
-	return nil
+	return errors.Join(errs...)
 }

@@ -51,12 +51,12 @@ func (r *Reparenter) RejoinCore(ctx context.Context, cfg *configs.Config) (*Repo
 // the report starts with what the lock and the members said.
 func (r *Reparenter) underCoreLock(ctx context.Context, cfg *configs.Config, fn func(*Group, CoreMembers, HeldLock) (*Report, error)) (*Report, error) {
 	pre := r.op(nil, nil)
-	lock, err := r.LockCoreOf(ctx, cfg)
+	lock, clock, err := r.lockCore(ctx, cfg)
 	if err != nil {
 		return pre.rep, err
 	}
 	defer lock.Release()
-	for _, d := range lock.Unlocked {
+	for _, d := range clock.Unlocked {
 		pre.say("core failover lock: member %s not locked (does not answer)", d)
 	}
 	g, m, err := r.CoreGroup(ctx, cfg)

@@ -10,7 +10,6 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/hongbao-dev/hongbao/set/topology"
 	"github.com/hongbao-dev/hongbao/store/replication"
 	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
@@ -85,7 +84,7 @@ func (r *Reparenter) RejoinSet(ctx context.Context, meta *sql.DB, name string) (
 
 // underSetLock runs fn on SET name's group under its failover lock.
 func (r *Reparenter) underSetLock(ctx context.Context, meta *sql.DB, name string, fn func(*Group, HeldLock) (*Report, error)) (*Report, error) {
-	lock, err := topology.LockFailover(ctx, meta, name)
+	lock, err := r.lockSet(ctx, meta, name)
 	if err != nil {
 		return &Report{}, err
 	}

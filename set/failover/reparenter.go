@@ -5,11 +5,14 @@ import (
 	"database/sql"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/hongbao-dev/hongbao/configs"
+	"github.com/hongbao-dev/hongbao/set/lease"
 	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
@@ -30,10 +33,18 @@ type Reparenter struct {
 	// (hbctl prints it at once, the watchdog logs it): a failover may take
 	// a minute. The Report holds every line either way.
 	Progress func(line string)
+	// Leases, when set, is the etcd cluster every failover, rejoin and
+	// replica start of a group takes the group's lease in first (see
+	// lease.go); nil: the group's MySQL lock alone (one host).
+	Leases *lease.Client
+	// Holder names this process to the actors its lease refuses.
+	Holder string
 }
 
 // New returns a Reparenter acting as cfg's operator account.
-func New(cfg configs.Replication) *Reparenter { return &Reparenter{cfg: cfg} }
+func New(cfg configs.Replication) *Reparenter {
+	return &Reparenter{cfg: cfg, Holder: holder(filepath.Base(os.Args[0]))}
+}
 
 // Report is what a failover, rejoin or replica start did, line by line,
 // and its outcome.

@@ -90,7 +90,7 @@ func (f *op) startInTopology(ctx context.Context, cfg *configs.Config, addr stri
 		f.say("%s: a replica of no SET in the topology: started as it is", addr)
 		return start(ctx)
 	}
-	lock, err := topology.LockFailover(ctx, meta, name)
+	lock, err := f.r.lockSet(ctx, meta, name)
 	if err != nil {
 		return err
 	}
@@ -105,12 +105,12 @@ func (f *op) startInTopology(ctx context.Context, cfg *configs.Config, addr stri
 // startInCore is startInTopology for a member of the core group: under
 // the core failover lock, against the primary the highest epoch names.
 func (f *op) startInCore(ctx context.Context, cfg *configs.Config, addr string, st replication.Status, start func(context.Context) error) error {
-	lock, err := f.r.LockCoreOf(ctx, cfg)
+	lock, clock, err := f.r.lockCore(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer lock.Release()
-	for _, d := range lock.Unlocked {
+	for _, d := range clock.Unlocked {
 		f.say("core failover lock: member %s not locked (does not answer)", d)
 	}
 	g, m, err := f.r.CoreGroup(ctx, cfg)

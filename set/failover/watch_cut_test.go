@@ -39,7 +39,7 @@ func TestWatchCutOffNoFailover(t *testing.T) {
 	core, logs := observer.New(zapcore.InfoLevel)
 	log := zap.New(core)
 	o := WatchOptions{After: time.Second, Interval: 100 * time.Millisecond, ProbeTimeout: 500 * time.Millisecond}
-	ws := []*Watcher{r.NewWatcher(SetTarget(meta, name), o, log, nil)}
+	ws := []*Watcher{r.NewWatcher(r.SetTarget(meta, name), o, log, nil)}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); Watch(ctx, log, o, ws) }()

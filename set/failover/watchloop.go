@@ -15,10 +15,10 @@ import (
 
 // SetTarget is SET name as the meta database names it, for a watcher:
 // its failover takes the SET's failover lock there.
-func SetTarget(meta *sql.DB, name string) Target {
+func (r *Reparenter) SetTarget(meta *sql.DB, name string) Target {
 	return Target{Name: "SET " + name, Label: name, Fix: "hbctl set failover " + name,
 		Load: func(ctx context.Context) (*Group, error) { return SetGroup(ctx, meta, name) },
-		Lock: func(ctx context.Context) (HeldLock, error) { return topology.LockFailover(ctx, meta, name) }}
+		Lock: func(ctx context.Context) (HeldLock, error) { return r.lockSet(ctx, meta, name) }}
 }
 
 // CoreTarget is the core group of cfg, for a watcher: its failover takes
@@ -30,7 +30,10 @@ func (r *Reparenter) CoreTarget(cfg *configs.Config) Target {
 			g, _, err := r.CoreGroup(ctx, cfg)
 			return g, err
 		},
-		Lock: func(ctx context.Context) (HeldLock, error) { return r.LockCoreOf(ctx, cfg) }}
+		Lock: func(ctx context.Context) (HeldLock, error) {
+			lock, _, err := r.lockCore(ctx, cfg)
+			return lock, err
+		}}
 }
 
 // CheckAutomatic refuses automatic failovers of groups replicating with

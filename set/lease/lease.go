@@ -30,6 +30,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hongbao-dev/hongbao/configs"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -247,4 +248,31 @@ func (c *Client) revoke(id clientv3.LeaseID) {
 	if _, err := c.cli.Revoke(ctx, id); err != nil {
 		c.log.Warn("lease: revoke of an unused lease failed; it expires by itself", zap.Error(err))
 	}
+}
+
+// Open dials the etcd cluster of cfg; with no endpoints configured it
+// returns nil (no etcd: callers guard with their MySQL locks alone).
+func Open(ctx context.Context, cfg configs.Etcd, log *zap.Logger) (*Client, error) {
+	if len(cfg.Endpoints) == 0 {
+		return nil, nil
+	}
+	return Dial(ctx, cfg.Endpoints, Options{TTL: cfg.TTL.D(), Log: log})
+}
+
+// Revoke ends at once the lease that holds name's key, whoever holds it:
+// the holder's next Check answers ErrLost. For an operator who knows the
+// holder is gone and will not wait for its TTL, and for tests. It
+// reports whether a key was there.
+func (c *Client) Revoke(ctx context.Context, name string) (bool, error) {
+	resp, err := c.cli.Get(ctx, Prefix+name)
+	if err != nil {
+		return false, fmt.Errorf("lease: read %s: %w", name, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return false, nil
+	}
+	if _, err := c.cli.Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease)); err != nil {
+		return false, fmt.Errorf("lease: revoke %s: %w", name, err)
+	}
+	return true, nil
 }

@@ -10,8 +10,10 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/configs"
+	"github.com/hongbao-dev/hongbao/set/lease"
 	"github.com/hongbao-dev/hongbao/set/move"
 	"github.com/hongbao-dev/hongbao/set/topology"
+	"go.uber.org/zap"
 )
 
 const rebalanceUsage = "usage: hbctl rebalance plan [--json] | apply [--parallel N] [--dry-run] [--grace 3s] | status [--json] | reverse [--parallel N]"
@@ -35,6 +37,13 @@ func openOps(ctx context.Context, cfgPath string, e *env) (*ops, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Each bucket's move takes its etcd lease first when etcd is
+	// configured: no two movers on one bucket, on any host.
+	if op.Leases, err = lease.Open(ctx, cfg.Etcd, zap.NewNop()); err != nil {
+		op.Close()
+		return nil, fmt.Errorf("etcd: %w", err)
+	}
+	op.Holder = lease.Holder()
 	return &ops{Operator: op, cfg: cfg}, nil
 }
 

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/hongbao-dev/hongbao/configs"
@@ -28,15 +27,6 @@ import (
 // ErrBusy is returned when another actor holds a group's lease: its
 // holder is named in the message.
 var ErrBusy = errors.New("another actor acts on this group")
-
-// holder names this process to actors it refuses.
-func holder(program string) string {
-	host, err := os.Hostname()
-	if err != nil {
-		host = "?"
-	}
-	return fmt.Sprintf("%s pid %d on %s", program, os.Getpid(), host)
-}
 
 // leased is a group's MySQL lock together with its etcd lease.
 type leased struct {

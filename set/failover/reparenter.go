@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -43,7 +41,7 @@ type Reparenter struct {
 
 // New returns a Reparenter acting as cfg's operator account.
 func New(cfg configs.Replication) *Reparenter {
-	return &Reparenter{cfg: cfg, Holder: holder(filepath.Base(os.Args[0]))}
+	return &Reparenter{cfg: cfg, Holder: lease.Holder()}
 }
 
 // Report is what a failover, rejoin or replica start did, line by line,

@@ -27,6 +27,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -275,4 +277,14 @@ func (c *Client) Revoke(ctx context.Context, name string) (bool, error) {
 		return false, fmt.Errorf("lease: revoke %s: %w", name, err)
 	}
 	return true, nil
+}
+
+// Holder names this process for the actors a lease refuses: program, pid
+// and host.
+func Holder() string {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "?"
+	}
+	return fmt.Sprintf("%s pid %d on %s", filepath.Base(os.Args[0]), os.Getpid(), host)
 }

@@ -43,7 +43,7 @@ func (mv *Mover) freeze(ctx context.Context, m *topology.Move, b *migrate.Bucket
 	lap(&parts.Delta)
 	m.RowsCopied += st.Rows
 	m.Passes++
-	if err := mv.at(ctx, m.Step); err != nil {
+	if err := mv.at(ctx, m, m.Step); err != nil {
 		return err
 	}
 	_, bad, err := b.Verify(ctx)
@@ -78,14 +78,14 @@ func (mv *Mover) handOver(ctx context.Context, m *topology.Move, b *migrate.Buck
 	since(&parts.Claim)
 	// Both fences hold the bucket until the commit: a test pauses here
 	// (Knobs.At at StepClaimed) to check verify counts it once.
-	if err := mv.at(ctx, StepClaimed); err != nil {
+	if err := mv.at(ctx, m, StepClaimed); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit the source's fence: %w", err)
 	}
 	since(&parts.Commit)
-	if err := mv.at(ctx, m.Step); err != nil {
+	if err := mv.at(ctx, m, m.Step); err != nil {
 		return err
 	}
 	if err := mv.publish(ctx, m); err != nil {
@@ -101,7 +101,7 @@ func (mv *Mover) handOver(ctx context.Context, m *topology.Move, b *migrate.Buck
 	if err := mv.Journal.Record(ctx, m, 0); err != nil {
 		return err
 	}
-	return mv.at(ctx, m.Step)
+	return mv.at(ctx, m, m.Step)
 }
 
 // claimTarget records m Disowning with a one-second lease (until it ends

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/set/lease"
 	"github.com/hongbao-dev/hongbao/set/topology"
 	"github.com/hongbao-dev/hongbao/store/fence"
 	"github.com/hongbao-dev/hongbao/store/migrate"
@@ -47,8 +48,15 @@ type Mover struct {
 	// Log receives what the Fleet's following of the SETs' primaries
 	// says (nil: nothing).
 	Log *zap.Logger
+	// Leases, when set, is the etcd cluster each bucket's move takes the
+	// bucket's lease in first ("bucket/N"), checked with the quorum at
+	// every step (see lease.go); nil: the journal's lock alone.
+	Leases *lease.Client
+	// Holder names this process to the actors its leases refuse.
+	Holder string
 
 	parts sync.Map      // *topology.Move -> FreezeParts of its freeze
+	held  sync.Map      // *topology.Move -> *lease.Held of its bucket
 	drops chan struct{} // bounds the deletions of sources' copies at once
 	pubs  chan publication
 }
@@ -158,7 +166,13 @@ feed:
 // bucket.
 func (mv *Mover) work(ctx context.Context, r *topology.Rebalance, m *topology.Move, out *outcome, cleanups *sync.WaitGroup) {
 	began, switches := mv.now(), mv.Fleet.Switches()
+	if err := mv.takeLease(ctx, m); err != nil {
+		mv.report(Event{Kind: kindOf(m, err), Rebalance: r, Move: *m, Took: mv.now().Sub(began), Err: err})
+		out.add(fmt.Errorf("bucket %d: %w", m.Bucket, err))
+		return
+	}
 	finish := func(err error) {
+		mv.dropLease(m)
 		var parts FreezeParts
 		if p, ok := mv.parts.LoadAndDelete(m); ok {
 			parts = p.(FreezeParts)
@@ -193,15 +207,15 @@ func (mv *Mover) report(e Event) {
 	}
 }
 
-// at is the knob at step: its error stops the move where it is.
-func (mv *Mover) at(ctx context.Context, step string) error {
-	if mv.Knobs.At == nil {
-		return nil
+// at is the knob at step, then the check of m's bucket lease: an error
+// stops the move where it is.
+func (mv *Mover) at(ctx context.Context, m *topology.Move, step string) error {
+	if mv.Knobs.At != nil {
+		if err := mv.Knobs.At(ctx, step); err != nil {
+			return fmt.Errorf("stopped at %s: %w", step, err)
+		}
 	}
-	if err := mv.Knobs.At(ctx, step); err != nil {
-		return fmt.Errorf("stopped at %s: %w", step, err)
-	}
-	return nil
+	return mv.checkLease(ctx, m, step)
 }
 
 func (mv *Mover) now() time.Time {
@@ -300,7 +314,7 @@ func (mv *Mover) copyLive(ctx context.Context, m *topology.Move, b *migrate.Buck
 			return err
 		}
 		mv.report(Event{Kind: "pass", Move: *m, Stats: st})
-		if err := mv.at(ctx, m.Step); err != nil {
+		if err := mv.at(ctx, m, m.Step); err != nil {
 			return err
 		}
 		if st.Rows+st.Deleted <= mv.smallDelta() || m.Passes >= mv.maxPasses() {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/set/lease"
 	"github.com/hongbao-dev/hongbao/set/topology"
 	"github.com/hongbao-dev/hongbao/store/fence"
 	"github.com/hongbao-dev/hongbao/store/migrate"
@@ -22,7 +23,10 @@ type Operator struct {
 	Journal *topology.Journal
 	// Fleet is the SETs' pools, opened as the commands need them.
 	Fleet *Fleet
-	loc   *time.Location
+	// Leases and Holder are given to every Mover (Mover.Leases).
+	Leases *lease.Client
+	Holder string
+	loc    *time.Location
 }
 
 // OpenOperator opens the meta database at metaDSN (its core group's
@@ -41,17 +45,22 @@ func OpenOperator(ctx context.Context, metaDSN string, core []string, loc *time.
 	return &Operator{Meta: meta, Journal: j, Fleet: &Fleet{}, loc: loc}, nil
 }
 
-// Close closes the SETs' pools and the meta database.
+// Close closes the SETs' pools, the meta database and the connection to
+// etcd (Leases), if any.
 func (o *Operator) Close() {
 	o.Fleet.Close()
 	o.Meta.Close()
+	if o.Leases != nil {
+		_ = o.Leases.Close() // leases still held expire after their TTL
+	}
 }
 
 // Mover returns a mover of o's journal and pools moving parallel buckets
 // at once, keeping a source's copy for grace after the publish; the
 // caller sets its Report (and a test its Knobs).
 func (o *Operator) Mover(parallel int, grace time.Duration) *Mover {
-	return &Mover{Meta: o.Meta, Journal: o.Journal, Fleet: o.Fleet, Now: time.Now, Parallel: parallel, Grace: grace}
+	return &Mover{Meta: o.Meta, Journal: o.Journal, Fleet: o.Fleet, Now: time.Now, Parallel: parallel, Grace: grace,
+		Leases: o.Leases, Holder: o.Holder}
 }
 
 // LockIdle takes the journal's lock for a new rebalance, refusing while

@@ -31,6 +31,7 @@ type Config struct {
 	Router         Router   `yaml:"router"`
 	Archive        Archive  `yaml:"archive"`
 	Settle         Settle   `yaml:"settle"`
+	Webhooks       Webhooks `yaml:"webhooks"`
 	Admin          Admin    `yaml:"admin"`
 	Dashboard      Console  `yaml:"dashboard"`
 	Sets           []Set    `yaml:"sets"`
@@ -308,7 +309,7 @@ const maxTotal = 1e12
 
 // Check validates the configuration.
 func (c *Config) Check() error {
-	var errs []error
+	errs := c.Webhooks.check()
 	if _, err := time.LoadLocation(c.TimeZone); err != nil {
 		errs = append(errs, fmt.Errorf("timezone: %w", err))
 	}

@@ -108,7 +108,7 @@ func TestDailyMatchesTheLedger(t *testing.T) {
 		}
 	}
 	r.clock.Store(int64(2 * time.Hour)) // past every expiry: the rests are refunded
-	for _, id := range ids { // these packets only: the shared test MySQL holds other tests' in the bucket
+	for _, id := range ids {            // these packets only: the shared test MySQL holds other tests' in the bucket
 		if _, _, err := r.st.Close(ctx, id); err != nil {
 			t.Fatal(err)
 		}

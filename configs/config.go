@@ -94,6 +94,9 @@ type Archive struct {
 	// Textfile is where `hbarchive run` writes its summary as Prometheus
 	// metrics (node_exporter's textfile format); "" writes none.
 	Textfile string `yaml:"textfile"`
+	// StatementDir is where `hbarchive run` writes the previous day's
+	// wallet statement (statement-YYYY-MM-DD.csv, atomically); "": none.
+	StatementDir string `yaml:"statement_dir"`
 }
 
 // Admin configures the admin listeners (metrics, health, pprof) of the

@@ -9,12 +9,14 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/cmd/internal/settings"
+	"github.com/hongbao-dev/hongbao/cmd/internal/statementcmd"
 	"github.com/hongbao-dev/hongbao/configs"
 	"github.com/hongbao-dev/hongbao/metrics"
 	"github.com/hongbao-dev/hongbao/set/archive"
@@ -29,7 +31,7 @@ const Usage = `usage: hbarchive ensure|run|status [flags]   (also: hbctl archive
   ensure   create the day tables for today and the next archive.ahead_days days
   run      archive every day older than archive.retention_days: copy, verify, empty
   status   per SET and day: live, pending, due, archived
-flags: --config FILE  --set NAME  --as-of YYYY-MM-DD  --dry-run  --retention-days N`
+flags: --config FILE  --set NAME  --as-of YYYY-MM-DD  --dry-run  --retention-days N  --statement-dir DIR`
 
 // ErrUsage marks a bad command line.
 var ErrUsage = errors.New("usage")
@@ -48,6 +50,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, environ [
 	asOfStr := fs.String("as-of", "", "act as if on this date, YYYY-MM-DD (default: today)")
 	dryRun := fs.Bool("dry-run", false, "run: print what would be archived, change nothing")
 	retention := fs.Int("retention-days", 0, "override archive.retention_days (1..26)")
+	stmtDir := fs.String("statement-dir", "", "run: write the previous day's wallet statement here (default: archive.statement_dir; only when every SET is archived)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return fmt.Errorf("%w: %v", ErrUsage, err)
 	}
@@ -63,6 +66,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, environ [
 		}
 	}
 	days := cfg.Archive.RetentionDays
+	if *stmtDir == "" {
+		*stmtDir = cfg.Archive.StatementDir
+	}
 	fs.Visit(func(f *flag.Flag) {
 		if f.Name == "retention-days" {
 			days = *retention
@@ -131,7 +137,24 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, environ [
 			errs = append(errs, fmt.Errorf("SET %s: %w", sc.Name, err))
 		}
 	}
+	if args[0] == "run" && !*dryRun && *only == "" && *stmtDir != "" {
+		errs = append(errs, writeStatement(ctx, cfg, *stmtDir, asOf, stdout))
+	}
 	return errors.Join(errs...)
+}
+
+// writeStatement writes the wallet statement of the day before asOf to dir.
+func writeStatement(ctx context.Context, cfg *configs.Config, dir string, asOf time.Time, out io.Writer) error {
+	day := asOf.AddDate(0, 0, -1).Format(time.DateOnly)
+	path := filepath.Join(dir, "statement-"+day+".csv")
+	st, err := statementcmd.Write(ctx, cfg, day, "csv", path, out)
+	if st != nil {
+		fmt.Fprintf(out, "statement of %s: %d entries, %d users, written to %s\n", day, len(st.Entries), len(st.Balances), path)
+	}
+	if err != nil {
+		return fmt.Errorf("statement of %s: %w", day, err)
+	}
+	return nil
 }
 
 // newArchiver opens SET sc's pools; with a meta database it archives only

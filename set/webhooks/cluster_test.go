@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -14,6 +16,7 @@ import (
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/router/clustertest"
 	"github.com/hongbao-dev/hongbao/store/dbtest"
+	"github.com/hongbao-dev/hongbao/store/statement"
 )
 
 // TestClusterWebhooksUnderKills: a whole cluster (real binaries) with
@@ -32,6 +35,7 @@ func TestClusterWebhooksUnderKills(t *testing.T) {
 	}
 	r := newReceiver(t)
 	r.down.Store(true)
+	r.delay.Store(int64(20 * time.Millisecond))
 	c := clustertest.Start(t, clustertest.Options{Expiry: 8 * time.Second,
 		ConfigYAML: fmt.Sprintf("webhooks:\n  urls: [%q]\n  secret: %q\n", r.srv.URL, secret)})
 	client := c.Client.Retrying(15 * time.Second)
@@ -104,7 +108,37 @@ func TestClusterWebhooksUnderKills(t *testing.T) {
 	t.Logf("%d events, %d deliveries", len(want), len(r.got))
 	r.mu.Unlock()
 	checkStatements(t, c, slices.Collect(maps.Keys(senders)))
+	checkDaily(t, c)
+	if out := c.MustCtl(t, "webhook", "list"); strings.Count(strings.TrimSpace(out), "\n") != 0 {
+		t.Errorf("hbctl webhook list after delivery:\n%s", out)
+	}
 	c.CheckInvariants(t)
+}
+
+// checkDaily runs hbctl statement for today: the whole ledger (the
+// cluster is today's), the SETs agreeing to the fen, written to its file.
+func checkDaily(t *testing.T, c *clustertest.Cluster) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "statement.json")
+	day := time.Now().In(dbtest.Shanghai(t)).Format(time.DateOnly)
+	c.MustCtl(t, "statement", "--day", day, "--format", "json", "--out", path)
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st statement.JSON
+	if err := json.Unmarshal(raw, &st); err != nil {
+		t.Fatal(err)
+	}
+	entries := dbtest.Count(t, c.WalletDB(), "SELECT COUNT(*) FROM ledger")
+	if len(st.Entries) != entries || len(st.Problems) > 0 {
+		t.Errorf("statement of %s: %d entries (ledger %d), problems %v", day, len(st.Entries), entries, st.Problems)
+	}
+	for _, k := range []string{hongbao.KindSend, hongbao.KindOpen, hongbao.KindRefund} {
+		if st.Totals[k] != st.SETs[k] || st.Totals[k].N == 0 {
+			t.Errorf("%s: ledger %+v, SETs %+v", k, st.Totals[k], st.SETs[k])
+		}
+	}
 }
 
 // expectedEvents waits until every packet is settled (sold out, or closed

@@ -28,12 +28,13 @@ var secret = []byte("test-webhook-secret-0123")
 // and records the events it accepted, in arrival order; while down it
 // answers 503.
 type receiver struct {
-	srv  *httptest.Server
-	down atomic.Bool
-	mu   sync.Mutex
-	got  []webhook.Event
-	body map[string]string // event ID -> body, to see duplicates are the same event
-	bad  []string
+	srv   *httptest.Server
+	down  atomic.Bool
+	delay atomic.Int64 // ns each accepted request takes, so kills land mid-delivery
+	mu    sync.Mutex
+	got   []webhook.Event
+	body  map[string]string // event ID -> body, to see duplicates are the same event
+	bad   []string
 }
 
 func newReceiver(t *testing.T) *receiver {
@@ -44,6 +45,7 @@ func newReceiver(t *testing.T) *receiver {
 			http.Error(w, "down", http.StatusServiceUnavailable)
 			return
 		}
+		time.Sleep(time.Duration(r.delay.Load()))
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		var e webhook.Event

@@ -74,8 +74,8 @@ func TestClusterWebhooksUnderKills(t *testing.T) {
 	r.down.Store(false)
 	var kills sync.WaitGroup
 	kills.Go(func() {
-		time.Sleep(150 * time.Millisecond) // deliveries under way
-		c.Kill(clustertest.Settler, "a")
+		waitFor(t, "a first delivery", func() bool { return len(r.ids()) > 0 })
+		c.Kill(clustertest.Settler, "a") // deliveries under way (each takes 20 ms)
 		time.Sleep(300 * time.Millisecond)
 		c.Restart(clustertest.Settler, "a")
 		c.Kill(clustertest.Server, "a1")
@@ -86,7 +86,8 @@ func TestClusterWebhooksUnderKills(t *testing.T) {
 	kills.Wait()
 
 	want := expectedEvents(t, c, packets) // once every packet expired and its refund is delivered
-	waitFor(t, "every event delivered", func() bool { return len(r.ids()) >= len(want) && eventsLeft(t, c) == 0 })
+	// The killed settler's claimed events wait for their lease (a minute).
+	waitUpTo(t, 2*time.Minute, "every event delivered", func() bool { return len(r.ids()) >= len(want) && eventsLeft(t, c) == 0 })
 	got := r.ids()
 	if missing, extra := diff(want, got); len(missing)+len(extra) > 0 {
 		t.Fatalf("%d events expected, %d received; missing %v; extra %v", len(want), len(got), missing, extra)

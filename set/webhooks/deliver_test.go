@@ -136,7 +136,13 @@ func run(t *testing.T, d *webhooks.Deliverer) {
 // waitFor polls cond for up to 20 s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for end := time.Now().Add(20 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+	waitUpTo(t, 20*time.Second, what, cond)
+}
+
+// waitUpTo polls cond for up to d.
+func waitUpTo(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(d); !cond(); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(end) {
 			t.Fatalf("timed out waiting for %s", what)
 		}

@@ -27,12 +27,14 @@ func scanEvents(rows *sql.Rows) ([]Event, error) {
 	return out, rows.Err()
 }
 
-// ClaimEvents takes up to limit events of the SET due at now, oldest
-// first, for a lease: their next attempt is moved to now+lease, so another
-// deliverer of the SET skips them (SKIP LOCKED while this one claims) and
-// a deliverer killed meanwhile leaves them due again when the lease ends.
-// An event waits while an earlier event of its packet is pending (not
-// failed), so a packet's events are delivered in order.
+// ClaimEvents takes up to limit events of the SET for a lease: their next
+// attempt is moved to now+lease, so another deliverer of the SET skips
+// them (SKIP LOCKED while this one claims) and a deliverer killed
+// meanwhile leaves them due again when the lease ends. It takes the first
+// pending (not failed) event of each packet that is due at now, then, with
+// the room left, the pending events that follow them in their packets, a
+// prefix of each packet's in ID order. A packet's events are therefore
+// sent in order: one waits while an earlier one is pending.
 func (s *Store) ClaimEvents(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]Event, error) {
 	var out []Event
 	err := sqldb.InTx(ctx, s.db, func(tx *sql.Tx) error {
@@ -44,6 +46,9 @@ func (s *Store) ClaimEvents(ctx context.Context, now time.Time, lease time.Durat
 			return err
 		}
 		if out, err = scanEvents(rows); err != nil || len(out) == 0 {
+			return err
+		}
+		if out, err = s.followers(ctx, tx, out, limit); err != nil {
 			return err
 		}
 		args := []any{at.Add(lease)}
@@ -60,6 +65,32 @@ func (s *Store) ClaimEvents(ctx context.Context, now time.Time, lease time.Durat
 		return nil, fmt.Errorf("store: claim events: %w", err)
 	}
 	return out, nil
+}
+
+// followers appends to firsts (each the first pending event of its packet)
+// up to limit-len(firsts) of the pending events after them in their
+// packets, smallest IDs first: so what it takes of a packet is a prefix of
+// its events in order.
+func (s *Store) followers(ctx context.Context, tx *sql.Tx, firsts []Event, limit int) ([]Event, error) {
+	room := limit - len(firsts)
+	if room <= 0 {
+		return firsts, nil
+	}
+	args := []any{s.set}
+	for _, e := range firsts {
+		args = append(args, e.Packet)
+	}
+	for _, e := range firsts {
+		args = append(args, e.Row)
+	}
+	args = append(args, room)
+	rows, err := tx.QueryContext(ctx, "SELECT "+eventCols+" FROM hb_set.events WHERE set_name = ? AND state = 0 AND packet_id IN ("+
+		sqldb.Placeholders(len(firsts), "?")+") AND id NOT IN ("+sqldb.Placeholders(len(firsts), "?")+") ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED", args...)
+	if err != nil {
+		return nil, err
+	}
+	more, err := scanEvents(rows)
+	return append(firsts, more...), err
 }
 
 // EventsDelivered deletes events every endpoint accepted.

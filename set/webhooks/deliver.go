@@ -12,6 +12,7 @@ package webhooks
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -117,7 +118,7 @@ func (d *Deliverer) Round(ctx context.Context) (int, error) {
 	return len(evs), joinErrs(errs)
 }
 
-// byPacket splits evs (oldest first) by packet, keeping their order.
+// byPacket splits evs by packet, each packet's in the order written.
 func byPacket(evs []store.Event) [][]store.Event {
 	var groups [][]store.Event
 	at := map[int64]int{}
@@ -129,6 +130,9 @@ func byPacket(evs []store.Event) [][]store.Event {
 			groups = append(groups, nil)
 		}
 		groups[i] = append(groups[i], e)
+	}
+	for _, g := range groups { // the store claims each packet's in order already; cheap to be sure
+		slices.SortFunc(g, func(a, b store.Event) int { return cmp.Compare(a.Row, b.Row) })
 	}
 	return groups
 }

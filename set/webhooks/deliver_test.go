@@ -223,3 +223,25 @@ func TestFailedThenReplayed(t *testing.T) {
 		t.Errorf("got %v, want %v", got, want)
 	}
 }
+
+// TestOneRoundSendsAPacketsEventsInOrder: a round claims a packet's first
+// pending event and those after it, so a packet's events need not wait a
+// round each; a batch too small for them all takes a prefix, and the next
+// round the rest, in order.
+func TestOneRoundSendsAPacketsEventsInOrder(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	r := newReceiver(t)
+	d := f.deliverer(t, r.srv.URL)
+	want := f.sellOut(t, 20) // 22 events
+	d.Batch = 15
+	for i, n := range []int{15, 7, 0} {
+		got, err := d.Round(ctx)
+		if err != nil || got != n {
+			t.Fatalf("round %d: %d events, %v; want %d", i, got, err, n)
+		}
+	}
+	if got := r.ids(); !slices.Equal(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+}

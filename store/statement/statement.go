@@ -13,6 +13,7 @@ import (
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 	"github.com/hongbao-dev/hongbao/store/wallet"
 )
 
@@ -20,6 +21,7 @@ import (
 type Ledger interface {
 	Between(ctx context.Context, from, to time.Time, user hongbao.UserID, limit int) ([]hongbao.Entry, error)
 	SumsBefore(ctx context.Context, users []hongbao.UserID, t time.Time) (map[hongbao.UserID]int64, error)
+	KindSums(ctx context.Context, from, to time.Time, user hongbao.UserID) (map[string]sqldb.KindSum, error)
 }
 
 var _ Ledger = (*wallet.Snapshot)(nil)
@@ -87,7 +89,7 @@ func ParseMonth(s string, loc *time.Location) (from, to time.Time, err error) {
 // against recs. It returns ErrDisagree with the statement when they
 // disagree.
 func Daily(ctx context.Context, l Ledger, recs Records, day string, from, to time.Time) (*Statement, error) {
-	st, err := build(ctx, l, day, from, to, 0)
+	st, err := build(ctx, l, day, from, to)
 	if err != nil {
 		return nil, err
 	}
@@ -101,22 +103,38 @@ func Daily(ctx context.Context, l Ledger, recs Records, day string, from, to tim
 }
 
 // Monthly builds user's statement of [from, to) named month, listing at
-// most limit entries (the totals and balances count them all); more
-// reports entries left out.
+// most limit entries (the totals and balances count them all, summed by
+// MySQL); more reports entries left out.
 func Monthly(ctx context.Context, l Ledger, user hongbao.UserID, month string, from, to time.Time, limit int) (st *Statement, more bool, err error) {
-	st, err = build(ctx, l, month, from, to, user)
+	es, err := l.Between(ctx, from, to, user, limit+1)
 	if err != nil {
 		return nil, false, err
 	}
-	if len(st.Entries) > limit {
-		st.Entries, more = st.Entries[:limit], true
+	if more = len(es) > limit; more {
+		es = es[:limit]
 	}
+	sums, err := l.KindSums(ctx, from, to, user)
+	if err != nil {
+		return nil, false, err
+	}
+	opening, err := l.SumsBefore(ctx, []hongbao.UserID{user}, from)
+	if err != nil {
+		return nil, false, err
+	}
+	st = &Statement{Day: month, From: from, To: to, Entries: es, Totals: map[string]Total{}}
+	closing := opening[user]
+	for k, v := range sums {
+		st.Totals[k] = Total{N: v.N, Sum: v.Sum}
+		closing += v.Sum
+	}
+	st.Balances = []Balance{{User: user, Opening: opening[user], Closing: closing}}
 	return st, more, nil
 }
 
-// build reads the entries and the balances of the period.
-func build(ctx context.Context, l Ledger, name string, from, to time.Time, user hongbao.UserID) (*Statement, error) {
-	es, err := l.Between(ctx, from, to, user, 0)
+// build reads every entry of the period and the balances of the users
+// they touch.
+func build(ctx context.Context, l Ledger, name string, from, to time.Time) (*Statement, error) {
+	es, err := l.Between(ctx, from, to, 0, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -124,9 +142,6 @@ func build(ctx context.Context, l Ledger, name string, from, to time.Time, user 
 	day := map[hongbao.UserID]int64{}
 	for _, e := range es {
 		day[e.User] += e.Amount
-	}
-	if user != 0 {
-		day[user] += 0
 	}
 	users := make([]hongbao.UserID, 0, len(day))
 	for u := range day {

@@ -8,16 +8,14 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
-	"go.uber.org/zap"
-
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/set/settle"
 	"github.com/hongbao-dev/hongbao/store"
 	"github.com/hongbao-dev/hongbao/store/dbtest"
 	"github.com/hongbao-dev/hongbao/store/statement"
@@ -25,14 +23,13 @@ import (
 )
 
 // rig is a fresh SET on test MySQL a (its own buckets) and a wallet in a
-// database of its own, with the settler that moves money between them.
+// database of its own, moving money between them as the servers and the settler do.
 type rig struct {
-	st      *store.Store
-	w       *wallet.Wallet
-	settler *settle.Settler
-	bucket  hongbao.Bucket
-	minter  *hongbao.Minter
-	clock   atomic.Int64 // the store's offset from now, in ns
+	st     *store.Store
+	w      *wallet.Wallet
+	bucket hongbao.Bucket
+	minter *hongbao.Minter
+	clock  atomic.Int64 // the store's offset from now, in ns
 }
 
 func newRig(t *testing.T) *rig {
@@ -57,7 +54,6 @@ func newRig(t *testing.T) *rig {
 	r := &rig{w: w, bucket: b, minter: hongbao.NewMinter(time.Now)}
 	now := func() time.Time { return time.Now().Add(time.Duration(r.clock.Load())) }
 	r.st = store.New(db, set, dbtest.Shanghai(t), now, rand.Int64N)
-	r.settler = settle.New(r.st, w, now, zap.NewNop())
 	return r
 }
 
@@ -87,8 +83,33 @@ func (r *rig) send(t *testing.T, total int64, count int) (hongbao.PacketID, hong
 	return id, sender
 }
 
+// deliver credits the outbox rows of packets ids to the wallet and
+// deletes them, as the settler does; not the settler itself, which also
+// delivers the unnamed rows other tests leave in the shared MySQL.
+func (r *rig) deliver(t *testing.T, ids []hongbao.PacketID) {
+	t.Helper()
+	ctx := context.Background()
+	rows, err := r.st.Outbox(ctx, 1_000_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var done []int64
+	for _, row := range rows {
+		if !slices.Contains(ids, row.Entry.Packet) {
+			continue
+		}
+		if _, _, err := r.w.Apply(ctx, row.Entry); err != nil {
+			t.Fatal(err)
+		}
+		done = append(done, row.ID)
+	}
+	if err := r.st.Delivered(ctx, done); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestDailyMatchesTheLedger: after a load of sends, opens, expiries with
-// refunds and their delivery, the day's statement lists every ledger
+// refunds and their delivery to the wallet, the day's statement lists every ledger
 // entry, its totals and the SETs' agree to the fen, every user's closing
 // balance is the wallet's, and the files written are whole. A share
 // changed behind the ledger's back is named.
@@ -113,16 +134,7 @@ func TestDailyMatchesTheLedger(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for {
-		n, err := r.settler.Deliver(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n == 0 {
-			break
-		}
-	}
-
+	r.deliver(t, ids)
 	from, to, err := statement.ParseDay(time.Now().In(dbtest.Shanghai(t)).Format(time.DateOnly), dbtest.Shanghai(t))
 	if err != nil {
 		t.Fatal(err)
@@ -161,6 +173,7 @@ func TestDailyMatchesTheLedger(t *testing.T) {
 		t.Errorf("closing balances %d, entries %d, top-ups %d: money moved in the day must end where it came from", closing, sum, st.Totals[hongbao.KindTopUp].Sum)
 	}
 	checkFiles(t, st)
+	checkMonthly(t, r, st)
 
 	// A share that is not what the ledger credited.
 	id := ids[0]
@@ -226,5 +239,41 @@ func TestParse(t *testing.T) {
 		if (err == nil) != tc.ok || (err != nil && !strings.Contains(err.Error(), `"`+tc.in+`"`)) || (tc.ok && !to.After(from)) {
 			t.Errorf("%q: %v %v %v", tc.in, from, to, err)
 		}
+	}
+}
+
+// checkMonthly reads a sender's month with room for one entry: one listed,
+// more set, the totals and closing balance still the whole month's.
+func checkMonthly(t *testing.T, r *rig, daily *statement.Statement) {
+	t.Helper()
+	ctx := context.Background()
+	var sender hongbao.UserID
+	for _, e := range daily.Entries {
+		if e.Kind == hongbao.KindRefund {
+			sender = e.User
+			break
+		}
+	}
+	month := time.Now().In(dbtest.Shanghai(t)).Format("2006-01")
+	from, to, err := statement.ParseMonth(month, dbtest.Shanghai(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := r.w.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Close()
+	st, more, err := statement.Monthly(ctx, snap, sender, month, from, to, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bal, err := r.w.Balance(ctx, sender)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !more || len(st.Entries) != 1 || st.Totals[hongbao.KindRefund].N != 1 || st.Totals[hongbao.KindSend].N != 1 ||
+		st.Totals[hongbao.KindTopUp].N != 1 || len(st.Balances) != 1 || st.Balances[0].Closing != bal {
+		t.Errorf("month of %s: more %v, %d entries, totals %v, balances %v; wallet balance %d", sender, more, len(st.Entries), st.Totals, st.Balances, bal)
 	}
 }

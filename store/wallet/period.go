@@ -66,3 +66,24 @@ func (s *Snapshot) SumsBefore(ctx context.Context, users []hongbao.UserID, t tim
 	}
 	return out, nil
 }
+
+// KindSums returns the count and sum of user's entries written in [from,
+// to), by kind.
+func (s *Snapshot) KindSums(ctx context.Context, from, to time.Time, user hongbao.UserID) (map[string]sqldb.KindSum, error) {
+	rows, err := s.conn.QueryContext(ctx, "SELECT kind, COUNT(*), SUM(amount) FROM ledger WHERE user_id = ? AND created_at >= ? AND created_at < ? GROUP BY kind",
+		user, from.UTC(), to.UTC())
+	if err != nil {
+		return nil, fmt.Errorf("wallet: sums of %s: %w", user, err)
+	}
+	defer rows.Close()
+	out := map[string]sqldb.KindSum{}
+	for rows.Next() {
+		var kind string
+		var k sqldb.KindSum
+		if err := rows.Scan(&kind, &k.N, &k.Sum); err != nil {
+			return nil, fmt.Errorf("wallet: sums of %s: %w", user, err)
+		}
+		out[kind] = k
+	}
+	return out, rows.Err()
+}

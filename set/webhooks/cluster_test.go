@@ -142,6 +142,17 @@ func checkDaily(t *testing.T, c *clustertest.Cluster) {
 			t.Errorf("%s: ledger %+v, SETs %+v", k, st.Totals[k], st.SETs[k])
 		}
 	}
+	// The archival cron writes the previous day's: today's, as of tomorrow.
+	dir := t.TempDir()
+	tomorrow := time.Now().In(dbtest.Shanghai(t)).AddDate(0, 0, 1).Format(time.DateOnly)
+	c.MustCtl(t, "archive", "run", "--as-of", tomorrow, "--statement-dir", dir)
+	raw, err = os.ReadFile(filepath.Join(dir, "statement-"+day+".csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(raw), "\nentry,"); n != entries {
+		t.Errorf("the cron's statement of %s lists %d entries, the ledger has %d", day, n, entries)
+	}
 }
 
 // expectedEvents waits until every packet is settled (sold out, or closed

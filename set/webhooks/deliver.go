@@ -114,7 +114,10 @@ func (d *Deliverer) Round(ctx context.Context) (int, error) {
 	close(work)
 	wg.Wait()
 	d.Metrics.Delivered(len(done))
-	errs = append(errs, d.store.EventsDelivered(ctx, done), d.store.ReleaseEvents(ctx, untried, d.now()))
+	// Recorded even when shutting down: what was sent is not sent again.
+	rec, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	errs = append(errs, d.store.EventsDelivered(rec, done), d.store.ReleaseEvents(rec, untried, d.now()))
 	return len(evs), joinErrs(errs)
 }
 

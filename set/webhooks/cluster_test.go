@@ -17,6 +17,7 @@ import (
 	"github.com/hongbao-dev/hongbao/router/clustertest"
 	"github.com/hongbao-dev/hongbao/store/dbtest"
 	"github.com/hongbao-dev/hongbao/store/statement"
+	"github.com/hongbao-dev/hongbao/webhook"
 )
 
 // TestClusterWebhooksUnderKills: a whole cluster (real binaries) with
@@ -71,13 +72,30 @@ func TestClusterWebhooksUnderKills(t *testing.T) {
 		wg.Wait()
 	}
 	wave(16) // the receiver is down: events wait
+	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	hold := func(e webhook.Event) {
+		var d struct{ Packet string }
+		_ = json.Unmarshal(e.Data, &d)
+		id, err := hongbao.ParsePacketID(d.Packet)
+		if err != nil {
+			return
+		}
+		if set, err := c.SetOf(id); err == nil && set == "a" {
+			once.Do(func() { close(held); <-release })
+		}
+	}
+	r.before.Store(&hold)
 	r.down.Store(false)
 	var kills sync.WaitGroup
 	kills.Go(func() {
-		for end := time.Now().Add(20 * time.Second); len(r.ids()) == 0 && time.Now().Before(end); { // not waitFor: no Fatal off the test's goroutine
-			time.Sleep(5 * time.Millisecond)
+		select { // SET a's settler waits for an answer: kill it now
+		case <-held:
+		case <-time.After(30 * time.Second):
+			t.Error("no delivery of SET a's events to hold")
 		}
-		c.Kill(clustertest.Settler, "a") // deliveries under way (each takes 20 ms)
+		c.Kill(clustertest.Settler, "a")
+		close(release) // the receiver takes the event its sender never hears of
 		time.Sleep(300 * time.Millisecond)
 		c.Restart(clustertest.Settler, "a")
 		c.Kill(clustertest.Server, "a1")
@@ -107,6 +125,9 @@ func TestClusterWebhooksUnderKills(t *testing.T) {
 	}
 	if len(r.bad) > 0 {
 		t.Errorf("receiver: %v", r.bad)
+	}
+	if len(r.got) <= len(want) { // the held event at least came twice, under its one ID
+		t.Errorf("%d deliveries of %d events: the settler killed during a delivery sent nothing again", len(r.got), len(want))
 	}
 	t.Logf("%d events, %d deliveries", len(want), len(r.got))
 	r.mu.Unlock()

@@ -31,10 +31,13 @@ type receiver struct {
 	srv   *httptest.Server
 	down  atomic.Bool
 	delay atomic.Int64 // ns each accepted request takes, so kills land mid-delivery
-	mu    sync.Mutex
-	got   []webhook.Event
-	body  map[string]string // event ID -> body, to see duplicates are the same event
-	bad   []string
+	// before, when set, sees each signed event before it is recorded
+	// (and may hold its request).
+	before atomic.Pointer[func(webhook.Event)]
+	mu     sync.Mutex
+	got    []webhook.Event
+	body   map[string]string // event ID -> body, to see duplicates are the same event
+	bad    []string
 }
 
 func newReceiver(t *testing.T) *receiver {
@@ -46,15 +49,20 @@ func newReceiver(t *testing.T) *receiver {
 			return
 		}
 		time.Sleep(time.Duration(r.delay.Load()))
+		var e webhook.Event
+		verr := webhook.Verify(secret, req.Header.Get(webhook.Header), b, time.Now(), 0)
+		jerr := json.Unmarshal(b, &e)
+		if f := r.before.Load(); f != nil && verr == nil && jerr == nil {
+			(*f)(e)
+		}
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		var e webhook.Event
-		if err := webhook.Verify(secret, req.Header.Get(webhook.Header), b, time.Now(), 0); err != nil {
-			r.bad = append(r.bad, err.Error())
-			http.Error(w, err.Error(), http.StatusBadRequest)
+		if verr != nil {
+			r.bad = append(r.bad, verr.Error())
+			http.Error(w, verr.Error(), http.StatusBadRequest)
 			return
 		}
-		if err := json.Unmarshal(b, &e); err != nil || e.ID != req.Header.Get("Hongbao-Event-Id") {
+		if jerr != nil || e.ID != req.Header.Get("Hongbao-Event-Id") {
 			r.bad = append(r.bad, "bad body "+string(b))
 		}
 		if prev, ok := r.body[e.ID]; ok && prev != string(b) {

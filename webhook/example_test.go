@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/hongbao-dev/hongbao/webhook"
@@ -13,6 +14,7 @@ import (
 // seen (delivery is at least once), answer 2xx quickly.
 func ExampleVerify() {
 	secret := []byte("the configuration's webhooks.secret")
+	var mu sync.Mutex
 	seen := map[string]bool{} // a real receiver keeps this in its database
 	http.HandleFunc("POST /hooks/hongbao", func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(io.LimitReader(r.Body, 64<<10))
@@ -29,9 +31,12 @@ func ExampleVerify() {
 			http.Error(w, "not an event", http.StatusBadRequest)
 			return
 		}
-		if !seen[e.ID] {
-			seen[e.ID] = true
-			// handle e.Type and e.Data here (or queue them)
+		mu.Lock()
+		first := !seen[e.ID]
+		seen[e.ID] = true
+		mu.Unlock()
+		if first {
+			_ = e.Type // handle e.Type and e.Data here (or queue them)
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})

@@ -31,6 +31,7 @@ type Config struct {
 	Router         Router   `yaml:"router"`
 	Archive        Archive  `yaml:"archive"`
 	Settle         Settle   `yaml:"settle"`
+	Webhooks       Webhooks `yaml:"webhooks"`
 	Admin          Admin    `yaml:"admin"`
 	Dashboard      Console  `yaml:"dashboard"`
 	Sets           []Set    `yaml:"sets"`
@@ -97,6 +98,9 @@ type Archive struct {
 	// Textfile is where `hbarchive run` writes its summary as Prometheus
 	// metrics (node_exporter's textfile format); "" writes none.
 	Textfile string `yaml:"textfile"`
+	// StatementDir is where `hbarchive run` writes the previous day's
+	// wallet statement (statement-YYYY-MM-DD.csv, atomically); "": none.
+	StatementDir string `yaml:"statement_dir"`
 }
 
 // Admin configures the admin listeners (metrics, health, pprof) of the
@@ -315,7 +319,7 @@ const maxTotal = 1e12
 
 // Check validates the configuration.
 func (c *Config) Check() error {
-	var errs []error
+	errs := c.Webhooks.check()
 	if _, err := time.LoadLocation(c.TimeZone); err != nil {
 		errs = append(errs, fmt.Errorf("timezone: %w", err))
 	}

@@ -112,6 +112,7 @@ func (rt *Router) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/me/wallet", rt.authed(rt.handleMe))
 	mux.HandleFunc("GET /v1/me/received", rt.authed(rt.handleMe))
 	mux.HandleFunc("GET /v1/me/sent", rt.authed(rt.handleMe))
+	mux.HandleFunc("GET /v1/me/statement", rt.authed(rt.handleMe))
 	mux.HandleFunc("POST /v1/ping", rt.authed(rt.handleMe))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ready\n")) })

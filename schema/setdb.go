@@ -19,7 +19,12 @@ import (
 //     settler delivers them;
 //   - expiry: every packet until it is closed, so the settler finds expired
 //     packets without scanning day tables;
-//   - pending: packets whose debit is not settled yet, for the sweeper.
+//   - pending: packets whose debit is not settled yet, for the sweeper;
+//   - events: webhook events (packet.sent, packet.opened, ...) written in
+//     the same transaction as the change they report, while webhooks are
+//     configured, and deleted once every endpoint accepted them; state 1
+//     marks one that failed for a day of retries (hbctl webhook replay).
+//     Like the outbox's, its rows stay with the SET that wrote them.
 var SetStatements = []string{
 	"CREATE DATABASE IF NOT EXISTS hb_set",
 	`CREATE TABLE IF NOT EXISTS hb_set.outbox (
@@ -37,6 +42,22 @@ var SetStatements = []string{
 	`ALTER TABLE hb_set.outbox
   ADD COLUMN IF NOT EXISTS set_name VARCHAR(64) NOT NULL DEFAULT '',
   ADD INDEX IF NOT EXISTS by_set (set_name, id)`,
+	`CREATE TABLE IF NOT EXISTS hb_set.events (
+  id           BIGINT        NOT NULL AUTO_INCREMENT PRIMARY KEY,
+  event_key    VARCHAR(96)   NOT NULL,
+  type         VARCHAR(24)   NOT NULL,
+  packet_id    BIGINT        NOT NULL,
+  data         VARCHAR(1024) NOT NULL,
+  created_at   DATETIME(3)   NOT NULL,
+  set_name     VARCHAR(64)   NOT NULL,
+  state        TINYINT       NOT NULL DEFAULT 0,
+  attempts     INT           NOT NULL DEFAULT 0,
+  next_at      DATETIME(3)   NOT NULL,
+  delivered_to VARCHAR(512)  NOT NULL DEFAULT '',
+  last_error   VARCHAR(255)  NOT NULL DEFAULT '',
+  KEY by_due (set_name, state, next_at),
+  KEY by_packet (packet_id, id)
+) ENGINE=InnoDB`,
 	`CREATE TABLE IF NOT EXISTS hb_set.expiry (
   packet_id  BIGINT      NOT NULL PRIMARY KEY,
   expires_at DATETIME(3) NOT NULL,

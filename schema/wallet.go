@@ -26,6 +26,10 @@ var walletDDL = []string{
   UNIQUE KEY by_key (entry_key),
   KEY by_user (user_id, kind, seq)
 ) ENGINE=InnoDB`,
+	// Added for the daily statement (a day's entries by time) and the
+	// user's monthly one (by user and time); a ledger without them gets
+	// them.
+	`ALTER TABLE ledger ADD INDEX IF NOT EXISTS by_time (created_at), ADD INDEX IF NOT EXISTS by_user_time (user_id, created_at)`,
 }
 
 // EnsureWallet creates the wallet's tables if missing.

@@ -6,6 +6,7 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/api"
+	"github.com/hongbao-dev/hongbao/store/statement"
 )
 
 func (s *Server) handleWallet(r *http.Request, user hongbao.UserID) (int, any, error) {
@@ -44,4 +45,38 @@ func (s *Server) handleHistory(kind string) handler {
 		}
 		return http.StatusOK, out, nil
 	}
+}
+
+// statementLimit bounds the entries a monthly statement lists (its totals
+// and balances count every entry).
+const statementLimit = 1000
+
+// handleStatement answers the user's own ledger entries of a month
+// (?month=YYYY-MM in the cluster's time zone, default the current one)
+// with their totals and the user's opening and closing balance, read from
+// one snapshot of the wallet.
+func (s *Server) handleStatement(r *http.Request, user hongbao.UserID) (int, any, error) {
+	if s.wallet == nil {
+		return 0, nil, hongbao.ErrUnavailable
+	}
+	month := r.URL.Query().Get("month")
+	if month == "" {
+		month = s.now().In(s.loc).Format("2006-01")
+	}
+	from, to, err := statement.ParseMonth(month, s.loc)
+	if err != nil {
+		return 0, nil, &hongbao.InvalidError{Code: "invalid_month", Field: "month", Message: err.Error()}
+	}
+	snap, err := s.wallet.Snapshot(r.Context())
+	if err != nil {
+		return 0, nil, err
+	}
+	defer snap.Close() //nolint:errcheck // read-only: nothing to lose
+	st, more, err := statement.Monthly(r.Context(), snap, user, month, from, to, statementLimit)
+	if err != nil {
+		return 0, nil, err
+	}
+	j := st.JSON()
+	j.More = more
+	return http.StatusOK, j, nil
 }

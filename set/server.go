@@ -148,6 +148,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/me/wallet", s.authed(s.handleWallet))
 	mux.HandleFunc("GET /v1/me/received", s.authed(s.handleHistory(hongbao.KindOpen)))
 	mux.HandleFunc("GET /v1/me/sent", s.authed(s.handleHistory(hongbao.KindSend)))
+	mux.HandleFunc("GET /v1/me/statement", s.authed(s.handleStatement))
 	mux.HandleFunc("POST /v1/ping", s.authed(func(*http.Request, hongbao.UserID) (int, any, error) {
 		return http.StatusOK, map[string]bool{"ok": true}, nil // the no-op behind the router: the HTTP ceiling
 	}))

@@ -71,6 +71,7 @@ type goldenCase struct {
 	shares    map[hongbao.PacketID]map[hongbao.UserID]int64
 	works     []Work
 	writeErrs []error
+	events    bool // webhooks on (WithEvents)
 }
 
 // goldenCases are the transactions pinned. The write block's fence check
@@ -188,6 +189,19 @@ func goldenCases(t *testing.T) []goldenCase {
 			works: []Work{{ID: a15}, {ID: b15, Users: us(101)}},
 		},
 		{
+			// Webhooks on: one multi-row insert of packet.opened for the
+			// shares, and packet.finished for p1, whose last share this
+			// transaction takes (best-luck opener read from its details).
+			name: "events",
+			packets: []hongbao.Packet{
+				goldenPacket(a15, hongbao.Fixed, 300, 3, map[hongbao.UserID]int64{201: 100}),
+				goldenPacket(b15, hongbao.Random, 1000, 10, nil),
+			},
+			shares: map[hongbao.PacketID]map[hongbao.UserID]int64{a15: {201: 100}},
+			works:  []Work{{ID: b15, Users: us(301)}, {ID: a15, Users: us(202, 203)}},
+			events: true,
+		},
+		{
 			name:    "empty_users_alone",
 			packets: []hongbao.Packet{goldenPacket(a15, hongbao.Fixed, 300, 3, nil)},
 			works:   []Work{{ID: a15}},
@@ -207,6 +221,9 @@ func runCase(t *testing.T, c goldenCase) (*Store, []recorded, []Batch) {
 	db := sql.OpenDB(rec)
 	defer db.Close()
 	s := New(db, "g1", shanghai, func() time.Time { return goldenNow }, goldenIntn)
+	if c.events {
+		s.WithEvents()
+	}
 	bs, err := s.OpenMany(context.Background(), c.works)
 	if err != nil {
 		t.Fatalf("%s: OpenMany: %v", c.name, err)

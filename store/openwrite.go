@@ -84,6 +84,7 @@ func (s *Store) writeShares(ctx context.Context, tx *sql.Tx, ws writeSet, now ti
 	for _, sh := range ws.fresh {
 		args = append(args, hongbao.OpenKey(sh.p.ID, sh.rec.User), sh.rec.User, sh.rec.Amount, hongbao.KindOpen, sh.p.ID)
 	}
+	args = s.openEvents(&q, args, ws.fresh, byPacket, now)
 	for _, t := range tables {
 		args = updatePackets(&q, args, t, byTable[t], ws.before)
 	}

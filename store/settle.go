@@ -30,6 +30,11 @@ func (s *Store) Fund(ctx context.Context, id hongbao.PacketID, to hongbao.Fundin
 		if _, err := tx.ExecContext(ctx, "UPDATE "+t.Packets()+" SET funding = ? WHERE id = ?", to, id); err != nil {
 			return err
 		}
+		if to == hongbao.Funded {
+			if err := s.insertEvents(ctx, tx, s.now(), sentEvent(p)); err != nil {
+				return err
+			}
+		}
 		if to == hongbao.Cancelled {
 			if _, err := tx.ExecContext(ctx, "DELETE FROM hb_set.expiry WHERE packet_id = ?", id); err != nil {
 				return err
@@ -78,6 +83,10 @@ func (s *Store) Close(ctx context.Context, id hongbao.PacketID) (bool, int64, er
 			}
 			if _, err := tx.ExecContext(ctx, "INSERT INTO hb_set.outbox (entry_key, user_id, amount, kind, packet_id, created_at, set_name) VALUES (?,?,?,?,?,?,?)",
 				hongbao.RefundKey(id), p.Sender, refund, hongbao.KindRefund, id, now.UTC(), s.set); err != nil {
+				return err
+			}
+			if err := s.insertEvents(ctx, tx, now, newEvent{EventExpired, id,
+				fmt.Sprintf(`{"packet":"%s","sender":"%s","refund":%d}`, id, p.Sender, refund)}); err != nil {
 				return err
 			}
 		}
@@ -178,8 +187,19 @@ func (s *Store) Delivered(ctx context.Context, ids []int64) error {
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	args = append(args, s.set)
-	_, err := s.db.ExecContext(ctx, "DELETE FROM hb_set.outbox WHERE id IN ("+sqldb.Placeholders(len(ids), "?")+") AND set_name IN (?, '')", args...)
+	del := "DELETE FROM hb_set.outbox WHERE id IN (" + sqldb.Placeholders(len(ids), "?") + ") AND set_name IN (?, '')"
+	var err error
+	if !s.events {
+		_, err = s.db.ExecContext(ctx, del, append(args, s.set)...)
+	} else { // packet.refunded commits with the record of the refund's delivery
+		err = sqldb.InTx(ctx, s.db, func(tx *sql.Tx) error {
+			if err := s.refundedEvents(ctx, tx, args); err != nil {
+				return err
+			}
+			_, err := tx.ExecContext(ctx, del, append(args, s.set)...)
+			return err
+		})
+	}
 	if err != nil {
 		return fmt.Errorf("store: outbox delivered: %w", err)
 	}

@@ -36,6 +36,7 @@ type Store struct {
 	// owned decides which buckets of the fence the settler and the
 	// archiver act on; nil: the fence alone (no topology to ask).
 	ownership Ownership
+	events    bool // write webhook events (WithEvents)
 }
 
 // New returns the Store of SET set on db. loc is the cluster's time zone
@@ -125,7 +126,10 @@ func (s *Store) Create(ctx context.Context, n NewPacket) (p *hongbao.Packet, cre
 				return err
 			}
 		}
-		return insertPacket(ctx, tx, t, n, now)
+		if err := insertPacket(ctx, tx, t, n, now); err != nil || n.Funding != hongbao.Funded {
+			return err
+		}
+		return s.insertEvents(ctx, tx, now, sentEvent(n.packet()))
 	})
 	switch {
 	case sqldb.IsDupEntry(err):

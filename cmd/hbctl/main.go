@@ -40,6 +40,8 @@ func commands() []command {
 		{"set", "set add NAME --servers A,B --mysql DSN --memcached A | list [--json] | drain NAME | remove NAME | failover NAME | rejoin NAME | watch [NAME...]: the SETs", cmdSet},
 		{"core", "core failover [--to HOST:PORT] [--accept-single-copy] | rejoin | status | watch: the meta and wallet databases' replicated MariaDB", cmdCore},
 		{"replica", "replica start HOST:PORT...: after a replica's mysqld started, apply what its relay log holds, then replicate", cmdReplica},
+		{"statement", "statement --day YYYY-MM-DD [--format csv|json] [--out FILE]: the day's wallet ledger, totals and balances, checked against the SETs", cmdStatement},
+		{"webhook", "webhook list [--state pending|failed] [--type T] [--packet ID] | replay [--id EVENT] [--packet ID]: webhook events not delivered yet", cmdWebhook},
 		{"rebalance", "rebalance plan [--json] | apply [--parallel N] [--dry-run] | status [--json] | reverse: move buckets live", cmdRebalance},
 	}
 }

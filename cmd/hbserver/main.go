@@ -134,6 +134,9 @@ func run(args []string) error {
 	}
 	reg := metrics.NewRegistry()
 	st := store.New(db, sc.Name, cfg.Location(), time.Now, rand.Int64N).WithArchive(cold).WithMetrics(metrics.NewStore(reg))
+	if cfg.Webhooks.On() { // sends and opens write their events in their transactions
+		st = st.WithEvents()
+	}
 	if cfg.Replication.ReadReplica {
 		lag := replication.NewLag(db, replica.DB(), cfg.Replication.MaxReplicaLag.D())
 		loops.Go(func() { lag.Run(bg, time.Second) })

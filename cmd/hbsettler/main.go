@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"os/signal"
 	"sync"
@@ -23,6 +24,7 @@ import (
 	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/set/settings"
 	"github.com/hongbao-dev/hongbao/set/settle"
+	"github.com/hongbao-dev/hongbao/set/webhooks"
 	"github.com/hongbao-dev/hongbao/store"
 	"github.com/hongbao-dev/hongbao/store/sqldb"
 	"github.com/hongbao-dev/hongbao/store/wallet"
@@ -41,6 +43,7 @@ func run(args []string) error {
 	setName := fs.String("set", "", "name of the SET to settle (required)")
 	adminAddr := fs.String("admin", "", "admin listener (metrics, health, pprof; default: admin.settler of the config, \"off\" for none)")
 	sweepAfter := fs.Duration("sweep-after", 0, "age at which a pending send is decided by the sweeper (default: settle.sweep_after of the config, 30s)")
+	webhookBackoff := fs.Duration("webhook-backoff", 0, "first retry delay of a failed webhook delivery, doubled on each failure up to an hour (default 1s)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -117,6 +120,21 @@ func run(args []string) error {
 	st.SweepAfter = *sweepAfter
 	reg := metrics.NewRegistry()
 	st.Metrics = metrics.NewSettle(reg)
+	metrics.RegisterEventBacklog(reg, sc.Name, ss.EventBacklog, time.Now)
+	if cfg.Webhooks.On() {
+		// Expiries and refunds write their events; the deliverer sends them
+		// (its own loop, stopped with the settler's).
+		ss.WithEvents()
+		d := webhooks.New(ss, &http.Client{}, cfg.Webhooks.URLs, []byte(cfg.Webhooks.Secret), time.Now, log.Named("webhooks"))
+		d.Metrics = metrics.NewWebhooks(reg)
+		if *webhookBackoff > 0 {
+			d.Backoff = *webhookBackoff
+		}
+		var deliverer sync.WaitGroup
+		defer deliverer.Wait() // after ctx ended (stop): the loop has returned before the pools close
+		defer stop()
+		deliverer.Go(func() { d.Run(ctx) })
+	}
 	// Ready: its MySQL and the wallet answer.
 	ready := func(ctx context.Context) error {
 		return errors.Join(db.PingContext(ctx), wl.DB().PingContext(ctx))

@@ -87,6 +87,9 @@ type Options struct {
 	// MariaDB; the configuration lists its members (core.replicas) and
 	// hbctl core failover works. 0 leaves them on the first SET's MariaDB.
 	Core int
+	// ConfigYAML is more top-level YAML of the configuration every
+	// process reads, e.g. a webhooks section.
+	ConfigYAML string
 	// Spare SETs get their MariaDB, memcached and addresses but are in
 	// neither the configuration nor the topology, and run no process:
 	// a test adds one with `hbctl set add` and starts it with StartSet.
@@ -247,7 +250,8 @@ func Start(t testing.TB, opts Options) *Cluster {
 		Extra: fmt.Sprintf("dev_grant: %d\narchive:\n  textfile: %q\ndashboard:\n  verify_textfile: %q\nsettle:\n  sweep_after: %s\n"+
 			"replication:\n  semi_sync_timeout: %s\n  admin_user: root\n  admin_password: \"\"\n  user: %s\n  password: %s\n  wait_applied: 30s\n"+
 			"  read_replica: %t\n",
-			opts.DevGrant, c.ArchiveTextfile, c.VerifyTextfile, opts.SweepAfter, opts.SemiSyncTimeout, dbtest.ReplUser, dbtest.ReplPassword, opts.ReadReplica)})
+			opts.DevGrant, c.ArchiveTextfile, c.VerifyTextfile, opts.SweepAfter, opts.SemiSyncTimeout, dbtest.ReplUser, dbtest.ReplPassword, opts.ReadReplica) +
+			opts.ConfigYAML})
 
 	c.MustCtl(t, "topology", "init")
 	for _, s := range all {

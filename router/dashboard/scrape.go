@@ -21,13 +21,14 @@ import (
 
 // sample is what one scrape of a process's admin listener gave.
 type sample struct {
-	ok, ready             bool
-	why                   string
-	at                    time.Time
-	opens, busy           float64 // counters
-	depth, live           float64
-	outboxRows, outboxAge float64
-	lastRound             float64 // settler: unix time of its last good round
+	ok, ready                 bool
+	why                       string
+	at                        time.Time
+	opens, busy               float64 // counters
+	depth, live               float64
+	outboxRows, outboxAge     float64
+	hooksPending, hooksFailed float64 // settler: webhook events waiting, given up
+	lastRound                 float64 // settler: unix time of its last good round
 }
 
 // scrape reads admin's /readyz and /metrics.
@@ -63,6 +64,8 @@ func scrape(ctx context.Context, c *http.Client, admin string, now time.Time) sa
 	s.outboxRows = gauge(fams, "hongbao_outbox_rows")
 	s.outboxAge = gauge(fams, "hongbao_outbox_oldest_age_seconds")
 	s.lastRound = gauge(fams, "hongbao_settle_last_round_timestamp_seconds")
+	s.hooksPending = gauge(fams, "hongbao_webhook_pending_events")
+	s.hooksFailed = gauge(fams, "hongbao_webhook_failed_events")
 	return s
 }
 

@@ -47,6 +47,9 @@ type SetStatus struct {
 	QueueDepth float64   `json:"queue_depth"`
 	OutboxRows float64   `json:"outbox_rows"`
 	OutboxLagS float64   `json:"outbox_lag_s"`
+	// Webhook events waiting for delivery and given up (its settlers').
+	WebhooksPending float64 `json:"webhooks_pending"`
+	WebhooksFailed  float64 `json:"webhooks_failed"`
 }
 
 // Process is one scraped (or probed) process.
@@ -127,6 +130,10 @@ func (b *Board) collect(ctx context.Context) *Status {
 		s := &st.Sets[i]
 		if tg.Kind == "settler" {
 			s.Settlers = append(s.Settlers, p)
+			if sm.ok {
+				s.WebhooksPending = max(s.WebhooksPending, sm.hooksPending)
+				s.WebhooksFailed = max(s.WebhooksFailed, sm.hooksFailed)
+			}
 			continue
 		}
 		s.Servers = append(s.Servers, p)

@@ -2,5 +2,6 @@
 // Settler delivers the outbox (credits to openers, refunds to senders) at
 // least once, which the ledger's unique keys make exactly once, closes
 // expired packets and refunds their rest, and decides sends a crash left
-// undecided. hbsettler runs one per SET.
+// undecided. hbsettler runs one per SET, and beside it the webhook
+// deliverer (package set/webhooks) when webhooks are configured.
 package settle

@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -87,7 +88,24 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, environ [
 			errs = append(errs, fmt.Errorf("SET %s: %w", sc.Name, err))
 		}
 	}
+	if o.cmd == "run" && !o.dryRun && o.only == "" && o.stmtDir != "" {
+		errs = append(errs, writeStatement(ctx, o.cfg, o.stmtDir, o.asOf, stdout))
+	}
 	return errors.Join(errs...)
+}
+
+// writeStatement writes the wallet statement of the day before asOf to dir.
+func writeStatement(ctx context.Context, cfg *configs.Config, dir string, asOf time.Time, out io.Writer) error {
+	day := asOf.AddDate(0, 0, -1).Format(time.DateOnly)
+	path := filepath.Join(dir, "statement-"+day+".csv")
+	st, err := WriteStatement(ctx, cfg, day, "csv", path, out)
+	if st != nil {
+		fmt.Fprintf(out, "statement of %s: %d entries, %d users, written to %s\n", day, len(st.Entries), len(st.Balances), path)
+	}
+	if err != nil {
+		return fmt.Errorf("statement of %s: %w", day, err)
+	}
+	return nil
 }
 
 // options are a command line's: the command, the configuration, the SET
@@ -99,6 +117,9 @@ type options struct {
 	asOf   time.Time
 	dryRun bool
 	days   int
+	// stmtDir is where a run writes the previous day's wallet statement
+	// ("": none).
+	stmtDir string
 }
 
 // parseArgs parses a command line and loads its configuration.
@@ -114,6 +135,7 @@ func parseArgs(args []string, stderr io.Writer, environ []string) (options, erro
 	asOfStr := fs.String("as-of", "", "act as if on this date, YYYY-MM-DD (default: today)")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "run: print what would be archived, change nothing")
 	retention := fs.Int("retention-days", 0, "override archive.retention_days (1..26)")
+	fs.StringVar(&o.stmtDir, "statement-dir", "", "run: write the previous day's wallet statement here (default: archive.statement_dir; only when every SET is archived)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return o, fmt.Errorf("%w: %v", ErrUsage, err)
 	}
@@ -129,6 +151,9 @@ func parseArgs(args []string, stderr io.Writer, environ []string) (options, erro
 		}
 	}
 	o.days = o.cfg.Archive.RetentionDays
+	if o.stmtDir == "" {
+		o.stmtDir = o.cfg.Archive.StatementDir
+	}
 	fs.Visit(func(f *flag.Flag) {
 		if f.Name == "retention-days" {
 			o.days = *retention

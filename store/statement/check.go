@@ -1,0 +1,76 @@
+package statement
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	hongbao "github.com/hongbao-dev/hongbao"
+)
+
+// check counts the day's sends, credits and refunds from the SETs' side:
+// each entry against the record of its packet (read once per packet).
+// Top-ups and voids have no SET side.
+func (st *Statement) check(ctx context.Context, recs Records) error {
+	st.SETs = map[string]Total{}
+	type read struct {
+		p    *hongbao.Packet
+		recs map[hongbao.UserID]int64
+	}
+	packets := map[hongbao.PacketID]*read{}
+	for _, e := range st.Entries {
+		if e.Kind != hongbao.KindSend && e.Kind != hongbao.KindOpen && e.Kind != hongbao.KindRefund {
+			continue
+		}
+		r, ok := packets[e.Packet]
+		if !ok {
+			p, rs, err := recs.Packet(ctx, e.Packet)
+			switch {
+			case errors.Is(err, hongbao.ErrNotFound):
+			case err != nil:
+				return fmt.Errorf("statement: packet %s: %w", e.Packet, err)
+			}
+			r = &read{p: p, recs: map[hongbao.UserID]int64{}}
+			for _, rec := range rs {
+				r.recs[rec.User] = rec.Amount
+			}
+			packets[e.Packet] = r
+		}
+		if r.p == nil {
+			st.Problems = append(st.Problems, fmt.Sprintf("%s: no SET has packet %s", e.Key, e.Packet))
+			continue
+		}
+		got, problem := sideOf(e, r.p, r.recs)
+		if problem != "" {
+			st.Problems = append(st.Problems, fmt.Sprintf("%s (%d fen): %s", e.Key, e.Amount, problem))
+		}
+		t := st.SETs[e.Kind]
+		t.N++
+		t.Sum += got
+		st.SETs[e.Kind] = t
+	}
+	return nil
+}
+
+// sideOf is entry e as its packet's record counts it (in the ledger's
+// sign), and what disagrees, if anything.
+func sideOf(e hongbao.Entry, p *hongbao.Packet, recs map[hongbao.UserID]int64) (int64, string) {
+	switch e.Kind {
+	case hongbao.KindSend:
+		if p.Funding != hongbao.Funded || p.Sender != e.User || -e.Amount != p.Total {
+			return -p.Total, fmt.Sprintf("the SET holds a packet of %d fen from %s, funding %d", p.Total, p.Sender, p.Funding)
+		}
+		return -p.Total, ""
+	case hongbao.KindOpen:
+		a, ok := recs[e.User]
+		if !ok || a != e.Amount {
+			return a, fmt.Sprintf("the SET's share of %s is %d fen (recorded: %v)", e.User, a, ok)
+		}
+		return a, ""
+	default: // refund
+		if !p.Closed || p.Sender != e.User || p.RemainingAmount != e.Amount {
+			return p.RemainingAmount, fmt.Sprintf("the SET's packet has %d fen left, closed %v", p.RemainingAmount, p.Closed)
+		}
+		return p.RemainingAmount, ""
+	}
+}

@@ -1,0 +1,170 @@
+// Package statement builds the wallet's statements: the daily one a
+// finance team loads (every ledger entry of a day, per-kind totals, the
+// opening and closing balance of every user it touches, checked against
+// the SETs' records of the same money), written atomically as CSV or
+// JSON; and a user's own monthly one (GET /v1/me/statement).
+package statement
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
+	"github.com/hongbao-dev/hongbao/store/wallet"
+)
+
+// Ledger is the wallet as of one moment (wallet.Snapshot).
+type Ledger interface {
+	Between(ctx context.Context, from, to time.Time, user hongbao.UserID, limit int) ([]hongbao.Entry, error)
+	SumsBefore(ctx context.Context, users []hongbao.UserID, t time.Time) (map[hongbao.UserID]int64, error)
+	KindSums(ctx context.Context, from, to time.Time, user hongbao.UserID) (map[string]sqldb.KindSum, error)
+}
+
+var _ Ledger = (*wallet.Snapshot)(nil)
+
+// Records is the SETs' side of the money: a packet with its shares as the
+// SET that holds it (live or archived) records it. ErrNotFound when no
+// SET has it.
+type Records interface {
+	Packet(ctx context.Context, id hongbao.PacketID) (*hongbao.Packet, []hongbao.Record, error)
+}
+
+// Total is the count and sum of one kind's entries.
+type Total struct {
+	N   int   `json:"n"`
+	Sum int64 `json:"sum"`
+}
+
+// Balance is a user's balance at the start and at the end of the period.
+type Balance struct {
+	User    hongbao.UserID
+	Opening int64
+	Closing int64
+}
+
+// Statement is the ledger of one period.
+type Statement struct {
+	Day      string // YYYY-MM-DD (daily) or YYYY-MM (monthly)
+	From, To time.Time
+	Entries  []hongbao.Entry
+	Totals   map[string]Total // by ledger kind
+	Balances []Balance        // by user ID
+	// SETs are the totals of send, open and refund as the SETs' records
+	// count the same entries (a debit is the packet's total, a credit its
+	// opener's share, a refund what the closed packet had left); they
+	// equal Totals' when both sides agree. Problems names each entry whose
+	// record disagrees or is missing.
+	SETs     map[string]Total
+	Problems []string
+}
+
+// ErrDisagree is returned (with the statement) when the SETs' records do
+// not count the day's money as the ledger does.
+var ErrDisagree = errors.New("statement: the SETs' records disagree with the ledger")
+
+// ParseDay parses a --day value (YYYY-MM-DD) as that day in loc.
+func ParseDay(s string, loc *time.Location) (from, to time.Time, err error) {
+	d, err := time.ParseInLocation(time.DateOnly, s, loc)
+	if err != nil {
+		return time.Time{}, time.Time{}, fmt.Errorf("%q is not a day YYYY-MM-DD", s)
+	}
+	return d, d.AddDate(0, 0, 1), nil
+}
+
+// ParseMonth parses a month (YYYY-MM) as that month in loc.
+func ParseMonth(s string, loc *time.Location) (from, to time.Time, err error) {
+	m, err := time.ParseInLocation("2006-01", s, loc)
+	if err != nil {
+		return time.Time{}, time.Time{}, fmt.Errorf("%q is not a month YYYY-MM", s)
+	}
+	return m, m.AddDate(0, 1, 0), nil
+}
+
+// Daily builds the statement of [from, to) named day from the ledger l
+// and checks each entry that moved money between a SET and the wallet
+// against recs. It returns ErrDisagree with the statement when they
+// disagree.
+func Daily(ctx context.Context, l Ledger, recs Records, day string, from, to time.Time) (*Statement, error) {
+	st, err := build(ctx, l, day, from, to)
+	if err != nil {
+		return nil, err
+	}
+	if err := st.check(ctx, recs); err != nil {
+		return nil, err
+	}
+	if len(st.Problems) > 0 {
+		return st, fmt.Errorf("%w: %d entries (%s)", ErrDisagree, len(st.Problems), st.Problems[0])
+	}
+	return st, nil
+}
+
+// Monthly builds user's statement of [from, to) named month, listing at
+// most limit entries (the totals and balances count them all, summed by
+// MySQL); more reports entries left out.
+func Monthly(ctx context.Context, l Ledger, user hongbao.UserID, month string, from, to time.Time, limit int) (st *Statement, more bool, err error) {
+	es, err := l.Between(ctx, from, to, user, limit+1)
+	if err != nil {
+		return nil, false, err
+	}
+	if more = len(es) > limit; more {
+		es = es[:limit]
+	}
+	sums, err := l.KindSums(ctx, from, to, user)
+	if err != nil {
+		return nil, false, err
+	}
+	opening, err := l.SumsBefore(ctx, []hongbao.UserID{user}, from)
+	if err != nil {
+		return nil, false, err
+	}
+	st = &Statement{Day: month, From: from, To: to, Entries: es, Totals: map[string]Total{}}
+	closing := opening[user]
+	for k, v := range sums {
+		st.Totals[k] = Total{N: v.N, Sum: v.Sum}
+		closing += v.Sum
+	}
+	st.Balances = []Balance{{User: user, Opening: opening[user], Closing: closing}}
+	return st, more, nil
+}
+
+// build reads every entry of the period and the balances of the users
+// they touch.
+func build(ctx context.Context, l Ledger, name string, from, to time.Time) (*Statement, error) {
+	es, err := l.Between(ctx, from, to, 0, 0)
+	if err != nil {
+		return nil, err
+	}
+	st := &Statement{Day: name, From: from, To: to, Entries: es, Totals: totals(es)}
+	day := map[hongbao.UserID]int64{}
+	for _, e := range es {
+		day[e.User] += e.Amount
+	}
+	users := make([]hongbao.UserID, 0, len(day))
+	for u := range day {
+		users = append(users, u)
+	}
+	slices.Sort(users)
+	opening, err := l.SumsBefore(ctx, users, from)
+	if err != nil {
+		return nil, err
+	}
+	for _, u := range users {
+		st.Balances = append(st.Balances, Balance{User: u, Opening: opening[u], Closing: opening[u] + day[u]})
+	}
+	return st, nil
+}
+
+func totals(es []hongbao.Entry) map[string]Total {
+	out := map[string]Total{}
+	for _, e := range es {
+		t := out[e.Kind]
+		t.N++
+		t.Sum += e.Amount
+		out[e.Kind] = t
+	}
+	return out
+}

@@ -25,6 +25,8 @@ func TestStatusTable(t *testing.T) {
 		"unauthorized":           401,
 		"token_expired":          401,
 		"forbidden":              403,
+		"not_in_audience":        403,
+		"daily_limit":            403,
 		"insufficient_funds":     402,
 		"idempotency_key_reused": 422,
 		"wrong_set":              421,

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -102,7 +103,7 @@ func TestDecodeSend(t *testing.T) {
 			t.Errorf("%s: DecodeSend(%s) code = %q, want %q", tt.name, tt.body, code, tt.code)
 			continue
 		}
-		if tt.code == "" && got != tt.want {
+		if tt.code == "" && !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("%s: DecodeSend(%s) = %+v, want %+v", tt.name, tt.body, got, tt.want)
 		}
 	}

@@ -64,6 +64,14 @@ type Limits struct {
 	MaxShare    int64    `yaml:"max_share"`
 	Expiry      Duration `yaml:"expiry"`
 	MaxGreeting int      `yaml:"max_greeting"`
+	// MaxAudience is the most users a send's audience may name.
+	MaxAudience int `yaml:"max_audience"`
+	// The daily limits per user, over days of the cluster's time zone
+	// (timezone); 0 is none. An operator may set other values for one
+	// user (hbctl limits set), kept in the wallet database.
+	DailySendCount    int64 `yaml:"daily_send_count"`    // packets sent
+	DailySendTotal    int64 `yaml:"daily_send_total"`    // fen sent
+	DailyReceiveTotal int64 `yaml:"daily_receive_total"` // fen received
 }
 
 // Queue tunes the per-packet queues.
@@ -288,7 +296,8 @@ func Defaults() *Config {
 		TokenTTL: Duration(24 * time.Hour),
 		// The domain's DefaultLimits (a test of cmd/internal/settings
 		// keeps the two equal; configs imports nothing of hongbao's).
-		Limits: Limits{MaxTotal: 20000, MaxCount: 100, MaxShare: 20000, Expiry: Duration(24 * time.Hour), MaxGreeting: 200},
+		Limits: Limits{MaxTotal: 20000, MaxCount: 100, MaxShare: 20000, Expiry: Duration(24 * time.Hour), MaxGreeting: 200,
+			MaxAudience: 500},
 		Queue: Queue{Size: 1024, Batch: 256, Idle: Duration(5 * time.Second), TxTimeout: Duration(5 * time.Second), SlotCap: 2,
 			Merge: 64, Committers: 4, Memo: 1_000_000},
 		Cache:         Cache{Timeout: Duration(200 * time.Millisecond), Conns: 64},
@@ -324,6 +333,9 @@ func (c *Config) Check() error {
 	l := c.Limits
 	if l.MaxTotal <= 0 || l.MaxCount <= 0 || l.Expiry <= 0 || l.MaxShare < 0 || l.MaxGreeting < 0 {
 		errs = append(errs, errors.New("limits: max_total, max_count and expiry must be positive, max_share and max_greeting not negative"))
+	}
+	if l.MaxAudience < 1 || l.DailySendCount < 0 || l.DailySendTotal < 0 || l.DailyReceiveTotal < 0 {
+		errs = append(errs, errors.New("limits: max_audience must be positive, daily_send_count, daily_send_total and daily_receive_total not negative (0: none)"))
 	}
 	if l.MaxTotal > maxTotal || l.MaxCount > 1_000_000 {
 		// Keeps every draw's 2*remaining far from int64 overflow.

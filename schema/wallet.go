@@ -26,6 +26,26 @@ var walletDDL = []string{
   UNIQUE KEY by_key (entry_key),
   KEY by_user (user_id, kind, seq)
 ) ENGINE=InnoDB`,
+	// daily_usage: what each user sent and received per day of the
+	// cluster's time zone, counted in the transaction that debits the send
+	// (or reserves the open), so the daily limits hold under concurrency.
+	`CREATE TABLE IF NOT EXISTS daily_usage (
+  user_id       BIGINT NOT NULL,
+  day           DATE   NOT NULL,
+  send_count    BIGINT NOT NULL DEFAULT 0,
+  send_total    BIGINT NOT NULL DEFAULT 0,
+  receive_total BIGINT NOT NULL DEFAULT 0,
+  PRIMARY KEY (user_id, day)
+) ENGINE=InnoDB`,
+	// user_limits: an operator's per-user daily limits (hbctl limits set);
+	// a NULL keeps the configured limit, 0 is none.
+	`CREATE TABLE IF NOT EXISTS user_limits (
+  user_id             BIGINT      NOT NULL PRIMARY KEY,
+  daily_send_count    BIGINT      NULL,
+  daily_send_total    BIGINT      NULL,
+  daily_receive_total BIGINT      NULL,
+  updated_at          DATETIME(3) NOT NULL
+) ENGINE=InnoDB`,
 }
 
 // EnsureWallet creates the wallet's tables if missing.

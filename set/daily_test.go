@@ -167,3 +167,27 @@ func TestDailyReceiveLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestAudienceWithWallet: a funded send (pending, debited, then funded)
+// keeps its audience: the sender's answer shows it and a stranger is
+// refused, from memory as through the transaction.
+func TestAudienceWithWallet(t *testing.T) {
+	w := dailyWallet(t, hongbao.DailyLimits{})
+	h := newHarness(t, harnessOpts{Wallet: w})
+	other := newHarness(t, harnessOpts{Set: h.set, Wallet: w, Memcached: "127.0.0.1:1"})
+	sender, member, stranger := dbtest.FreshUser(), dbtest.FreshUser(), dbtest.FreshUser()
+	credit(t, w, sender, 1000)
+	r := h.send(sender, map[string]any{"total": 500, "count": 1, "audience": map[string]any{"users": []string{member.String()}}}, "")
+	if a := audienceOf(t, r); r.Status != http.StatusCreated || a == nil || len(a.Users) != 1 || a.Users[0] != member.String() {
+		t.Fatalf("send: %v, want 201 showing the audience", r)
+	}
+	id := r.Str("id")
+	for name, hs := range map[string]*harness{"the sending server": h, "another server": other} {
+		if r, _ := hs.openFinal(stranger, id); !r.IsProblem(http.StatusForbidden, "not_in_audience") {
+			t.Errorf("stranger on %s: %v, want 403 not_in_audience", name, r)
+		}
+	}
+	if r, _ := h.openFinal(member, id); r.Status != http.StatusOK || r.Amount() != 500 {
+		t.Errorf("member: %v, want opened 500", r)
+	}
+}

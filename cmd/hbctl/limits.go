@@ -70,6 +70,10 @@ func cmdLimits(ctx context.Context, e *env, args []string) error {
 	show(hongbao.LimitSendCount, l.SendCount, used.SendCount, o.SendCount)
 	show(hongbao.LimitSendTotal, l.SendTotal, used.SendTotal, o.SendTotal)
 	show(hongbao.LimitReceiveTotal, l.ReceiveTotal, used.ReceiveTotal, o.ReceiveTotal)
+	if o.ReceiveTotal != nil && !w.LimitsReceipts() {
+		// The open path holds receipts only when the cluster limits them.
+		fmt.Fprintln(e.stdout, "  note: limits.daily_receive_total is 0 in the configuration: receipts are not limited for anyone")
+	}
 	return nil
 }
 

@@ -72,12 +72,13 @@ func (s *Server) Open(ctx context.Context, id hongbao.PacketID, user hongbao.Use
 }
 
 // open answers an open. A user a packet's audience does not admit is
-// refused from memory when the server has seen the packet (audiences), else
-// by the cached state's copy of the audience or the transaction. A packet
-// that sold out here is answered from the memo; a user the cache knows as an opener, or a packet the cache knows to
-// be over, is answered without a transaction (a point read settles whether
-// a user of an over packet had a share); everything else goes through the
-// packet's queue to its one transaction at a time.
+// refused from memory when the server has seen the packet (audiences),
+// else by the cached state's copy of the audience or by the transaction. A
+// packet that sold out here is answered from the memo; a user the cache
+// knows as an opener, or a packet the cache knows to be over, is answered
+// without a transaction (a point read settles whether a user of an over
+// packet had a share); everything else goes through the packet's queue to
+// its one transaction at a time.
 func (s *Server) open(ctx context.Context, id hongbao.PacketID, user hongbao.UserID) (hongbao.OpenResult, error) {
 	if s.audiences.refuses(id, user) {
 		return hongbao.OpenResult{}, hongbao.ErrNotInAudience // a map read: no cache, no transaction

@@ -191,3 +191,28 @@ func TestAudienceWithWallet(t *testing.T) {
 		t.Errorf("member: %v, want opened 500", r)
 	}
 }
+
+// TestDailyOverrideOnly: with no limit configured, one user's override
+// (hbctl limits set) still refuses their send past it, at the debit.
+func TestDailyOverrideOnly(t *testing.T) {
+	w := dailyWallet(t, hongbao.DailyLimits{})
+	h := newHarness(t, harnessOpts{Wallet: w})
+	limited, free := dbtest.FreshUser(), dbtest.FreshUser()
+	total := int64(300)
+	if err := w.SetLimits(context.Background(), limited, hongbao.LimitOverride{SendTotal: &total}); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []hongbao.UserID{limited, free} {
+		credit(t, w, u, 1000)
+		if r := h.send(u, map[string]any{"total": 300, "count": 3}, ""); r.Status != http.StatusCreated {
+			t.Fatalf("first send of %s: %v", u, r)
+		}
+	}
+	limitProblem(t, "the limited user's second send", h.send(limited, map[string]any{"total": 1, "count": 1}, ""), "daily_send_total", 300)
+	if r := h.send(free, map[string]any{"total": 700, "count": 7}, ""); r.Status != http.StatusCreated {
+		t.Errorf("the other user's second send: %v", r)
+	}
+	if b, _ := w.Balance(context.Background(), limited); b != 700 {
+		t.Errorf("the limited user's balance %d, want 700", b)
+	}
+}

@@ -62,10 +62,11 @@ func (s *Server) send(ctx context.Context, id hongbao.PacketID, sender hongbao.U
 		if err := s.covers(ctx, sender, req.Total, key); err != nil {
 			return nil, err
 		}
-		if key == "" {
+		if key == "" && s.wallet.LimitsSends() {
 			// Spares a send that cannot pass its pending row; the debit
 			// decides (a keyed retry of a send that passed must not be
-			// counted twice, so it skips this).
+			// counted twice, so it skips this), and alone decides for a
+			// user limited by an override only.
 			if err := s.wallet.CheckSend(ctx, sender, req.Total); err != nil {
 				return nil, err
 			}

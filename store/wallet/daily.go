@@ -178,6 +178,11 @@ func (w *Wallet) ClearLimits(ctx context.Context, user hongbao.UserID) error {
 	return nil
 }
 
+// LimitsSends reports whether a send limit is configured: only then is a
+// send checked before its pending row (CheckSend). The debit counts and
+// checks every send all the same, a user's override included.
+func (w *Wallet) LimitsSends() bool { return w.daily.SendCount > 0 || w.daily.SendTotal > 0 }
+
 // LimitsReceipts reports whether a receive limit is configured: only then
 // do opens reserve (ReserveReceive), so the open path costs nothing more
 // without one.

@@ -26,11 +26,13 @@ type Limits struct {
 	MaxShare    int64         // largest amount one share may reach (0: no limit beyond MaxTotal)
 	Expiry      time.Duration // life of a packet
 	MaxGreeting int           // longest greeting in bytes
+	MaxAudience int           // most users an audience may name
 }
 
 // DefaultLimits follow WeChat: 200 CNY, 100 shares, 24 hours.
 func DefaultLimits() Limits {
-	return Limits{MaxTotal: 20000, MaxCount: 100, MaxShare: 20000, Expiry: 24 * time.Hour, MaxGreeting: 200}
+	return Limits{MaxTotal: 20000, MaxCount: 100, MaxShare: 20000, Expiry: 24 * time.Hour, MaxGreeting: 200,
+		MaxAudience: DefaultMaxAudience}
 }
 
 // Draw returns the amount of the next share of a packet that has remaining
@@ -73,6 +75,7 @@ type SendRequest struct {
 	Count    int
 	Type     Type
 	Greeting string
+	Audience Audience // who may open it; nil: anyone
 }
 
 // Validate checks a request against the limits. Every share must be able to
@@ -97,6 +100,11 @@ func (l Limits) Validate(r SendRequest) error {
 		return bad("fixed_not_divisible", "total", "a fixed packet's total must divide evenly by count")
 	case len(r.Greeting) > l.MaxGreeting:
 		return bad("greeting_too_long", "greeting", fmt.Sprintf("must be at most %d bytes", l.MaxGreeting))
+	case len(r.Audience) > l.MaxAudience:
+		return bad("audience_over_limit", "audience.users", fmt.Sprintf("must name at most %d users", l.MaxAudience))
+	case r.Audience != nil && r.Count > len(r.Audience):
+		// A share nobody may open would stay in the packet until expiry.
+		return bad("count_over_audience", "count", fmt.Sprintf("must be at most the audience's %d users", len(r.Audience)))
 	}
 	if l.MaxShare > 0 && maxShare(r) > l.MaxShare {
 		return bad("share_over_limit", "total", fmt.Sprintf("a share could exceed %d fen", l.MaxShare))

@@ -200,7 +200,7 @@ func TestTypeValid(t *testing.T) {
 }
 
 func TestDefaultLimits(t *testing.T) {
-	want := Limits{MaxTotal: 20000, MaxCount: 100, MaxShare: 20000, Expiry: 24 * time.Hour, MaxGreeting: 200}
+	want := Limits{MaxTotal: 20000, MaxCount: 100, MaxShare: 20000, Expiry: 24 * time.Hour, MaxGreeting: 200, MaxAudience: 500}
 	if got := DefaultLimits(); got != want {
 		t.Errorf("DefaultLimits() = %+v, want %+v", got, want)
 	}
@@ -218,39 +218,39 @@ func TestLimitsValidate(t *testing.T) {
 		code  string // "": valid
 		field string
 	}{
-		{"random ok", def, SendRequest{1000, 10, Random, "恭喜发财"}, "", ""},
-		{"fixed ok", def, SendRequest{1000, 10, Fixed, ""}, "", ""},
-		{"max total and count", def, SendRequest{20000, 100, Random, ""}, "", ""},
-		{"count == total", def, SendRequest{100, 100, Random, ""}, "", ""},
-		{"one share", def, SendRequest{1, 1, Fixed, ""}, "", ""},
-		{"greeting at limit", def, SendRequest{100, 1, Random, strings.Repeat("a", 200)}, "", ""},
-		{"activity ok", activity, SendRequest{2_000_000, 20_000, Fixed, ""}, "", ""},
-		{"activity random ok", activity, SendRequest{20_000, 20_000, Random, ""}, "", ""},
-		{"no share cap", noShareCap, SendRequest{20000, 2, Random, ""}, "", ""},
+		{"random ok", def, SendRequest{1000, 10, Random, "恭喜发财", nil}, "", ""},
+		{"fixed ok", def, SendRequest{1000, 10, Fixed, "", nil}, "", ""},
+		{"max total and count", def, SendRequest{20000, 100, Random, "", nil}, "", ""},
+		{"count == total", def, SendRequest{100, 100, Random, "", nil}, "", ""},
+		{"one share", def, SendRequest{1, 1, Fixed, "", nil}, "", ""},
+		{"greeting at limit", def, SendRequest{100, 1, Random, strings.Repeat("a", 200), nil}, "", ""},
+		{"activity ok", activity, SendRequest{2_000_000, 20_000, Fixed, "", nil}, "", ""},
+		{"activity random ok", activity, SendRequest{20_000, 20_000, Random, "", nil}, "", ""},
+		{"no share cap", noShareCap, SendRequest{20000, 2, Random, "", nil}, "", ""},
 
-		{"empty type", def, SendRequest{1000, 10, "", ""}, "invalid_type", "type"},
-		{"unknown type", def, SendRequest{1000, 10, "lucky", ""}, "invalid_type", "type"},
-		{"type checked first", def, SendRequest{-1, -1, "x", ""}, "invalid_type", "type"},
-		{"zero total", def, SendRequest{0, 10, Random, ""}, "invalid_total", "total"},
-		{"negative total", def, SendRequest{-100, 10, Random, ""}, "invalid_total", "total"},
-		{"zero count", def, SendRequest{1000, 0, Random, ""}, "invalid_count", "count"},
-		{"negative count", def, SendRequest{1000, -1, Fixed, ""}, "invalid_count", "count"},
-		{"total over limit", def, SendRequest{20001, 10, Random, ""}, "total_over_limit", "total"},
-		{"count over limit", def, SendRequest{1000, 101, Random, ""}, "count_over_limit", "count"},
-		{"activity count over", activity, SendRequest{2_000_000, 20_001, Random, ""}, "count_over_limit", "count"},
-		{"total below count", def, SendRequest{99, 100, Random, ""}, "total_below_count", "total"},
-		{"total below count fixed", def, SendRequest{1, 2, Fixed, ""}, "total_below_count", "total"},
-		{"fixed not divisible", def, SendRequest{1001, 10, Fixed, ""}, "fixed_not_divisible", "total"},
-		{"greeting too long", def, SendRequest{1000, 10, Random, strings.Repeat("a", 201)}, "greeting_too_long", "greeting"},
+		{"empty type", def, SendRequest{1000, 10, "", "", nil}, "invalid_type", "type"},
+		{"unknown type", def, SendRequest{1000, 10, "lucky", "", nil}, "invalid_type", "type"},
+		{"type checked first", def, SendRequest{-1, -1, "x", "", nil}, "invalid_type", "type"},
+		{"zero total", def, SendRequest{0, 10, Random, "", nil}, "invalid_total", "total"},
+		{"negative total", def, SendRequest{-100, 10, Random, "", nil}, "invalid_total", "total"},
+		{"zero count", def, SendRequest{1000, 0, Random, "", nil}, "invalid_count", "count"},
+		{"negative count", def, SendRequest{1000, -1, Fixed, "", nil}, "invalid_count", "count"},
+		{"total over limit", def, SendRequest{20001, 10, Random, "", nil}, "total_over_limit", "total"},
+		{"count over limit", def, SendRequest{1000, 101, Random, "", nil}, "count_over_limit", "count"},
+		{"activity count over", activity, SendRequest{2_000_000, 20_001, Random, "", nil}, "count_over_limit", "count"},
+		{"total below count", def, SendRequest{99, 100, Random, "", nil}, "total_below_count", "total"},
+		{"total below count fixed", def, SendRequest{1, 2, Fixed, "", nil}, "total_below_count", "total"},
+		{"fixed not divisible", def, SendRequest{1001, 10, Fixed, "", nil}, "fixed_not_divisible", "total"},
+		{"greeting too long", def, SendRequest{1000, 10, Random, strings.Repeat("a", 201), nil}, "greeting_too_long", "greeting"},
 		// 67 three-byte runes: 201 bytes, 67 characters. The limit is bytes.
-		{"greeting bytes not runes", def, SendRequest{1000, 10, Random, strings.Repeat("红", 67)}, "greeting_too_long", "greeting"},
+		{"greeting bytes not runes", def, SendRequest{1000, 10, Random, strings.Repeat("红", 67), nil}, "greeting_too_long", "greeting"},
 		// Random: the last share can reach total-(count-1) = 9999 > 5000.
-		{"share over limit random", activity, SendRequest{10000, 2, Random, ""}, "share_over_limit", "total"},
-		{"share over limit single", activity, SendRequest{5001, 1, Random, ""}, "share_over_limit", "total"},
-		{"share over limit fixed", activity, SendRequest{10002, 2, Fixed, ""}, "share_over_limit", "total"},
-		{"share at limit fixed", activity, SendRequest{10000, 2, Fixed, ""}, "", ""},
-		{"share at limit random", activity, SendRequest{5001, 2, Random, ""}, "", ""},
-		{"share over limit by one", activity, SendRequest{5002, 2, Random, ""}, "share_over_limit", "total"},
+		{"share over limit random", activity, SendRequest{10000, 2, Random, "", nil}, "share_over_limit", "total"},
+		{"share over limit single", activity, SendRequest{5001, 1, Random, "", nil}, "share_over_limit", "total"},
+		{"share over limit fixed", activity, SendRequest{10002, 2, Fixed, "", nil}, "share_over_limit", "total"},
+		{"share at limit fixed", activity, SendRequest{10000, 2, Fixed, "", nil}, "", ""},
+		{"share at limit random", activity, SendRequest{5001, 2, Random, "", nil}, "", ""},
+		{"share over limit by one", activity, SendRequest{5002, 2, Random, "", nil}, "share_over_limit", "total"},
 	}
 	for _, tt := range tests {
 		err := tt.l.Validate(tt.r)

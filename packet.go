@@ -26,6 +26,7 @@ type Packet struct {
 	ExpiresAt       time.Time
 	Closed          bool // closed at expiry; no open may take a share after
 	Funding         Funding
+	Audience        Audience // who may open it; nil: anyone
 }
 
 // Funding says whether a packet's total has been debited from its sender.
@@ -89,4 +90,18 @@ const (
 type Outcome struct {
 	Result OpenResult
 	Err    error
+}
+
+// MaxNextShare is the most any later open of p can be given: the whole
+// remainder but a fen for each other share of a random packet (the last
+// share takes what is left), one even share of a fixed one. It only goes
+// down as shares are taken, so a stale packet overstates it.
+func (p *Packet) MaxNextShare() int64 {
+	if p.RemainingCount <= 0 {
+		return 0
+	}
+	if p.Type == Fixed {
+		return p.Total / int64(p.Count)
+	}
+	return p.RemainingAmount - int64(p.RemainingCount-1)
 }

@@ -26,7 +26,8 @@ func (k *Snapshot) Usable(now time.Time) bool {
 }
 
 // DrawOpens decides the opens of users in order against p, which it
-// updates: already_opened for a user with a share (have, which it also
+// updates: not_in_audience for a user p's audience does not admit,
+// already_opened for a user with a share (have, which it also
 // updates), sold_out or expired when the packet takes no more opens, else
 // a fresh Draw. It returns the outcomes and the new shares. The outcomes
 // are exactly those of opening one at a time in the order of users: the
@@ -36,6 +37,10 @@ func DrawOpens(p *Packet, have map[UserID]int64, users []UserID, now time.Time,
 	out := make([]Outcome, len(users))
 	var fresh []Record
 	for i, u := range users {
+		if !p.Audience.Admits(u) {
+			out[i].Err = ErrNotInAudience // before anything else: a stranger learns nothing of the packet
+			continue
+		}
 		if amount, ok := have[u]; ok {
 			out[i].Result = OpenResult{User: u, Amount: amount, Status: AlreadyOpened}
 			continue

@@ -10,11 +10,12 @@ type State struct {
 	RemainingCount int
 	ExpiresAt      time.Time
 	Closed         bool
+	Audience       Audience // never changes: a cached copy is exact
 }
 
 // State returns the packet's State.
 func (p *Packet) State() State {
-	return State{RemainingCount: p.RemainingCount, ExpiresAt: p.ExpiresAt, Closed: p.Closed}
+	return State{RemainingCount: p.RemainingCount, ExpiresAt: p.ExpiresAt, Closed: p.Closed, Audience: p.Audience}
 }
 
 // Status is the packet's status at now as far as the State tells.

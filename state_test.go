@@ -1,6 +1,7 @@
 package hongbao
 
 import (
+	"reflect"
 	"testing"
 	"time"
 )
@@ -8,7 +9,7 @@ import (
 func TestStateMeaning(t *testing.T) {
 	now := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 	p := Packet{Total: 100, Count: 4, RemainingAmount: 30, RemainingCount: 2, ExpiresAt: now.Add(time.Second), Closed: false}
-	if got, want := p.State(), (State{RemainingCount: 2, ExpiresAt: now.Add(time.Second)}); got != want {
+	if got, want := p.State(), (State{RemainingCount: 2, ExpiresAt: now.Add(time.Second)}); !reflect.DeepEqual(got, want) {
 		t.Fatalf("State() = %+v, want %+v", got, want)
 	}
 	tests := []struct {

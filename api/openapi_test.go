@@ -80,6 +80,12 @@ func TestSpecCheck(t *testing.T) {
 		{"POST", "/v1/packets/123/open", 409, "sold_out", true},
 		{"POST", "/v1/packets/123/open", 409, "already_opened", false},
 		{"POST", "/v1/packets/123/open", 402, "insufficient_funds", false},
+		{"POST", "/v1/packets/123/open", 403, "not_in_audience", true},
+		{"POST", "/v1/packets/123/open", 403, "daily_limit", true},
+		{"POST", "/v1/packets/123/grab", 403, "not_in_audience", false}, // grab answers 200 with the reason
+		{"POST", "/v1/packets", 403, "daily_limit", true},
+		{"POST", "/v1/packets", 400, "count_over_audience", true},
+		{"POST", "/v1/packets", 400, "duplicate_audience_user", true},
 		{"POST", "/v1/packets", 201, "", true},
 		{"POST", "/v1/packets", 400, "invalid_total", true},
 		{"POST", "/v1/packets", 400, "", false},

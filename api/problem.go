@@ -29,6 +29,8 @@ var statusOf = map[string]int{
 	"unauthorized":           http.StatusUnauthorized,
 	"token_expired":          http.StatusUnauthorized,
 	"forbidden":              http.StatusForbidden,
+	"not_in_audience":        http.StatusForbidden,
+	"daily_limit":            http.StatusForbidden,
 	"insufficient_funds":     http.StatusPaymentRequired,
 	"idempotency_key_reused": http.StatusUnprocessableEntity,
 	"wrong_set":              http.StatusMisdirectedRequest,
@@ -91,6 +93,15 @@ type Problem struct {
 	Field     string `json:"field,omitempty"`
 	Instance  string `json:"instance,omitempty"`
 	RequestID string `json:"request_id,omitempty"`
+	// Limit says, for daily_limit, which limit refused and when it resets.
+	Limit *ProblemLimit `json:"limit,omitempty"`
+}
+
+// ProblemLimit is the daily limit a request would have passed.
+type ProblemLimit struct {
+	Name     string `json:"name"`
+	Value    int64  `json:"value"`
+	ResetsAt string `json:"resets_at"` // the next midnight of the cluster's time zone
 }
 
 // ProblemOf builds the problem document for err. Internal errors keep their
@@ -101,7 +112,11 @@ func ProblemOf(err error, requestID string) Problem {
 	p := Problem{Type: "about:blank", Title: http.StatusText(status), Status: status, Code: code, RequestID: requestID}
 	var de *hongbao.Error
 	var ie *hongbao.InvalidError
+	var le *hongbao.LimitError
 	switch {
+	case errors.As(err, &le):
+		p.Detail = le.Error()
+		p.Limit = &ProblemLimit{Name: le.Name, Value: le.Value, ResetsAt: le.ResetsAt.Format(TimeFormat)}
 	case errors.As(err, &ie):
 		p.Detail, p.Field = ie.Field+" "+ie.Message, ie.Field
 	case errors.As(err, &de):

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
 )
@@ -25,6 +26,8 @@ func TestStatusTable(t *testing.T) {
 		"unauthorized":           401,
 		"token_expired":          401,
 		"forbidden":              403,
+		"not_in_audience":        403,
+		"daily_limit":            403,
 		"insufficient_funds":     402,
 		"idempotency_key_reused": 422,
 		"wrong_set":              421,
@@ -209,5 +212,21 @@ func TestClientGone(t *testing.T) {
 		if got := Status(err); got != tc.status {
 			t.Errorf("%s: status %d (%v), want %d", tc.name, got, err, tc.status)
 		}
+	}
+}
+
+// TestProblemOfLimit: a daily_limit problem names the limit, its value and
+// when it resets, in the cluster's time zone.
+func TestProblemOfLimit(t *testing.T) {
+	shanghai, _ := time.LoadLocation("Asia/Shanghai")
+	day := hongbao.DayOf(time.Date(2026, 11, 26, 13, 0, 0, 0, time.UTC), shanghai)
+	err := fmt.Errorf("debit for 1: %w", &hongbao.LimitError{Name: hongbao.LimitSendTotal, Value: 500000, ResetsAt: day.Ends})
+	p := ProblemOf(err, "r1")
+	want := ProblemLimit{Name: "daily_send_total", Value: 500000, ResetsAt: "2026-11-27T00:00:00.000+08:00"}
+	if p.Status != 403 || p.Code != "daily_limit" || p.Limit == nil || *p.Limit != want {
+		t.Errorf("ProblemOf(%v) = %+v (limit %+v), want 403 daily_limit with %+v", err, p, p.Limit, want)
+	}
+	if p := ProblemOf(hongbao.ErrNotInAudience, ""); p.Status != 403 || p.Code != "not_in_audience" || p.Limit != nil {
+		t.Errorf("ProblemOf(ErrNotInAudience) = %+v", p)
 	}
 }

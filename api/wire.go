@@ -28,7 +28,7 @@ var (
 var integer = regexp.MustCompile(`^-?[0-9]+$`)
 
 // sendFields are the fields of a send body.
-var sendFields = []string{"total", "count", "type", "greeting"}
+var sendFields = []string{"total", "count", "type", "greeting", "audience"}
 
 // DecodeSend reads a send body strictly: one JSON object (see CheckJSON:
 // valid UTF-8, no key twice, nothing after it), total and count JSON
@@ -79,7 +79,40 @@ func DecodeSend(body io.Reader) (hongbao.SendRequest, error) {
 			return r, &hongbao.InvalidError{Code: "invalid_greeting", Field: "greeting", Message: "must be a UTF-8 string"}
 		}
 	}
+	if v, ok := fields["audience"]; ok {
+		if r.Audience, err = decodeAudience(v); err != nil {
+			return r, err
+		}
+	}
 	return r, nil
+}
+
+// decodeAudience reads {"users":["43","44"]}: user IDs as decimal strings
+// (as everywhere in the API), each once; its size is Limits.Validate's.
+func decodeAudience(v json.RawMessage) (hongbao.Audience, error) {
+	var a map[string]json.RawMessage
+	if json.Unmarshal(v, &a) != nil || a == nil {
+		return nil, &hongbao.InvalidError{Code: "invalid_audience", Field: "audience", Message: `must be an object {"users":[...]}`}
+	}
+	for k := range a {
+		if k != "users" {
+			return nil, &hongbao.InvalidError{Code: "unknown_field", Field: "audience." + k, Message: "is not a field of an audience"}
+		}
+	}
+	var ids []string
+	if json.Unmarshal(a["users"], &ids) != nil || ids == nil {
+		return nil, &hongbao.InvalidError{Code: "invalid_audience", Field: "audience.users", Message: "must be an array of user ids (decimal strings)"}
+	}
+	users := make([]hongbao.UserID, len(ids))
+	for i, id := range ids {
+		u, err := hongbao.ParseUserID(id)
+		if err != nil {
+			return nil, &hongbao.InvalidError{Code: "invalid_audience_user", Field: "audience.users",
+				Message: fmt.Sprintf("%q is not a user id (a positive decimal integer in a string)", id)}
+		}
+		users[i] = u
+	}
+	return hongbao.NewAudience(users)
 }
 
 // intField parses a required positive JSON integer; absent, it is an error
@@ -115,6 +148,36 @@ type PacketJSON struct {
 	ExpiresAt       string       `json:"expires_at"`
 	Records         []RecordJSON `json:"records"`
 	Best            string       `json:"best,omitempty"`
+	// Audience is who may open the packet, nil for anyone. Its users are
+	// listed to the sender only (ForViewer); others see its size.
+	Audience *AudienceJSON `json:"audience,omitempty"`
+}
+
+// AudienceJSON is a packet's audience as the API shows it.
+type AudienceJSON struct {
+	Size     int      `json:"size"`
+	Users    []string `json:"users,omitempty"`        // the sender's view only
+	Includes *bool    `json:"includes_you,omitempty"` // another viewer's: may they open it
+}
+
+// ForViewer shows p's audience as viewer may see it: the list to the
+// sender, to anyone else its size and whether it names them.
+func (j PacketJSON) ForViewer(p *hongbao.Packet, viewer hongbao.UserID) PacketJSON {
+	if p.Audience == nil {
+		return j
+	}
+	a := &AudienceJSON{Size: len(p.Audience)}
+	if viewer == p.Sender {
+		a.Users = make([]string, len(p.Audience))
+		for i, u := range p.Audience {
+			a.Users[i] = u.String()
+		}
+	} else {
+		in := p.Audience.Admits(viewer)
+		a.Includes = &in
+	}
+	j.Audience = a
+	return j
 }
 
 // RecordJSON is one opener's share.

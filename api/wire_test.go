@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -54,6 +55,20 @@ func TestDecodeSend(t *testing.T) {
 		// DecodeSend checks syntax only; Validate rejects unknown types.
 		{"unknown type string", `{"total":1000,"count":10,"type":"lucky"}`,
 			hongbao.SendRequest{Total: 1000, Count: 10, Type: "lucky"}, ""},
+		{"audience", `{"total":300,"count":3,"audience":{"users":["45","43","44"]}}`,
+			hongbao.SendRequest{Total: 300, Count: 3, Type: hongbao.Random, Audience: hongbao.Audience{43, 44, 45}}, ""},
+		{"exclusive", `{"total":888,"count":1,"audience":{"users":["43"]}}`,
+			hongbao.SendRequest{Total: 888, Count: 1, Type: hongbao.Random, Audience: hongbao.Audience{43}}, ""},
+		{"duplicate audience user", `{"total":300,"count":3,"audience":{"users":["43","44","43"]}}`, hongbao.SendRequest{}, "duplicate_audience_user"},
+		{"numeric audience user", `{"total":300,"count":1,"audience":{"users":[43]}}`, hongbao.SendRequest{}, "invalid_audience"},
+		{"zero audience user", `{"total":300,"count":1,"audience":{"users":["0"]}}`, hongbao.SendRequest{}, "invalid_audience_user"},
+		{"leading zero audience user", `{"total":300,"count":1,"audience":{"users":["043"]}}`, hongbao.SendRequest{}, "invalid_audience_user"},
+		{"negative audience user", `{"total":300,"count":1,"audience":{"users":["-43"]}}`, hongbao.SendRequest{}, "invalid_audience_user"},
+		{"empty audience", `{"total":300,"count":1,"audience":{"users":[]}}`, hongbao.SendRequest{}, "empty_audience"},
+		{"audience without users", `{"total":300,"count":1,"audience":{}}`, hongbao.SendRequest{}, "invalid_audience"},
+		{"audience a list", `{"total":300,"count":1,"audience":["43"]}`, hongbao.SendRequest{}, "invalid_audience"},
+		{"audience null", `{"total":300,"count":1,"audience":null}`, hongbao.SendRequest{}, "null_value"},
+		{"audience unknown field", `{"total":300,"count":1,"audience":{"users":["43"],"groups":["g"]}}`, hongbao.SendRequest{}, "unknown_field"},
 		{"escaped greeting", `{"total":1,"count":1,"greeting":"a\"b\u00e9\n"}`,
 			hongbao.SendRequest{Total: 1, Count: 1, Type: hongbao.Random, Greeting: "a\"bé\n"}, ""},
 
@@ -102,7 +117,7 @@ func TestDecodeSend(t *testing.T) {
 			t.Errorf("%s: DecodeSend(%s) code = %q, want %q", tt.name, tt.body, code, tt.code)
 			continue
 		}
-		if tt.code == "" && got != tt.want {
+		if tt.code == "" && !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("%s: DecodeSend(%s) = %+v, want %+v", tt.name, tt.body, got, tt.want)
 		}
 	}

@@ -62,15 +62,6 @@ type Settle struct {
 	SweepAfter Duration `yaml:"sweep_after"`
 }
 
-// Limits bound what a sender may create (fen, shares, time).
-type Limits struct {
-	MaxTotal    int64    `yaml:"max_total"`
-	MaxCount    int      `yaml:"max_count"`
-	MaxShare    int64    `yaml:"max_share"`
-	Expiry      Duration `yaml:"expiry"`
-	MaxGreeting int      `yaml:"max_greeting"`
-}
-
 // Queue tunes the per-packet queues.
 type Queue struct {
 	Size      int      `yaml:"size"`
@@ -297,7 +288,8 @@ func Defaults() *Config {
 		TokenTTL: Duration(24 * time.Hour),
 		// The domain's DefaultLimits (a test of set/settings
 		// keeps the two equal; configs imports nothing of hongbao's).
-		Limits: Limits{MaxTotal: 20000, MaxCount: 100, MaxShare: 20000, Expiry: Duration(24 * time.Hour), MaxGreeting: 200},
+		Limits: Limits{MaxTotal: 20000, MaxCount: 100, MaxShare: 20000, Expiry: Duration(24 * time.Hour), MaxGreeting: 200,
+			MaxAudience: 500},
 		Queue: Queue{Size: 1024, Batch: 256, Idle: Duration(5 * time.Second), TxTimeout: Duration(5 * time.Second), SlotCap: 2,
 			Merge: 64, Committers: 4, Memo: 1_000_000},
 		Cache:         Cache{Timeout: Duration(200 * time.Millisecond), Conns: 64},
@@ -332,14 +324,7 @@ func (c *Config) Check() error {
 	if len(c.InternalSecret) < 16 {
 		errs = append(errs, errors.New("internal_secret: must be at least 16 bytes"))
 	}
-	l := c.Limits
-	if l.MaxTotal <= 0 || l.MaxCount <= 0 || l.Expiry <= 0 || l.MaxShare < 0 || l.MaxGreeting < 0 {
-		errs = append(errs, errors.New("limits: max_total, max_count and expiry must be positive, max_share and max_greeting not negative"))
-	}
-	if l.MaxTotal > maxTotal || l.MaxCount > 1_000_000 {
-		// Keeps every draw's 2*remaining far from int64 overflow.
-		errs = append(errs, fmt.Errorf("limits: max_total must be at most %d fen and max_count at most 1000000", int64(maxTotal)))
-	}
+	errs = append(errs, c.Limits.check()...)
 	if q := c.Queue; q.Size < 1 || q.Batch < 1 || q.SlotCap < 1 || q.Merge < 1 || q.Committers < 1 || q.Idle <= 0 || q.TxTimeout <= 0 || q.Memo < 0 {
 		errs = append(errs, errors.New("queue: size, batch, slot_cap, merge, committers, idle and tx_timeout must be positive, sold_out_memo not negative"))
 	}

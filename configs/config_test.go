@@ -47,7 +47,7 @@ func TestLoadDev(t *testing.T) {
 	if c.TokenTTL.D() != 24*time.Hour {
 		t.Errorf("token_ttl %s", c.TokenTTL.D())
 	}
-	wantLimits := Limits{MaxTotal: 20000, MaxCount: 100, MaxShare: 20000, Expiry: Duration(24 * time.Hour), MaxGreeting: 200}
+	wantLimits := Limits{MaxTotal: 20000, MaxCount: 100, MaxShare: 20000, Expiry: Duration(24 * time.Hour), MaxGreeting: 200, MaxAudience: 500}
 	if c.Limits != wantLimits {
 		t.Errorf("limits = %+v, want %+v", c.Limits, wantLimits)
 	}
@@ -93,6 +93,10 @@ func TestLoadEnvOverrides(t *testing.T) {
 		"HB_DB_CONNS=8",
 		"HB_TIMEZONE=UTC",
 		"HB_ETCD_ENDPOINTS=10.0.0.1:2379,10.0.0.2:2379",
+		"HB_LIMITS_MAX_AUDIENCE=40",
+		"HB_LIMITS_DAILY_SEND_COUNT=10",
+		"HB_LIMITS_DAILY_SEND_TOTAL=500000",
+		"HB_LIMITS_DAILY_RECEIVE_TOTAL=300000",
 		"HB_NOT_A_KEY=1", // unknown variables are ignored
 		"NOEQUALS",
 	}
@@ -119,6 +123,9 @@ func TestLoadEnvOverrides(t *testing.T) {
 	if want := []string{"10.0.0.1:2379", "10.0.0.2:2379"}; !slices.Equal(c.Etcd.Endpoints, want) || c.Etcd.TTL.D() != 10*time.Second {
 		t.Errorf("etcd = %+v, want endpoints %v and the default ttl", c.Etcd, want)
 	}
+	if l := c.Limits; l.MaxAudience != 40 || l.DailySendCount != 10 || l.DailySendTotal != 500000 || l.DailyReceiveTotal != 300000 {
+		t.Errorf("audience and daily limits overrides not applied: %+v", l)
+	}
 	// What was not overridden keeps the file's value.
 	if c.Limits.MaxCount != 100 || c.Queue.Size != 1024 || c.InternalSecret != "dev-internal-secret-0123456789" {
 		t.Errorf("untouched values changed: %+v", c)
@@ -140,6 +147,10 @@ func TestLoadErrors(t *testing.T) {
 		{"short secret override", nil, []string{"HB_SECRET=short"}, []string{"secret"}},
 		{"short internal secret", nil, []string{"HB_INTERNAL_SECRET=short"}, []string{"internal_secret"}},
 		{"negative max total", nil, []string{"HB_LIMITS_MAX_TOTAL=-1"}, []string{"max_total"}},
+		{"zero max audience", nil, []string{"HB_LIMITS_MAX_AUDIENCE=0"}, []string{"max_audience"}},
+		{"negative daily send count", nil, []string{"HB_LIMITS_DAILY_SEND_COUNT=-1"}, []string{"daily_send_count"}},
+		{"negative daily receive total", nil, []string{"HB_LIMITS_DAILY_RECEIVE_TOTAL=-5"}, []string{"daily_receive_total"}},
+		{"fractional daily send total", nil, []string{"HB_LIMITS_DAILY_SEND_TOTAL=1.5"}, []string{"HB_LIMITS_DAILY_SEND_TOTAL"}},
 		{"zero expiry", nil, []string{"HB_LIMITS_EXPIRY=0s"}, []string{"expiry"}},
 		{"bad log level", nil, []string{"HB_LOG_LEVEL=loud"}, []string{"log_level"}},
 		{"15-byte secret", nil, []string{"HB_SECRET=123456789012345"}, []string{"secret"}},

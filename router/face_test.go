@@ -97,6 +97,7 @@ func TestFaces(t *testing.T) {
 		t.Errorf("a late opener sees %q, want the sold-out message", msg)
 	}
 
+	checkAudience(t, c, b)
 	checkWallet(t, home, 888, shots)
 	testRain(t, c, late, a, shots)
 

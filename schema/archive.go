@@ -36,5 +36,6 @@ func ArchiveStatements(a ArchiveTable) []string {
 		"CREATE DATABASE IF NOT EXISTS " + a.DB(),
 		compressed(fmt.Sprintf(packetsDDL, a.Packets())),
 		compressed(fmt.Sprintf(detailsDDL, a.Details())),
+		fmt.Sprintf(audienceDDL, a.DB()),
 	}
 }

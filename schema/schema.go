@@ -36,6 +36,20 @@ const packetsDDL = `CREATE TABLE IF NOT EXISTS %s (
     AND remaining_amount <= total AND remaining_count <= count)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`
 
+// audienceDDL: per database, the audiences (hongbao.Audience.String) of
+// its packets that have one, keyed by packet: most packets have none, and
+// a table of its own leaves the day tables' layout (and every copy of it
+// made by SELECT *) as it was.
+const audienceDDL = `CREATE TABLE IF NOT EXISTS %s.t_audience (
+  packet_id BIGINT NOT NULL PRIMARY KEY,
+  users     TEXT   NOT NULL
+) ENGINE=InnoDB`
+
+// AudienceStatements creates database db and its audience table.
+func AudienceStatements(db string) []string {
+	return []string{"CREATE DATABASE IF NOT EXISTS " + db, fmt.Sprintf(audienceDDL, db)}
+}
+
 // detailsDDL: one row per opener; the primary key makes a second share for
 // the same user impossible.
 const detailsDDL = `CREATE TABLE IF NOT EXISTS %s (
@@ -67,6 +81,7 @@ func Statements(t hongbao.DayTable) []string {
 		fmt.Sprintf(idemDDL, t.DB()),
 		fmt.Sprintf(packetsDDL, t.Packets()),
 		fmt.Sprintf(detailsDDL, t.Details()),
+		fmt.Sprintf(audienceDDL, t.DB()),
 	}
 }
 
@@ -120,6 +135,23 @@ func (e *Ensurer) EnsureSet(ctx context.Context) error {
 		return err
 	}
 	e.done.Store("hb_set", struct{}{})
+	return nil
+}
+
+// EnsureAudience creates database db's audience table unless this process
+// already did: the packet reads that carry the audience need it, in
+// databases made before audiences existed too. It never creates db itself
+// (a read must not): without db it fails with MySQL's unknown database,
+// and there is no packet to read either.
+func (e *Ensurer) EnsureAudience(ctx context.Context, db string) error {
+	key := "audience:" + db
+	if _, ok := e.done.Load(key); ok {
+		return nil
+	}
+	if _, err := e.db.ExecContext(ctx, fmt.Sprintf(audienceDDL, db)); err != nil {
+		return fmt.Errorf("schema: ensure %s.t_audience: %w", db, err)
+	}
+	e.done.Store(key, struct{}{})
 	return nil
 }
 

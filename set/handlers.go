@@ -35,7 +35,7 @@ func (s *Server) handleSend(r *http.Request, sender hongbao.UserID) (int, any, e
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusCreated, api.Packet(p, nil, s.now(), s.loc), nil
+	return http.StatusCreated, api.Packet(p, nil, s.now(), s.loc).ForViewer(p, sender), nil
 }
 
 // Send creates packet id (0: the server mints one) for sender in process,
@@ -62,6 +62,15 @@ func (s *Server) send(ctx context.Context, id hongbao.PacketID, sender hongbao.U
 		if err := s.covers(ctx, sender, req.Total, key); err != nil {
 			return nil, err
 		}
+		if key == "" && s.wallet.LimitsSends() {
+			// Spares a send that cannot pass its pending row; the debit
+			// decides (a keyed retry of a send that passed must not be
+			// counted twice, so it skips this), and alone decides for a
+			// user limited by an override only.
+			if err := s.wallet.CheckSend(ctx, sender, req.Total); err != nil {
+				return nil, err
+			}
+		}
 	}
 	p, created, err := s.create(ctx, id, n)
 	if err != nil {
@@ -76,6 +85,7 @@ func (s *Server) send(ctx context.Context, id hongbao.PacketID, sender hongbao.U
 		return nil, s.cancelled(ctx, p)
 	}
 	s.cache.SetState(p.ID, p.State())
+	s.audiences.learn(p.ID, p.Audience)
 	s.known.learnSent(p, created, s.now()) // the first open's transaction need not read the packet either
 	if created {
 		s.log.Info("packet sent", zap.String("request_id", requestID(ctx)), zap.Stringer("packet_id", p.ID),
@@ -95,6 +105,12 @@ func (s *Server) cancelled(ctx context.Context, p *hongbao.Packet) error {
 		return fmt.Errorf("why %s was cancelled: %w", p.ID, err)
 	case ok && e.Kind == hongbao.KindVoid:
 		return fmt.Errorf("packet %s: %w", p.ID, hongbao.ErrSendCancelled)
+	}
+	// No debit: the balance or a daily limit refused it. Asked again,
+	// the limit says which while it still holds.
+	var le *hongbao.LimitError
+	if err := s.wallet.CheckSend(ctx, p.Sender, p.Total); errors.As(err, &le) {
+		return fmt.Errorf("packet %s: %w", p.ID, err)
 	}
 	return fmt.Errorf("packet %s: %w", p.ID, hongbao.ErrInsufficientFunds)
 }
@@ -129,15 +145,17 @@ func (s *Server) covers(ctx context.Context, sender hongbao.UserID, total int64,
 }
 
 // fund debits the sender under the ledger key of the packet, then makes the
-// packet openable, or cancels it when the balance does not cover it. If the
+// packet openable, or cancels it when the balance does not cover it or a
+// daily limit refuses it (that refusal is the answer). If the
 // debit cannot be made now the packet stays pending, the client gets an
 // error, and a retry or the settler's sweeper decides it.
 func (s *Server) fund(ctx context.Context, p *hongbao.Packet) (*hongbao.Packet, error) {
 	e, _, err := s.wallet.Apply(ctx, hongbao.Entry{Key: hongbao.SendKey(p.ID), User: p.Sender, Amount: -p.Total,
 		Kind: hongbao.KindSend, Packet: p.ID})
 	to := hongbao.Funded
+	var refused *hongbao.LimitError
 	switch {
-	case errors.Is(err, hongbao.ErrInsufficientFunds):
+	case errors.Is(err, hongbao.ErrInsufficientFunds), errors.As(err, &refused):
 		to = hongbao.Cancelled
 	case err != nil:
 		return nil, fmt.Errorf("debit for %s: %w", p.ID, err)
@@ -147,6 +165,9 @@ func (s *Server) fund(ctx context.Context, p *hongbao.Packet) (*hongbao.Packet, 
 	p, err = s.store.Fund(ctx, p.ID, to)
 	if err != nil {
 		return nil, err
+	}
+	if refused != nil {
+		return nil, fmt.Errorf("debit for %s: %w", p.ID, refused)
 	}
 	if to == hongbao.Funded {
 		s.log.Info("sender debited", zap.Stringer("packet_id", p.ID), zap.Stringer("sender", p.Sender), zap.Int64("amount", p.Total))
@@ -203,5 +224,5 @@ func (s *Server) handleDetail(r *http.Request, user hongbao.UserID, id hongbao.P
 	if p.Funding != hongbao.Funded {
 		return 0, nil, hongbao.ErrNotFound // pending or refused: nothing to show
 	}
-	return http.StatusOK, api.Packet(p, recs, s.now(), s.loc), nil
+	return http.StatusOK, api.Packet(p, recs, s.now(), s.loc).ForViewer(p, user), nil
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/hongbao-dev/hongbao/store/cache"
 	"github.com/hongbao-dev/hongbao/store/dbtest"
 	"github.com/hongbao-dev/hongbao/store/fence"
+	"github.com/hongbao-dev/hongbao/store/wallet"
 )
 
 // testSecret is the router -> server secret of every harness.
@@ -51,6 +52,8 @@ type harnessOpts struct {
 	SoldOutMemo int
 	// StoreDB is the server's own pool; nil shares the harness's.
 	StoreDB *sql.DB
+	// Wallet, when set, funds sends (and holds daily limits); nil: none.
+	Wallet *wallet.Wallet
 }
 
 type harness struct {
@@ -97,6 +100,7 @@ func newHarness(t testing.TB, opts harnessOpts) *harness {
 		Store:  store.New(opts.StoreDB, opts.Set, loc, time.Now, mrand.Int64N),
 		Cache:  cache.New([]string{opts.Memcached}, 500*time.Millisecond, 256, log),
 		Auth:   api.NewInternal(testSecret, time.Now),
+		Wallet: opts.Wallet,
 		Limits: opts.Limits,
 		// Merging on, as configured in production: every test of the open
 		// path also runs merged transactions.

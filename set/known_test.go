@@ -8,6 +8,7 @@ package set
 
 import (
 	"maps"
+	"reflect"
 	"testing"
 	"time"
 
@@ -77,7 +78,7 @@ func TestKnownLearnGetAnswerForget(t *testing.T) {
 	b := batch(1, 5, op)
 	k.learn(1, b, t0)
 	kn := k.get(1, t0)
-	if kn == nil || kn.Packet != *b.Packet || !maps.Equal(kn.Openers, op) {
+	if kn == nil || !reflect.DeepEqual(kn.Packet, *b.Packet) || !maps.Equal(kn.Openers, op) {
 		t.Fatalf("get after learn = %+v; want packet %+v with openers %v", kn, *b.Packet, op)
 	}
 	if k.size() != 1 || k.held != len(op)+knownCost {

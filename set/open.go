@@ -17,6 +17,9 @@ import (
 // It never writes to MySQL; on a cache miss it reads the packet row once
 // and caches it.
 func (s *Server) grab(ctx context.Context, id hongbao.PacketID, user hongbao.UserID) (bool, string, error) {
+	if s.audiences.refuses(id, user) {
+		return false, hongbao.ErrNotInAudience.Code, nil
+	}
 	if o, ok := s.memo.answer(id, user); ok {
 		return false, grabStatus(o), nil
 	}
@@ -37,6 +40,9 @@ func (s *Server) grab(ctx context.Context, id hongbao.PacketID, user hongbao.Use
 		}
 		st = p.State()
 		s.cache.SetState(id, st)
+	}
+	if s.audiences.learn(id, st.Audience); !st.Audience.Admits(user) {
+		return false, hongbao.ErrNotInAudience.Code, nil
 	}
 	// The cache may have lost (or not yet have) this user's share: one
 	// primary-key read settles it, so a lost entry never changes the answer.
@@ -65,12 +71,18 @@ func (s *Server) Open(ctx context.Context, id hongbao.PacketID, user hongbao.Use
 	return s.open(ctx, id, user)
 }
 
-// open answers an open. A packet that sold out here is answered from the
-// memo; a user the cache knows as an opener, or a packet the cache knows to
-// be over, is answered without a transaction (a point read settles whether
-// a user of an over packet had a share); everything else goes through the
-// packet's queue to its one transaction at a time.
+// open answers an open. A user a packet's audience does not admit is
+// refused from memory when the server has seen the packet (audiences),
+// else by the cached state's copy of the audience or by the transaction. A
+// packet that sold out here is answered from the memo; a user the cache
+// knows as an opener, or a packet the cache knows to be over, is answered
+// without a transaction (a point read settles whether a user of an over
+// packet had a share); everything else goes through the packet's queue to
+// its one transaction at a time.
 func (s *Server) open(ctx context.Context, id hongbao.PacketID, user hongbao.UserID) (hongbao.OpenResult, error) {
+	if s.audiences.refuses(id, user) {
+		return hongbao.OpenResult{}, hongbao.ErrNotInAudience // a map read: no cache, no transaction
+	}
 	if o, ok := s.memo.answer(id, user); ok {
 		return o.Result, o.Err // sold out here: no transaction, no cache
 	}
@@ -90,6 +102,9 @@ func (s *Server) open(ctx context.Context, id hongbao.PacketID, user hongbao.Use
 		return hongbao.OpenResult{User: user, Amount: amount, Status: hongbao.AlreadyOpened}, nil
 	}
 	if ok {
+		if s.audiences.learn(id, st.Audience); !st.Audience.Admits(user) {
+			return hongbao.OpenResult{}, hongbao.ErrNotInAudience
+		}
 		switch st.Status(s.now()) {
 		case hongbao.SoldOut:
 			return s.over(ctx, id, user, hongbao.ErrSoldOut)
@@ -100,9 +115,16 @@ func (s *Server) open(ctx context.Context, id hongbao.PacketID, user hongbao.Use
 	return s.submit(ctx, id, user)
 }
 
-// submit sends an open through the packet's queue.
+// submit sends an open through the packet's queue, holding the most it
+// can be given against the user's daily receive limit while it runs (when
+// one is configured).
 func (s *Server) submit(ctx context.Context, id hongbao.PacketID, user hongbao.UserID) (hongbao.OpenResult, error) {
+	r, err := s.reserve(ctx, id, user)
+	if err != nil {
+		return hongbao.OpenResult{}, fmt.Errorf("open %s by %s: %w", id, user, err)
+	}
 	res, err := s.queue.Submit(ctx, id, user)
+	s.settle(ctx, r, res, err)
 	if errors.Is(err, hongbao.ErrNotFound) {
 		return s.archived(ctx, id, user)
 	}
@@ -118,6 +140,9 @@ func (s *Server) archived(ctx context.Context, id hongbao.PacketID, user hongbao
 	p, recs, err := s.store.Packet(ctx, id)
 	if err != nil {
 		return hongbao.OpenResult{}, err
+	}
+	if s.audiences.learn(id, p.Audience); !p.Audience.Admits(user) {
+		return hongbao.OpenResult{}, hongbao.ErrNotInAudience
 	}
 	for _, r := range recs {
 		if r.User == user {
@@ -185,6 +210,7 @@ func (s *Server) learn(id hongbao.PacketID, b store.Batch) {
 	if b.Packet == nil {
 		return
 	}
+	s.audiences.learn(id, b.Packet.Audience) // the next stranger is refused from memory
 	for _, o := range b.Outcomes {
 		if o.Err == nil && o.Result.Status == hongbao.Opened {
 			s.log.Info("share opened", zap.Stringer("packet_id", id), zap.Stringer("user", o.Result.User),

@@ -45,6 +45,7 @@ type Server struct {
 	ready     atomic.Bool
 	memo      *soldOut     // openers of packets that sold out here
 	known     *known       // small packets opened here that still take opens
+	audiences *audiences   // who may open the packets with an audience seen here
 	openers   *openerCache // committed shares on their way to memcached
 	runners   *runners     // of batches' sub-requests
 	http      *metrics.HTTP
@@ -102,7 +103,7 @@ type Deps struct {
 func NewServer(d Deps) *Server {
 	s := &Server{store: d.Store, cache: d.Cache, wallet: d.Wallet, grant: d.DevGrant, auth: d.Auth,
 		self: d.Self, nonces: newNonces(api.Window, d.MaxNonces), owns: d.Owns, recheck: d.Recheck, readyMore: d.Ready, minter: hongbao.NewMinter(d.Now),
-		limits: d.Limits, loc: d.Loc, now: d.Now, log: d.Log, memo: newSoldOut(d.SoldOutMemo), known: newKnown(d.SoldOutMemo), openers: newOpenerCache(d.Cache),
+		limits: d.Limits, loc: d.Loc, now: d.Now, log: d.Log, memo: newSoldOut(d.SoldOutMemo), known: newKnown(d.SoldOutMemo), audiences: newAudiences(audienceUsers), openers: newOpenerCache(d.Cache),
 		http: d.HTTP, opens: d.Opens}
 	s.queue = queue.New(d.Queue, s.apply, d.Cache, d.Log)
 	s.runners = newRunners(batchRunners)

@@ -171,6 +171,9 @@ func (s *Store) Copy(ctx context.Context, cold *sql.DB, d Day) (Checksum, error)
 		[]any{d.lo, d.hi}, "REPLACE", a.Details()); err != nil {
 		return Checksum{}, fmt.Errorf("store: archive %s: %w", d.Table.Details(), err)
 	}
+	if err := s.copyAudiences(ctx, cold, d); err != nil {
+		return Checksum{}, err
+	}
 	live, err := checksum(ctx, s.db, d.Table.Packets(), d.Table.Details(), d.lo, d.hi)
 	if err != nil {
 		return Checksum{}, err
@@ -186,6 +189,20 @@ func (s *Store) Copy(ctx context.Context, cold *sql.DB, d Day) (Checksum, error)
 			d.Table.Packets(), d.Date.Format(time.DateOnly), live, got)
 	}
 	return live, nil
+}
+
+// copyAudiences copies the audiences of the Day's packets (the database's
+// audience table holds its ten buckets' and every day's) beside the
+// archived packets, so an archived packet still says who it was for.
+func (s *Store) copyAudiences(ctx context.Context, cold *sql.DB, d Day) error {
+	if err := s.audienced(ctx, s.tables, d.Table.DB()); err != nil {
+		return fmt.Errorf("store: archive %s.t_audience: %w", d.Table.DB(), err)
+	}
+	if err := copyRowsAs(ctx, s.db, cold, "SELECT packet_id, users FROM "+d.Table.DB()+".t_audience WHERE packet_id >= ? AND packet_id < ? AND "+
+		bucketOf+" = ?", []any{d.lo, d.hi, int(d.Table.Bucket)}, "REPLACE", d.Archive().DB()+".t_audience"); err != nil {
+		return fmt.Errorf("store: archive %s.t_audience: %w", d.Table.DB(), err)
+	}
+	return nil
 }
 
 // verifyChunk is how many packets one verification query names.
@@ -287,7 +304,7 @@ func (s *Store) Purge(ctx context.Context, d Day, copied Checksum, asOf time.Tim
 				return fmt.Errorf("store: purge %s: %w", d.Table.Packets(), err)
 			}
 		}
-		for _, table := range []string{d.Table.DB() + ".t_idem", "hb_set.expiry"} {
+		for _, table := range []string{d.Table.DB() + ".t_idem", d.Table.DB() + ".t_audience", "hb_set.expiry"} {
 			_, err := tx.ExecContext(ctx, "DELETE FROM "+table+" WHERE packet_id >= ? AND packet_id < ? AND "+bucketOf+" = ?",
 				d.lo, d.hi, int(d.Table.Bucket))
 			if err != nil && !sqldb.IsMissingTable(err) {

@@ -20,7 +20,12 @@ func (s *Store) Detail(ctx context.Context, id hongbao.PacketID, reader hongbao.
 		// Any failure falls back to the primary: a packet sent a moment
 		// ago may not be applied on the replica yet (not found there), or
 		// the replica went away since fresh was last measured.
-		p, recs, err := readPacket(ctx, s.replica, t.Packets(), t.Details(), id)
+		err := s.audienced(ctx, s.tables, t.DB()) // on the primary: the replica follows
+		var p *hongbao.Packet
+		var recs []hongbao.Record
+		if err == nil {
+			p, recs, err = readPacket(ctx, s.replica, t.DB(), t.Packets(), t.Details(), id)
+		}
 		if err == nil {
 			ok, err := s.holdsReaders(ctx, p, recs, reader)
 			if err != nil {

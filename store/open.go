@@ -94,6 +94,11 @@ func (s *Store) OpenMany(ctx context.Context, works []Work) ([]Batch, error) {
 }
 
 func (s *Store) openMany(ctx context.Context, works []Work) ([]Batch, error) {
+	for _, w := range works { // DDL commits: never inside the transaction
+		if err := s.audienced(ctx, s.tables, s.Table(w.ID).DB()); err != nil {
+			return nil, err
+		}
+	}
 	var bs []Batch
 	err := sqldb.InTxRetrying(ctx, s.db, s.obs.Deadlock, func(tx *sql.Tx) error {
 		now := s.now() // fixed for the whole transaction
@@ -209,6 +214,15 @@ func (s *Store) readForOpen(ctx context.Context, tx *sql.Tx, works []Work) (open
 			args = append(args, u)
 		}
 	}
+	// The audiences, read as the shares are: after every lock is held. A
+	// read of them inside the locking statement would be the transaction's
+	// first consistent read, fixing its snapshot before the locks were
+	// granted, and the shares read would miss opens committed meanwhile.
+	q.WriteString(";")
+	for i, id := range ids {
+		q.WriteString(unionPart(i) + "(SELECT packet_id, users FROM " + s.Table(id).DB() + ".t_audience WHERE packet_id = ?)")
+		args = append(args, id)
+	}
 	rows, err := tx.QueryContext(ctx, q.String(), args...)
 	if err != nil {
 		return openRead{}, s.readErr(err)
@@ -306,7 +320,7 @@ func (s *Store) readErr(err error) error {
 }
 
 // scanForOpen reads the result sets of readForOpen in order: the fence,
-// the packets, the shares.
+// the packets, the shares, the audiences.
 func scanForOpen(rows *sql.Rows, ids []hongbao.PacketID, buckets int, set string) (openRead, error) {
 	owned := 0
 	for rows.Next() {
@@ -352,7 +366,33 @@ func scanForOpen(rows *sql.Rows, ids []hongbao.PacketID, buckets int, set string
 		}
 		rd.have[id][u] = amount
 	}
-	return rd, rows.Err()
+	if err := rows.Err(); err != nil {
+		return openRead{}, err
+	}
+	if !rows.NextResultSet() {
+		return openRead{}, resultSetErr(rows)
+	}
+	return rd, scanAudiences(rows, rd.packets)
+}
+
+// scanAudiences reads the audiences result set of readForOpen into the
+// packets read.
+func scanAudiences(rows *sql.Rows, packets map[hongbao.PacketID]*hongbao.Packet) error {
+	for rows.Next() {
+		var id hongbao.PacketID
+		var users string
+		if err := rows.Scan(&id, &users); err != nil {
+			return err
+		}
+		a, err := hongbao.ParseAudience(users)
+		if err != nil {
+			return fmt.Errorf("store: open read: packet %s: %w", id, err)
+		}
+		if p := packets[id]; p != nil {
+			p.Audience = a
+		}
+	}
+	return rows.Err()
 }
 
 func resultSetErr(rows *sql.Rows) error {

@@ -17,36 +17,49 @@ import (
 func (s *Store) Fund(ctx context.Context, id hongbao.PacketID, to hongbao.Funding) (*hongbao.Packet, error) {
 	t := s.Table(id)
 	var p *hongbao.Packet
-	err := sqldb.InTx(ctx, s.db, func(tx *sql.Tx) error {
-		if err := fence.Lock(ctx, tx, s.set, id.Bucket()); err != nil {
-			return err
-		}
-		var err error
-		p, err = scanPacket(tx.QueryRowContext(ctx, selectPacket+t.Packets()+" WHERE id = ? FOR UPDATE", id))
-		if err != nil || p.Funding != hongbao.Pending {
-			return err
-		}
-		p.Funding = to
-		if _, err := tx.ExecContext(ctx, "UPDATE "+t.Packets()+" SET funding = ? WHERE id = ?", to, id); err != nil {
-			return err
-		}
-		if to == hongbao.Funded {
-			if err := s.insertEvents(ctx, tx, s.now(), sentEvent(p)); err != nil {
-				return err
-			}
-		}
-		if to == hongbao.Cancelled {
-			if _, err := tx.ExecContext(ctx, "DELETE FROM hb_set.expiry WHERE packet_id = ?", id); err != nil {
-				return err
-			}
-		}
-		_, err = tx.ExecContext(ctx, "DELETE FROM hb_set.pending WHERE packet_id = ?", id)
-		return err
-	})
+	// With its audience: the sender's answer and the server's knowledge
+	// of the packet are made from what Fund returns.
+	err := s.audienced(ctx, s.tables, t.DB())
+	if err == nil {
+		err = sqldb.InTx(ctx, s.db, func(tx *sql.Tx) error {
+			return s.fundTx(ctx, tx, t, id, to, &p)
+		})
+	}
 	if err != nil {
 		return nil, fmt.Errorf("store: fund %s: %w", id, err)
 	}
 	return p, nil
+}
+
+// fundTx is Fund's transaction; it reads nothing after the packet's lock
+// but through it, so the audience's read in the locking statement fixes
+// no snapshot that matters.
+func (s *Store) fundTx(ctx context.Context, tx *sql.Tx, t hongbao.DayTable, id hongbao.PacketID, to hongbao.Funding, out **hongbao.Packet) error {
+	if err := fence.Lock(ctx, tx, s.set, id.Bucket()); err != nil {
+		return err
+	}
+	p, err := scanAudienced(tx.QueryRowContext(ctx, selectAudienced(t.DB(), t.Packets())+" WHERE id = ? FOR UPDATE", id))
+	*out = p
+	if err != nil || p.Funding != hongbao.Pending {
+		return err
+	}
+	p.Funding = to
+	if _, err := tx.ExecContext(ctx, "UPDATE "+t.Packets()+" SET funding = ? WHERE id = ?", to, id); err != nil {
+		return err
+	}
+	if to == hongbao.Funded {
+		// packet.sent commits with the funding, never without it.
+		if err := s.insertEvents(ctx, tx, s.now(), sentEvent(p)); err != nil {
+			return err
+		}
+	}
+	if to == hongbao.Cancelled {
+		if _, err := tx.ExecContext(ctx, "DELETE FROM hb_set.expiry WHERE packet_id = ?", id); err != nil {
+			return err
+		}
+	}
+	_, err = tx.ExecContext(ctx, "DELETE FROM hb_set.pending WHERE packet_id = ?", id)
+	return err
 }
 
 // Close ends an expired packet: in a transaction serialised with its opens

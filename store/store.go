@@ -25,14 +25,15 @@ type Store struct {
 	cold *sql.DB // archive; nil when reads never follow archived days
 	// replica serves detail reads while fresh says it is close enough
 	// behind the primary; nil: the primary serves them.
-	replica *sql.DB
-	fresh   func() bool
-	set     string
-	loc     *time.Location
-	now     func() time.Time
-	intn    func(n int64) int64
-	tables  *schema.Ensurer
-	obs     *metrics.Store // retries and fence refusals of the open transactions; nil: none
+	replica    *sql.DB
+	fresh      func() bool
+	set        string
+	loc        *time.Location
+	now        func() time.Time
+	intn       func(n int64) int64
+	tables     *schema.Ensurer
+	coldTables *schema.Ensurer // the archive's audience tables; nil without an archive
+	obs        *metrics.Store  // retries and fence refusals of the open transactions; nil: none
 	// owned decides which buckets of the fence the settler and the
 	// archiver act on; nil: the fence alone (no topology to ask).
 	ownership Ownership
@@ -64,7 +65,7 @@ func (s *Store) WithOwnership(o Ownership) *Store {
 // WithArchive makes reads of packets no longer in the day tables look in
 // the archive (cold) database, so archived packets stay readable.
 func (s *Store) WithArchive(cold *sql.DB) *Store {
-	s.cold = cold
+	s.cold, s.coldTables = cold, schema.NewEnsurer(cold)
 	return s
 }
 
@@ -98,7 +99,13 @@ type NewPacket struct {
 // hash identifies the request behind an idempotency key, so a key reused
 // for a different packet is refused instead of answered with the first one.
 func (n NewPacket) hash() []byte {
-	h := sha256.Sum256(fmt.Appendf(nil, "%d|%d|%d|%s|%s", n.Sender, n.Req.Total, n.Req.Count, n.Req.Type, n.Req.Greeting))
+	req := fmt.Appendf(nil, "%d|%d|%d|%s|%s", n.Sender, n.Req.Total, n.Req.Count, n.Req.Type, n.Req.Greeting)
+	if n.Req.Audience != nil {
+		// Only then: the keys of sends without an audience, stored
+		// before audiences existed, keep their hashes.
+		req = fmt.Appendf(req, "|%s", n.Req.Audience)
+	}
+	h := sha256.Sum256(req)
 	return h[:]
 }
 
@@ -153,7 +160,8 @@ func (s *Store) replay(ctx context.Context, n NewPacket) (*hongbao.Packet, bool,
 	if err != nil {
 		return nil, false, err
 	}
-	if p.Sender != n.Sender || p.Total != n.Req.Total || p.Count != n.Req.Count || p.Type != n.Req.Type || p.Greeting != n.Req.Greeting {
+	if p.Sender != n.Sender || p.Total != n.Req.Total || p.Count != n.Req.Count || p.Type != n.Req.Type || p.Greeting != n.Req.Greeting ||
+		p.Audience.String() != n.Req.Audience.String() {
 		return nil, false, fmt.Errorf("store: create %s: %w", n.ID, hongbao.ErrDuplicateID)
 	}
 	return p, false, nil
@@ -193,6 +201,11 @@ func insertPacket(ctx context.Context, tx *sql.Tx, t hongbao.DayTable, n NewPack
 	if err != nil {
 		return err
 	}
+	if n.Req.Audience != nil {
+		if _, err := tx.ExecContext(ctx, "INSERT INTO "+t.DB()+".t_audience (packet_id, users) VALUES (?,?)", n.ID, n.Req.Audience.String()); err != nil {
+			return err
+		}
+	}
 	if _, err := tx.ExecContext(ctx, "INSERT INTO hb_set.expiry (packet_id, expires_at) VALUES (?,?)", n.ID, expires); err != nil {
 		return err
 	}
@@ -208,11 +221,18 @@ func insertPacket(ctx context.Context, tx *sql.Tx, t hongbao.DayTable, n NewPack
 // read a client's GET makes, which may be served by the replica.
 func (s *Store) Packet(ctx context.Context, id hongbao.PacketID) (*hongbao.Packet, []hongbao.Record, error) {
 	t := s.Table(id)
-	p, recs, err := readPacket(ctx, s.db, t.Packets(), t.Details(), id)
+	err := s.audienced(ctx, s.tables, t.DB())
+	var p *hongbao.Packet
+	var recs []hongbao.Record
+	if err == nil {
+		p, recs, err = readPacket(ctx, s.db, t.DB(), t.Packets(), t.Details(), id)
+	}
 	if errors.Is(err, hongbao.ErrNotFound) && s.cold != nil {
 		// The ID names its day, so an archived packet is one lookup away.
 		a := dayOf(t, id, s.loc).Archive()
-		p, recs, err = readPacket(ctx, s.cold, a.Packets(), a.Details(), id)
+		if err = s.audienced(ctx, s.coldTables, a.DB()); err == nil {
+			p, recs, err = readPacket(ctx, s.cold, a.DB(), a.Packets(), a.Details(), id)
+		}
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("store: packet %s: %w", id, err)
@@ -220,13 +240,24 @@ func (s *Store) Packet(ctx context.Context, id hongbao.PacketID) (*hongbao.Packe
 	return p, recs, nil
 }
 
-func readPacket(ctx context.Context, db *sql.DB, packets, details string, id hongbao.PacketID) (*hongbao.Packet, []hongbao.Record, error) {
+// audienced makes sure database db has its audience table before a read
+// that carries the audience: without it the read would fail as if the
+// packet were missing. A missing database is left to the read (its
+// packet is missing).
+func (s *Store) audienced(ctx context.Context, e *schema.Ensurer, db string) error {
+	if err := e.EnsureAudience(ctx, db); err != nil && !sqldb.IsMissingTable(err) {
+		return err
+	}
+	return nil
+}
+
+func readPacket(ctx context.Context, db *sql.DB, dbName, packets, details string, id hongbao.PacketID) (*hongbao.Packet, []hongbao.Record, error) {
 	tx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, nil, err
 	}
 	defer tx.Rollback() //nolint:errcheck // read-only: nothing to keep
-	p, err := scanPacket(tx.QueryRowContext(ctx, selectPacket+packets+" WHERE id = ?", id))
+	p, err := scanAudienced(tx.QueryRowContext(ctx, selectAudienced(dbName, packets)+" WHERE id = ?", id))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -296,14 +327,33 @@ func openedIn(ctx context.Context, db *sql.DB, details string, id hongbao.Packet
 
 const selectPacket = "SELECT id, sender, type, total, count, greeting, remaining_amount, remaining_count, created_at, expires_at, closed, funding FROM "
 
+// selectAudienced reads what selectPacket does and the packet's audience
+// (NULL: none) from database db's audience table: the reads that decide
+// who may open (the open transaction, grab's, detail's) scan it with
+// scanAudienced.
+func selectAudienced(db, packets string) string {
+	return "SELECT id, sender, type, total, count, greeting, remaining_amount, remaining_count, created_at, expires_at, closed, funding, " +
+		"(SELECT users FROM " + db + ".t_audience WHERE packet_id = " + packets + ".id) FROM " + packets
+}
+
 // scanner is a *sql.Row or a *sql.Rows positioned on a row.
 type scanner interface{ Scan(dest ...any) error }
 
-func scanPacket(row scanner) (*hongbao.Packet, error) {
+func scanPacket(row scanner) (*hongbao.Packet, error) { return scanPacketAs(row, false) }
+
+// scanAudienced reads a row of selectAudienced.
+func scanAudienced(row scanner) (*hongbao.Packet, error) { return scanPacketAs(row, true) }
+
+func scanPacketAs(row scanner, audienced bool) (*hongbao.Packet, error) {
 	var p hongbao.Packet
 	var typ string
-	err := row.Scan(&p.ID, &p.Sender, &typ, &p.Total, &p.Count, &p.Greeting, &p.RemainingAmount, &p.RemainingCount,
-		&p.CreatedAt, &p.ExpiresAt, &p.Closed, &p.Funding)
+	var aud sql.NullString
+	dest := []any{&p.ID, &p.Sender, &typ, &p.Total, &p.Count, &p.Greeting, &p.RemainingAmount, &p.RemainingCount,
+		&p.CreatedAt, &p.ExpiresAt, &p.Closed, &p.Funding}
+	if audienced {
+		dest = append(dest, &aud)
+	}
+	err := row.Scan(dest...)
 	switch {
 	case errors.Is(err, sql.ErrNoRows), sqldb.IsMissingTable(err):
 		return nil, hongbao.ErrNotFound
@@ -311,6 +361,11 @@ func scanPacket(row scanner) (*hongbao.Packet, error) {
 		return nil, err
 	}
 	p.Type = hongbao.Type(typ)
+	if aud.Valid {
+		if p.Audience, err = hongbao.ParseAudience(aud.String); err != nil {
+			return nil, fmt.Errorf("packet %s: %w", p.ID, err)
+		}
+	}
 	return &p, nil
 }
 
@@ -320,9 +375,15 @@ func scanPacket(row scanner) (*hongbao.Packet, error) {
 // the server's not-found check did, and answered 503 busy for good).
 func (s *Store) Head(ctx context.Context, id hongbao.PacketID) (*hongbao.Packet, error) {
 	t := s.Table(id)
-	p, err := scanPacket(s.db.QueryRowContext(ctx, selectPacket+t.Packets()+" WHERE id = ?", id))
+	if err := s.audienced(ctx, s.tables, t.DB()); err != nil {
+		return nil, fmt.Errorf("store: packet %s: %w", id, err)
+	}
+	p, err := scanAudienced(s.db.QueryRowContext(ctx, selectAudienced(t.DB(), t.Packets())+" WHERE id = ?", id))
 	if errors.Is(err, hongbao.ErrNotFound) && s.cold != nil {
-		p, err = scanPacket(s.cold.QueryRowContext(ctx, selectPacket+dayOf(t, id, s.loc).Archive().Packets()+" WHERE id = ?", id))
+		a := dayOf(t, id, s.loc).Archive()
+		if err = s.audienced(ctx, s.coldTables, a.DB()); err == nil {
+			p, err = scanAudienced(s.cold.QueryRowContext(ctx, selectAudienced(a.DB(), a.Packets())+" WHERE id = ?", id))
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("store: packet %s: %w", id, err)

@@ -34,6 +34,7 @@ func commands() []command {
 		{"token", "token --user ID [--ttl 24h]: print a user token", cmdToken},
 		{"schema", "schema ensure [--set NAME] [--days N]: create day tables", cmdSchema},
 		{"wallet", "wallet credit --user U --amount FEN [--key K] | show --user U: operator top-up, balance", cmdWallet},
+		{"limits", "limits set --user U [--daily-send-count N] [--daily-send-total FEN] [--daily-receive-total FEN] | show --user U | clear --user U: one user's daily limits", cmdLimits},
 		{"verify", "verify [--sweep-after D] [--restore-marks]: check invariants 1, 2 and 4 across every SET and the wallet, and find orphan packets", cmdVerify},
 		{"archive", "archive ensure|run|status [--as-of YYYY-MM-DD] [--dry-run]: the day-table archival cron (hbarchive)", cmdArchive},
 		{"topology", "topology init | show [--json] | move --bucket B --to SET: the bucket -> SET map", cmdTopology},

@@ -152,6 +152,7 @@ func run(args []string) error {
 		return err
 	}
 	defer wl.Close()
+	wl.WithDaily(settings.Daily(cfg), cfg.Location())
 	q := settings.Queue(cfg)
 	q.Metrics = metrics.NewQueue(reg)
 	srv := set.NewServer(set.Deps{

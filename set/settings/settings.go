@@ -23,7 +23,13 @@ import (
 func Limits(c *configs.Config) hongbao.Limits {
 	l := c.Limits
 	return hongbao.Limits{MaxTotal: l.MaxTotal, MaxCount: l.MaxCount, MaxShare: l.MaxShare,
-		Expiry: l.Expiry.D(), MaxGreeting: l.MaxGreeting}
+		Expiry: l.Expiry.D(), MaxGreeting: l.MaxGreeting, MaxAudience: l.MaxAudience}
+}
+
+// Daily returns the daily limits per user the configuration sets.
+func Daily(c *configs.Config) hongbao.DailyLimits {
+	l := c.Limits
+	return hongbao.DailyLimits{SendCount: l.DailySendCount, SendTotal: l.DailySendTotal, ReceiveTotal: l.DailyReceiveTotal}
 }
 
 // Queue returns the per-packet queues' settings.

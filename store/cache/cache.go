@@ -121,18 +121,21 @@ func (c *Cache) State(id hongbao.PacketID) (hongbao.State, bool) {
 	return parseState(it.Value)
 }
 
-// parseState reads "remaining_count,expires_unix_ms,closed".
+// parseState reads "remaining_count,expires_unix_ms,closed" and, for a
+// packet with an audience, ";" and the audience (hongbao.Audience.String).
 func parseState(v []byte) (hongbao.State, bool) {
-	parts := strings.Split(string(v), ",")
+	head, aud, _ := strings.Cut(string(v), ";")
+	parts := strings.Split(head, ",")
 	if len(parts) != 3 {
 		return hongbao.State{}, false
 	}
 	n, err1 := strconv.Atoi(parts[0])
 	ms, err2 := strconv.ParseInt(parts[1], 10, 64)
-	if err1 != nil || err2 != nil {
+	a, err3 := hongbao.ParseAudience(aud)
+	if err1 != nil || err2 != nil || err3 != nil {
 		return hongbao.State{}, false
 	}
-	return hongbao.State{RemainingCount: n, ExpiresAt: time.UnixMilli(ms), Closed: parts[2] == "1"}, true
+	return hongbao.State{RemainingCount: n, ExpiresAt: time.UnixMilli(ms), Closed: parts[2] == "1", Audience: a}, true
 }
 
 // SetState records the state of a packet after a commit.
@@ -142,6 +145,9 @@ func (c *Cache) SetState(id hongbao.PacketID, s hongbao.State) {
 		closed = "1"
 	}
 	v := strconv.Itoa(s.RemainingCount) + "," + strconv.FormatInt(s.ExpiresAt.UnixMilli(), 10) + "," + closed
+	if s.Audience != nil {
+		v += ";" + s.Audience.String() // at most ~10 kB: a group's 500 users
+	}
 	_ = c.do(func() error { // best effort: a lost write only costs a later DB read
 		return c.mc.Set(&memcache.Item{Key: stateKey(id), Value: []byte(v), Expiration: ttl(s.ExpiresAt)})
 	})

@@ -154,11 +154,44 @@ func (m *Bucket) tables(ctx context.Context) ([]table, error) {
 			out = append(out, table{name: a.Details(), key: "packet_id", cold: true, create: ddl})
 		}
 	}
+	aud, err := m.audienceTables(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, aud...)
 	idem := schema.Statements(hongbao.DayTable{Bucket: b, Day: 1})[:2]
 	out = append(out,
 		table{name: db + ".t_idem", key: "packet_id", shared: true, pk: []string{"sender", "idem_key"}, create: idem},
 		table{name: "hb_set.expiry", key: "packet_id", shared: true, pk: []string{"packet_id"}, create: schema.SetStatements},
 		table{name: "hb_set.pending", key: "packet_id", shared: true, pk: []string{"packet_id"}, create: schema.SetStatements})
+	return out, nil
+}
+
+// audienceTables lists the audience tables (live and archive) of database
+// db that exist on either side: shared by the database's ten buckets.
+func (m *Bucket) audienceTables(ctx context.Context, db string) ([]table, error) {
+	var out []table
+	for _, c := range []struct {
+		schema string
+		cold   bool
+	}{{db, false}, {db + "_archive", true}} {
+		found := false
+		for _, s := range []Side{m.From, m.To} {
+			pool := s.Live
+			if c.cold {
+				pool = s.Cold
+			}
+			names, err := listTables(ctx, pool, c.schema, `t\_audience`)
+			if err != nil {
+				return nil, err
+			}
+			found = found || len(names) > 0
+		}
+		if found {
+			out = append(out, table{name: c.schema + ".t_audience", key: "packet_id", shared: true, cold: c.cold,
+				pk: []string{"packet_id"}, create: schema.AudienceStatements(c.schema)})
+		}
+	}
 	return out, nil
 }
 

@@ -20,6 +20,10 @@ import (
 type Wallet struct {
 	db  *sql.DB
 	now func() time.Time
+	// daily are the configured daily limits (WithDaily; zero: none but
+	// the users' overrides), over the days of loc.
+	daily hongbao.DailyLimits
+	loc   *time.Location
 }
 
 // Open opens (creating if needed) the wallet database of dsn. core are the
@@ -35,7 +39,7 @@ func Open(ctx context.Context, dsn string, core []string, conns int, now func() 
 		db.Close()
 		return nil, fmt.Errorf("wallet: %w", err)
 	}
-	return &Wallet{db: db, now: now}, nil
+	return &Wallet{db: db, now: now, loc: time.UTC}, nil
 }
 
 // Close closes the pool.
@@ -47,7 +51,9 @@ func (w *Wallet) DB() *sql.DB { return w.db }
 // Apply records e and moves its amount, in one transaction. If an entry
 // with e's key exists, nothing moves and that entry is returned with
 // fresh=false. A debit the balance does not cover fails with
-// ErrInsufficientFunds and records nothing.
+// ErrInsufficientFunds and records nothing; a send's debit that would pass
+// a daily limit of its sender (WithDaily) fails with a *hongbao.LimitError
+// and records nothing.
 func (w *Wallet) Apply(ctx context.Context, e hongbao.Entry) (hongbao.Entry, bool, error) {
 	e.At = w.now().UTC().Truncate(time.Millisecond)
 	err := sqldb.InTx(ctx, w.db, func(tx *sql.Tx) error {
@@ -57,7 +63,15 @@ func (w *Wallet) Apply(ctx context.Context, e hongbao.Entry) (hongbao.Entry, boo
 			return err
 		}
 		e.Seq, _ = res.LastInsertId() // the driver always has it for an insert
-		return move(ctx, tx, e)
+		if err := move(ctx, tx, e); err != nil {
+			return err
+		}
+		if e.Kind == hongbao.KindSend && e.Amount < 0 {
+			// Counted even with no limit configured: an override set
+			// later in the day then sees the day's true usage.
+			return w.countSend(ctx, tx, e)
+		}
+		return nil
 	})
 	switch {
 	case sqldb.IsDupEntry(err):

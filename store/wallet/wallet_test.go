@@ -18,7 +18,10 @@ import (
 
 // openWallet opens a wallet in a database of its own on test SET a's
 // MariaDB, dropped when the test ends.
-func openWallet(t *testing.T) *wallet.Wallet {
+func openWallet(t *testing.T) *wallet.Wallet { t.Helper(); return openWalletAt(t, time.Now) }
+
+// openWalletAt is openWallet on the clock now.
+func openWalletAt(t *testing.T, now func() time.Time) *wallet.Wallet {
 	t.Helper()
 	cfg, err := mysql.ParseDSN(dbtest.DSN(t, "a"))
 	if err != nil {
@@ -26,7 +29,7 @@ func openWallet(t *testing.T) *wallet.Wallet {
 	}
 	cfg.DBName = dbtest.UniqueName("hb_wallet_test_")
 	ctx := context.Background()
-	w, err := wallet.Open(ctx, cfg.FormatDSN(), nil, 8, time.Now)
+	w, err := wallet.Open(ctx, cfg.FormatDSN(), nil, 8, now)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -124,6 +124,13 @@
       case "concurrency_limited": return "Too many of your requests at once: trying again in " + (p.retryAfter == null ? 1 : p.retryAfter) + " s…";
       case "unavailable": case "timeout": case "body_timeout": case "network": return "The service did not answer; trying again…";
       case "insufficient_funds": return "Your balance is too low for this red packet. Top up, or send less.";
+      case "not_in_audience": return "This red packet is for other people: its sender named who may open it.";
+      case "daily_limit": return dailyLimit(p);
+      case "invalid_audience": case "invalid_audience_user": return "\"Only for\" takes user IDs, whole numbers like 43, separated by commas." + detail;
+      case "duplicate_audience_user": return "A user is named twice in \"Only for\"." + detail;
+      case "empty_audience": return "Name at least one user in \"Only for\", or leave it empty for anyone.";
+      case "audience_over_limit": return "Too many users in \"Only for\"." + detail;
+      case "count_over_audience": return "More shares than people who may open it: lower the shares to at most the users named.";
       case "send_cancelled": return "That send could not be completed in time and was cancelled: nothing was charged. Please send it again.";
       case "invalid_total": return "Enter the total in yuan, like 10 or 8.88 (at least ¥0.01)." + detail;
       case "total_below_count": return "Each share needs at least ¥0.01: put in at least as many fen as shares.";
@@ -152,6 +159,17 @@
       case "internal": return "Something went wrong on our side; nothing was charged twice. Please try again." + reqID(p);
       default: return (p.body && (p.body.detail || p.body.title)) || "Something went wrong (" + p.code + ").";
     }
+  }
+  // dailyLimit says which daily limit refused and when it resets.
+  function dailyLimit(p) {
+    const l = (p.body && p.body.limit) || {};
+    const until = l.resets_at ? " It resets at " + new Date(l.resets_at).toLocaleString() + "." : "";
+    switch (l.name) {
+      case "daily_send_count": return "You have sent today's " + l.value + " red packets." + until;
+      case "daily_send_total": return "That would pass today's sending limit of ¥" + yuan(l.value) + "." + until;
+      case "daily_receive_total": return "Opening it could pass today's receiving limit of ¥" + yuan(l.value) + ": nothing was opened." + until;
+    }
+    return "A daily limit of yours was reached." + until;
   }
   const reqID = (p) => (p.body && p.body.request_id ? " [" + p.body.request_id + "]" : "");
 
@@ -220,6 +238,7 @@
     const total = el("input", { id: "send-total", inputmode: "decimal", autocomplete: "off", placeholder: "0.00" });
     const count = el("input", { id: "send-count", inputmode: "numeric", autocomplete: "off", value: "3" });
     const greeting = el("input", { id: "send-greeting", maxlength: "60", value: "恭喜发财，大吉大利" });
+    const only = el("input", { id: "send-audience", inputmode: "numeric", autocomplete: "off", placeholder: "anyone (or user IDs: 43, 44)" });
     const shown = el("p", { class: "total", id: "send-shown" }, el("small", { text: "¥" }), "0.00");
     const seg = el("div", { class: "seg" },
       el("label", {}, el("input", { type: "radio", name: "type", value: "random", checked: true }), "拼手气 Lucky"),
@@ -229,7 +248,8 @@
       el("label", { for: "send-total", text: "Total (yuan)" }), total,
       el("div", { class: "row" }, el("div", {}, el("label", { for: "send-count", text: "Shares" }), count),
         el("div", {}, el("label", { text: "Type" }), seg)),
-      el("label", { for: "send-greeting", text: "Greeting" }), greeting, shown, go, box);
+      el("label", { for: "send-greeting", text: "Greeting" }), greeting,
+      el("label", { for: "send-audience", text: "Only for" }), only, shown, go, box);
     total.addEventListener("input", () => {
       const fen = parseYuan(total.value);
       shown.lastChild.textContent = fen == null ? "—" : yuan(fen);
@@ -243,6 +263,8 @@
       if (!/^\d{1,7}$/.test(count.value.trim())) return say(box, "bad", human({ code: "invalid_count", body: {} }));
       const body = { total: fen, count: Number.parseInt(count.value.trim(), 10),
         type: $("input[name=type]:checked", form).value, greeting: greeting.value };
+      const users = only.value.split(/[\s,，]+/).filter((u) => u !== "");
+      if (users.length) body.audience = { users }; // the server checks them: the page only splits
       go.disabled = true;
       say(box, "wait", "Sending…");
       try {
@@ -258,6 +280,14 @@
     return form;
   }
 
+  // audienceText names who a packet is for: the users to its sender, the
+  // group's size (and whether it names the reader) to anyone else.
+  function audienceText(a) {
+    if (a.users) return (a.users.length === 1 ? "user " : "users ") + a.users.join(", ");
+    if (a.size === 1) return a.includes_you ? "you" : "one person";
+    return "a group of " + a.size + (a.includes_you ? ", you among them" : "");
+  }
+
   function linkOf(id) { return location.origin + location.pathname + "#/p/" + id; }
 
   function sentCard(p) {
@@ -270,7 +300,9 @@
     });
     return el("div", { class: "card", id: "sent", "data-packet": p.id },
       el("h2", { text: "Sent: ¥" + yuan(p.total) + " in " + p.count + " shares" }),
-      el("p", { class: "hint", text: "Share this link in the chat; whoever opens it first gets a share." }),
+      el("p", { class: "hint", id: "sent-audience", text: p.audience
+        ? "Only for " + audienceText(p.audience) + ": nobody else can open it."
+        : "Share this link in the chat; whoever opens it first gets a share." }),
       el("div", { class: "share" }, input, copy),
       el("div", { class: "row" },
         el("a", { class: "btn", href: "#/p/" + p.id, id: "sent-open", text: "Open it" }),
@@ -355,7 +387,7 @@
     let d = null;
     try {
       d = await api("GET", "/v1/packets/" + id, undefined, { tries: 4, onWait: (p) => show("wait", human(p)) });
-      $("#env-from").textContent = "From user " + d.sender;
+      $("#env-from").textContent = "From user " + d.sender + (d.audience ? " · for " + audienceText(d.audience) : "");
       $("#env-greeting").textContent = d.greeting || "恭喜发财，大吉大利";
     } catch (p) {
       if (handleAuth(p)) return;
@@ -419,7 +451,8 @@
     const head = el("p", { class: "hint", id: "detail-head" },
       taken + "/" + d.count + " opened, ¥" + yuan(d.total - d.remaining_amount) + " of ¥" + yuan(d.total) +
       (d.status === "expired" || d.status === "closed" ? " · expired" : "") +
-      (d.type === "fixed" ? " · fixed" : " · lucky"));
+      (d.type === "fixed" ? " · fixed" : " · lucky") +
+      (d.audience ? " · only for " + audienceText(d.audience) : ""));
     const items = d.records.map((r, i) => el("li", { class: "record", "data-user": r.user },
       el("span", {}, (r.user === session.user ? "You" : "User " + r.user),
         d.best && d.best === r.user ? el("span", { class: "best", text: "手气最佳 Best luck" }) : null,

@@ -32,12 +32,13 @@ type Spec struct {
 	Bucket    hongbao.Bucket
 	Total     int64
 	Count     int
-	Type      hongbao.Type  // "": random
-	Opens     int           // shares opened a minute after At, each by a fresh user
-	Expiry    time.Duration // 0: 1h
-	Pending   bool          // leave the debit undecided
-	Cancelled bool          // debit voided: never openable
-	Idem      string        // idempotency key
+	Type      hongbao.Type     // "": random
+	Opens     int              // shares opened a minute after At, each by a fresh user
+	Expiry    time.Duration    // 0: 1h
+	Pending   bool             // leave the debit undecided
+	Cancelled bool             // debit voided: never openable
+	Idem      string           // idempotency key
+	Audience  hongbao.Audience // who may open it; the opens are its first users
 }
 
 // Create inserts a packet minted at s.At through the store and opens
@@ -65,7 +66,7 @@ func (f *Fixture) Create(s Spec) hongbao.PacketID {
 	}
 	f.Clock.Set(s.At)
 	p, created, err := f.Store.Create(f.Ctx, store.NewPacket{ID: id, Sender: f.newUser(), Expiry: s.Expiry, Funding: funding,
-		IdempotencyKey: s.Idem, Req: hongbao.SendRequest{Total: s.Total, Count: s.Count, Type: s.Type, Greeting: "archive test"}})
+		IdempotencyKey: s.Idem, Req: hongbao.SendRequest{Total: s.Total, Count: s.Count, Type: s.Type, Greeting: "archive test", Audience: s.Audience}})
 	if err != nil || !created || p.ID != id {
 		f.t.Fatalf("create %s: created=%v err=%v", id, created, err)
 	}
@@ -79,6 +80,10 @@ func (f *Fixture) Create(s Spec) hongbao.PacketID {
 	if s.Opens > 0 {
 		users := make([]hongbao.UserID, s.Opens)
 		for i := range users {
+			if s.Audience != nil {
+				users[i] = s.Audience[i]
+				continue
+			}
 			users[i] = f.newUser()
 		}
 		f.Clock.Set(s.At.Add(time.Minute))

@@ -103,10 +103,12 @@ func (f *Fixture) Tables(like, re string) []string {
 	return dbtest.TablesLike(f.t, f.DB, like, re)
 }
 
-// ArchiveTables lists every table of every db_xx_archive database.
+// ArchiveTables lists every day table (packets and details) of every
+// db_xx_archive database: not their audience tables (t_audience), made
+// with the first day archived into each.
 func (f *Fixture) ArchiveTables() []string {
 	f.t.Helper()
-	return f.Tables(`db\_%\_archive`, ".")
+	return f.Tables(`db\_%\_archive`, `^t_[0-9]_`)
 }
 
 // IDs lists the packet IDs of a table, sorted.

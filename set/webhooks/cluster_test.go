@@ -14,10 +14,10 @@ import (
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/api/webhook"
 	"github.com/hongbao-dev/hongbao/router/clustertest"
 	"github.com/hongbao-dev/hongbao/store/dbtest"
 	"github.com/hongbao-dev/hongbao/store/statement"
-	"github.com/hongbao-dev/hongbao/webhook"
 )
 
 // TestClusterWebhooksUnderKills: a whole cluster (real binaries) with

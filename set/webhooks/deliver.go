@@ -28,9 +28,9 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/hongbao-dev/hongbao/api/webhook"
 	"github.com/hongbao-dev/hongbao/metrics"
 	"github.com/hongbao-dev/hongbao/store"
-	"github.com/hongbao-dev/hongbao/webhook"
 )
 
 // Deliverer sends one SET's events to its endpoints.

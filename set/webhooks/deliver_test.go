@@ -16,10 +16,10 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/api/webhook"
 	"github.com/hongbao-dev/hongbao/set/webhooks"
 	"github.com/hongbao-dev/hongbao/store"
 	"github.com/hongbao-dev/hongbao/store/dbtest"
-	"github.com/hongbao-dev/hongbao/webhook"
 )
 
 var secret = []byte("test-webhook-secret-0123")

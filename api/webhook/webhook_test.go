@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hongbao-dev/hongbao/webhook"
+	"github.com/hongbao-dev/hongbao/api/webhook"
 )
 
 var (

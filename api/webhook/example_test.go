@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hongbao-dev/hongbao/webhook"
+	"github.com/hongbao-dev/hongbao/api/webhook"
 )
 
 // A receiver: check the signature on the raw body, drop an event already

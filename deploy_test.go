@@ -94,7 +94,7 @@ func TestSystemdUnits(t *testing.T) {
 		return
 	}
 	dir := t.TempDir()
-	for _, b := range []string{"hbrouter", "hbserver", "hbsettler", "hbarchive", "hbctl"} {
+	for _, b := range []string{"hbrouter", "hbserver", "hbsettler", "hbarchive", "hbctl", "hbwatch"} {
 		if err := os.WriteFile(filepath.Join(dir, b), []byte("#!/bin/sh\n"), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -113,7 +113,7 @@ func TestSystemdUnits(t *testing.T) {
 		names = append(names, filepath.Join(dir, strings.Replace(name, "@.", "@x.", 1)))
 	}
 	for _, want := range []string{"hbrouter.service", "hbserver@.service", "hbsettler@.service", "hbarchive.service", "hbarchive.timer", "hbverify.service", "hbverify.timer",
-		"hbwatch.service", "hbwatch-core.service"} {
+		"hbwatch.service"} {
 		if !slices.Contains(units, "deploy/systemd/"+want) {
 			t.Errorf("deploy/systemd/%s missing", want)
 		}
@@ -139,7 +139,6 @@ func TestSystemdUnitsRestart(t *testing.T) {
 		{"hbserver@.service", "always", 1, 5, true},
 		{"hbsettler@.service", "always", 1, 5, true},
 		{"hbwatch.service", "always", 1, 5, true},
-		{"hbwatch-core.service", "always", 1, 5, true},
 		{"hbarchive.service", "on-failure", 10, 600, false},
 	} {
 		t.Run(tc.unit, func(t *testing.T) {

@@ -50,7 +50,7 @@ prometheus_deps() {
 }
 
 # chromium_deps: Debian's chromium, the headless browser the page's and the
-# dashboard's tests drive (router/browsertest); no browser is downloaded.
+# dashboard's tests drive (e2e/harness/browsertest); no browser is downloaded.
 # A small Chinese font (WenQuanYi Micro Hei), so 红包 renders in its screenshots.
 chromium_deps() {
   local need=()

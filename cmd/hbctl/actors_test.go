@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/hongbao-dev/hongbao/configs"
+	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 	"github.com/hongbao-dev/hongbao/set/topology"
-	"github.com/hongbao-dev/hongbao/store/dbtest"
 	"github.com/hongbao-dev/hongbao/store/replication"
 	"github.com/hongbao-dev/hongbao/store/sqldb"
 )

@@ -11,7 +11,7 @@ import (
 	"bytes"
 
 	"github.com/hongbao-dev/hongbao/cmd/internal/archivecmd"
-	"github.com/hongbao-dev/hongbao/set/archive/archivetest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/archivetest"
 )
 
 // command runs the archive command line in process with environ env

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/hongbao-dev/hongbao/cmd/internal/archivecmd"
-	"github.com/hongbao-dev/hongbao/set/archive/archivetest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/archivetest"
 )
 
 // TestArchiveUsageErrors: a retention that would not leave a table empty a

@@ -10,8 +10,8 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/api"
+	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 	"github.com/hongbao-dev/hongbao/router"
-	"github.com/hongbao-dev/hongbao/store/dbtest"
 )
 
 // TestClusterServerRefusesUnsignedRequests: a SET server takes only

@@ -1,4 +1,4 @@
-package router_test
+package face_test
 
 // The faces of issue 17 in a real browser (headless Chromium driven by
 // chromedp): the red-packet page served by the router, and the operator
@@ -21,9 +21,9 @@ import (
 	"github.com/chromedp/chromedp"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/router/browsertest"
-	"github.com/hongbao-dev/hongbao/router/clustertest"
-	"github.com/hongbao-dev/hongbao/store/dbtest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/browsertest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/clustertest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 )
 
 var updateScreenshots = flag.Bool("update-screenshots", false, "also write the browser tests' screenshots to docs/screenshots")
@@ -40,7 +40,7 @@ const faceExpiry = 20 * time.Second
 func screenshotDirs(t *testing.T) []string {
 	dirs := []string{t.TempDir()}
 	if *updateScreenshots {
-		dirs = append(dirs, filepath.Join("..", "docs", "screenshots"))
+		dirs = append(dirs, filepath.Join("..", "..", "docs", "screenshots"))
 	}
 	t.Logf("screenshots in %v", dirs)
 	return dirs
@@ -128,7 +128,7 @@ func checkMoney(t *testing.T, tab *browsertest.Tab) {
 // router's neighbours add, has a sentence of its own on the page.
 func checkMessages(t *testing.T, tab *browsertest.Tab) {
 	t.Helper()
-	spec, err := os.ReadFile(filepath.Join("..", "api", "openapi.json"))
+	spec, err := os.ReadFile(filepath.Join("..", "..", "api", "openapi.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,9 @@
-package hongbao_test
+package dev_test
 
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -20,6 +21,7 @@ func TestDevCluster(t *testing.T) {
 	run := t.TempDir()
 	began := time.Now()
 	cmd := exec.Command("unshare", "-n", "bash", "-c", "ip link set lo up && exec scripts/dev_test.sh")
+	cmd.Dir = filepath.Join("..", "..") // the module's root
 	cmd.Env = append(os.Environ(), "HB_DEV_RUN="+run, "HB_MARIADB_BUFFER_POOL=128M")
 	out, err := cmd.CombinedOutput()
 	t.Logf("scripts/dev_test.sh (%v):\n%s", time.Since(began).Round(time.Second), out)

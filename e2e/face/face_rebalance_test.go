@@ -1,4 +1,4 @@
-package router_test
+package face_test
 
 // The dashboard's rebalance panel in the browser: a running rebalance
 // journalled in the cluster's meta DB the way hbctl rebalance apply
@@ -13,8 +13,8 @@ import (
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/router/browsertest"
-	"github.com/hongbao-dev/hongbao/router/clustertest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/browsertest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/clustertest"
 	"github.com/hongbao-dev/hongbao/set/topology"
 )
 

@@ -1,4 +1,4 @@
-package router_test
+package face_test
 
 // The red-packet page's production sign-in (a token the host app hands
 // over in the address) and its messages for the refusals a user meets:
@@ -14,9 +14,9 @@ import (
 	"github.com/chromedp/chromedp"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/router/browsertest"
-	"github.com/hongbao-dev/hongbao/router/clustertest"
-	"github.com/hongbao-dev/hongbao/store/dbtest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/browsertest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/clustertest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 )
 
 // The exact sentences the page shows for the codes (router/web/static/app.js).

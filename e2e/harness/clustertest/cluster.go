@@ -27,7 +27,6 @@ import (
 	"database/sql"
 	"fmt"
 	"net/http"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -37,6 +36,7 @@ import (
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/configs"
 	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 	"github.com/hongbao-dev/hongbao/set/topology"
 	"github.com/hongbao-dev/hongbao/store/sqldb"
@@ -243,11 +243,16 @@ func Start(t testing.TB, opts Options) *Cluster {
 	c.VerifyTextfile, c.ArchiveTextfile = filepath.Join(c.dir, "hbverify.prom"), filepath.Join(c.dir, "hbarchive.prom")
 	WriteConfig(t, c.Config, Config{Secret: c.secret, InternalSecret: c.InternalSecret, Expiry: opts.Expiry,
 		Router: c.routerAddr, RouterExtra: opts.RouterYAML, MetaDSN: c.MetaDSN, WalletDSN: c.WalletDSN, Sets: c.Sets,
-		CoreReplicas: core[min(1, len(core)):],
-		Extra: fmt.Sprintf("dev_grant: %d\narchive:\n  textfile: %q\ndashboard:\n  verify_textfile: %q\nsettle:\n  sweep_after: %s\n"+
-			"replication:\n  semi_sync_timeout: %s\n  admin_user: root\n  admin_password: \"\"\n  user: %s\n  password: %s\n  wait_applied: 30s\n"+
-			"  read_replica: %t\n",
-			opts.DevGrant, c.ArchiveTextfile, c.VerifyTextfile, opts.SweepAfter, opts.SemiSyncTimeout, dbtest.ReplUser, dbtest.ReplPassword, opts.ReadReplica)})
+		CoreReplicas: core[min(1, len(core)):], Edit: func(f *configs.Config) {
+			f.DevGrant = opts.DevGrant
+			f.Archive.Textfile, f.Dashboard.VerifyTextfile = c.ArchiveTextfile, c.VerifyTextfile
+			f.Settle.SweepAfter = configs.Duration(opts.SweepAfter)
+			// root over TCP is the operator's account on a private MariaDB.
+			f.Replication.SemiSyncTimeout = configs.Duration(opts.SemiSyncTimeout)
+			f.Replication.AdminUser, f.Replication.AdminPassword = "root", ""
+			f.Replication.User, f.Replication.Password = dbtest.ReplUser, dbtest.ReplPassword
+			f.Replication.WaitApplied, f.Replication.ReadReplica = configs.Duration(30*time.Second), opts.ReadReplica
+		}})
 
 	c.MustCtl(t, "topology", "init")
 	for _, s := range all {
@@ -339,262 +344,4 @@ func (c *Cluster) spare(name string) Set {
 	}
 	c.t.Fatalf("clustertest: no spare SET %q", name)
 	return Set{}
-}
-
-// URL returns the router's base URL, e.g. http://127.0.0.1:41234.
-func (c *Cluster) URL() string { return "http://" + c.routerAddr }
-
-// Token returns a valid bearer token for user.
-func (c *Cluster) Token(user hongbao.UserID) string {
-	if tok, ok := c.tokens.Load(user); ok {
-		return tok.(string)
-	}
-	tok := c.signer.Sign(user, time.Now().Add(48*time.Hour))
-	c.tokens.Store(user, tok)
-	return tok
-}
-
-// Request builds a request to url (the router's, c.URL() + path, or
-// straight to a server) with body as its JSON (nil: no body), the given
-// headers and user's bearer token (user 0: none).
-func (c *Cluster) Request(method, url string, user hongbao.UserID, body []byte, header map[string]string) *http.Request {
-	req, err := NewRequest(method, url, body, header)
-	if err != nil {
-		panic(err)
-	}
-	if user != 0 {
-		req.Header.Set("Authorization", "Bearer "+c.Token(user))
-	}
-	return req
-}
-
-// Do sends req over the Client's connection pool and reads the answer.
-func (c *Cluster) Do(req *http.Request) Reply { return Do(c.Client.http, req) }
-
-// Ctl runs hbctl with args and the cluster's -config (appended, so it
-// follows the subcommand's own flags) and returns its combined output.
-func (c *Cluster) Ctl(args ...string) (string, error) { return c.CtlWith(nil, args...) }
-
-// CtlWith is Ctl with more environment variables (e.g. HBCTL_FAULT) and
-// room for long commands (10 minutes).
-func (c *Cluster) CtlWith(env []string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(c.bin, "hbctl"), append(slices.Clone(args), "-config", c.Config)...)
-	cmd.Env = append(Environ(), env...)
-	out, err := cmd.CombinedOutput()
-	return string(out), err
-}
-
-// StartCtl starts a long-running hbctl (e.g. set watch) with args, the
-// cluster's -config and the environment variables env, in the background
-// like the cluster's processes: its output goes to its Log, it is killed
-// when the test ends (Signal and Wait stop it gracefully).
-func (c *Cluster) StartCtl(t testing.TB, env []string, args ...string) *Process {
-	t.Helper()
-	return StartProcess(t, &Process{Kind: "hbctl", Name: strings.Join(args[:min(2, len(args))], "-"),
-		Bin: filepath.Join(c.bin, "hbctl"), Args: append(slices.Clone(args), "-config", c.Config), Env: env})
-}
-
-// MustCtl is Ctl failing the test when hbctl does.
-func (c *Cluster) MustCtl(t testing.TB, args ...string) string {
-	t.Helper()
-	out, err := c.Ctl(args...)
-	if err != nil {
-		t.Fatalf("hbctl %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return out
-}
-
-// CheckInvariants runs hbctl verify and fails the test with its output
-// unless it exits 0. Run it on a quiet cluster (outbox drained). It returns
-// the output.
-func (c *Cluster) CheckInvariants(t testing.TB) string {
-	t.Helper()
-	out, err := c.Ctl("verify")
-	if err != nil {
-		t.Errorf("hbctl verify: %v\n%s", err, out)
-	} else if !strings.Contains(out, "OK: every invariant holds") {
-		t.Errorf("hbctl verify exited 0 without saying OK:\n%s", out)
-	}
-	return out
-}
-
-// Credit credits user with amount fen through hbctl wallet credit, as an
-// operator does; a key makes the credit idempotent (--key), "" is none.
-// It is safe from any goroutine.
-func (c *Cluster) Credit(user hongbao.UserID, amount int64, key string) error {
-	args := []string{"wallet", "credit", "--user", user.String(), "--amount", strconv.FormatInt(amount, 10)}
-	if key != "" {
-		args = append(args, "--key", key)
-	}
-	out, err := c.Ctl(args...)
-	if err != nil {
-		return fmt.Errorf("hbctl %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return nil
-}
-
-// TopUp is Credit without a key, failing the test when it fails.
-func (c *Cluster) TopUp(t testing.TB, user hongbao.UserID, amount int64) {
-	t.Helper()
-	if err := c.Credit(user, amount, ""); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// Set returns the SET called name.
-func (c *Cluster) Set(name string) Set {
-	for _, s := range c.Sets {
-		if s.Name == name {
-			return s
-		}
-	}
-	c.t.Fatalf("clustertest: no SET %q", name)
-	return Set{}
-}
-
-// DB returns a pool on the MariaDB of SET set (no database selected: name
-// tables in full, db_xx.t_y_dd, hb_set.outbox, hb_fence.owned).
-func (c *Cluster) DB(set string) *sql.DB {
-	db := c.dbs[set]
-	if db == nil {
-		c.t.Fatalf("clustertest: no SET %q", set)
-	}
-	return db.DB()
-}
-
-// Follow points DB(set) at the member of replicated SET set's group that
-// the meta database names its primary (after hbctl set failover), and
-// returns it.
-func (c *Cluster) Follow(t testing.TB, set string) *dbtest.MariaDB {
-	t.Helper()
-	s := c.Set(set)
-	if s.Group == nil {
-		t.Fatalf("clustertest: SET %s is not replicated", set)
-	}
-	var dsn string
-	if err := c.DB(c.Sets[0].Name).QueryRow("SELECT mysql_dsn FROM hb_meta.sets WHERE name = ?", set).Scan(&dsn); err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range s.Group.Members() {
-		if m.AppDSN() == dsn {
-			if _, err := c.dbs[set].To(m.DSN); err != nil {
-				t.Fatal(err)
-			}
-			return m
-		}
-	}
-	t.Fatalf("clustertest: SET %s's MySQL %q is none of its group", set, dsn)
-	return nil
-}
-
-// Wallet returns the wallet (accounts, ledger).
-func (c *Cluster) Wallet() *wallet.Wallet { return c.wallet }
-
-// Meta is a pool on the meta database (following the core group's
-// primary, as the processes do).
-func (c *Cluster) Meta() *sql.DB { return c.meta }
-
-// WalletDB returns a pool on the wallet database.
-func (c *Cluster) WalletDB() *sql.DB { return c.wallet.DB() }
-
-// SetOf returns the name of the SET owning packet id in the current
-// topology.
-func (c *Cluster) SetOf(id hongbao.PacketID) (string, error) {
-	var name string
-	err := c.DB(c.Sets[0].Name).QueryRow("SELECT set_name FROM hb_meta.buckets WHERE bucket = ?", int(id.Bucket())).Scan(&name)
-	if err != nil {
-		return "", fmt.Errorf("clustertest: SET of %s: %w", id, err)
-	}
-	return name, nil
-}
-
-// ---- processes ---------------------------------------------------------------
-
-func (c *Cluster) add(p *Process) {
-	p.Log = filepath.Join(c.dir, p.Kind+"-"+p.Name+".log")
-	c.mu.Lock()
-	c.procs[p.Kind+"/"+p.Name] = p
-	c.mu.Unlock()
-}
-
-// Processes returns the cluster's processes, servers first and the router
-// last: their Admin addresses serve /metrics, /livez, /readyz and pprof.
-func (c *Cluster) Processes() []*Process { return c.list() }
-
-// list returns the processes, servers first and the router last.
-func (c *Cluster) list() []*Process {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ps := make([]*Process, 0, len(c.procs))
-	for _, p := range c.procs {
-		ps = append(ps, p)
-	}
-	order := map[string]int{Server: 0, Settler: 1, Router: 2}
-	slices.SortFunc(ps, func(a, b *Process) int {
-		if d := order[a.Kind] - order[b.Kind]; d != 0 {
-			return d
-		}
-		return strings.Compare(a.Name, b.Name)
-	})
-	return ps
-}
-
-func (c *Cluster) proc(kind, name string) (*Process, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if p := c.procs[kind+"/"+name]; p != nil {
-		return p, nil
-	}
-	return nil, fmt.Errorf("clustertest: no %s named %q", kind, name)
-}
-
-// Kill kills a process with SIGKILL (kill -9) and waits until it is gone:
-// kind is Server, Settler or Router. Problems fail the test; it is safe to
-// call from any goroutine.
-func (c *Cluster) Kill(kind, name string) { c.apply(kind, name, (*Process).Kill) }
-
-// Restart starts a process again with its original arguments (killing it
-// first if it still runs) and waits until it is ready. Problems fail the
-// test; it is safe to call from any goroutine, but not for one process
-// from two goroutines at once.
-func (c *Cluster) Restart(kind, name string) { c.apply(kind, name, (*Process).Restart) }
-
-// apply calls do on the process, failing the test on a problem.
-func (c *Cluster) apply(kind, name string, do func(*Process) error) {
-	p, err := c.proc(kind, name)
-	if err == nil {
-		err = do(p)
-	}
-	if err != nil {
-		c.t.Error(err)
-	}
-}
-
-// stop kills every process, closes the pools and, if the test failed,
-// prints the end of every log.
-func (c *Cluster) stop() {
-	var wg sync.WaitGroup
-	for _, p := range c.list() {
-		wg.Go(func() { _ = p.Kill() })
-	}
-	wg.Wait()
-	if c.t.Failed() {
-		for _, p := range c.list() {
-			p.logTail(c.t)
-		}
-	}
-	for _, db := range c.dbs {
-		db.DB().Close()
-	}
-	if c.wallet != nil {
-		c.wallet.Close()
-	}
-	if c.meta != nil {
-		c.meta.Close()
-	}
-	if c.Client != nil {
-		c.Client.http.CloseIdleConnections()
-	}
 }

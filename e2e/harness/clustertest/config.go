@@ -3,10 +3,13 @@ package clustertest
 import (
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/hongbao-dev/hongbao/configs"
 )
 
 // Config is a configuration file of the project's binaries: what a test
@@ -20,17 +23,22 @@ type Config struct {
 	Router                 string        // router.listen; "" for none
 	MetaDSN, WalletDSN     string        // "" for none
 	CoreReplicas           []string      // core.replicas: the core group's other members (host:port)
-	Extra                  string        // more top-level YAML, written as is
+	// Extra is more top-level YAML, decoded onto the configuration before
+	// it is written (a key configs.Config lacks fails the test).
+	Extra string
 	// RouterExtra is more YAML of the router section (its abuse limits),
-	// written as is; "" gives the test profile: no limits, so tests that
+	// decoded onto it; "" gives the test profile: no limits, so tests that
 	// load the cluster measure it, not the limits.
 	RouterExtra string
 	Sets        []Set // their Name, Addrs, DSN and Memcached
+	// Edit, when set, changes the configuration last, in Go: what Extra
+	// says in YAML, checked by the compiler.
+	Edit func(*configs.Config)
 }
 
-// WriteConfig writes cfg as YAML to path.
-func WriteConfig(t testing.TB, path string, cfg Config) {
-	t.Helper()
+// File returns the configuration cfg stands for: configs.Defaults with
+// the test profile and cfg's choices, what WriteConfig writes.
+func (cfg Config) File() (*configs.Config, error) {
 	if cfg.LogLevel == "" {
 		cfg.LogLevel = "warn"
 	}
@@ -40,93 +48,73 @@ func WriteConfig(t testing.TB, path string, cfg Config) {
 	if cfg.DBConns <= 0 {
 		cfg.DBConns = 16
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "timezone: Asia/Shanghai\nsecret: %q\ninternal_secret: %q\ntoken_ttl: 24h\nlog_level: %s\n",
-		cfg.Secret, cfg.InternalSecret, cfg.LogLevel)
-	fmt.Fprintf(&b, `limits:
-  max_total: 20000
-  max_count: 100
-  max_share: 20000
-  expiry: %s
-  max_greeting: 200
-queue:
-  size: 1024
-  batch: 32
-  merge: 16
-  committers: 4
-  idle: 5s
-  tx_timeout: 5s
-  slot_cap: 2
-  sold_out_memo: 10000
-cache:
-  timeout: 200ms
-  conns: 64
-db_conns: %d
-shutdown_grace: 5s
-`, cfg.Expiry, cfg.DBConns)
+	f := configs.Defaults()
+	f.TimeZone, f.Secret, f.InternalSecret, f.LogLevel = "Asia/Shanghai", cfg.Secret, cfg.InternalSecret, cfg.LogLevel
+	f.TokenTTL = configs.Duration(24 * time.Hour)
+	f.Limits = configs.Limits{MaxTotal: 20000, MaxCount: 100, MaxShare: 20000, Expiry: configs.Duration(cfg.Expiry), MaxGreeting: 200}
+	// Small batches and a small memo: a test's few packets go through
+	// the same paths a crowd's do.
+	f.Queue = configs.Queue{Size: 1024, Batch: 32, Merge: 16, Committers: 4, Idle: configs.Duration(5 * time.Second),
+		TxTimeout: configs.Duration(5 * time.Second), SlotCap: 2, Memo: 10000}
+	f.Cache = configs.Cache{Timeout: configs.Duration(200 * time.Millisecond), Conns: 64}
+	f.DBConns, f.ShutdownGrace = cfg.DBConns, configs.Duration(5*time.Second)
 	if cfg.Router != "" {
-		fmt.Fprintf(&b, "router:\n  listen: %q\n", cfg.Router)
-		extra := cfg.RouterExtra
-		if extra == "" {
-			extra = "max_per_address: 0\nopen: {per_second: 0}\ngrab: {per_second: 0}\nsend: {per_second: 0}\n"
+		f.Router.Listen = cfg.Router
+		if cfg.RouterExtra == "" {
+			f.Router.MaxPerAddress = 0
+			f.Router.Open.PerSecond, f.Router.Grab.PerSecond, f.Router.Send.PerSecond = 0, 0, 0
+		} else if err := decode(cfg.RouterExtra, &f.Router); err != nil {
+			return nil, fmt.Errorf("clustertest: RouterExtra: %w", err)
 		}
-		for _, line := range strings.Split(strings.TrimSuffix(extra, "\n"), "\n") {
-			b.WriteString("  " + line + "\n")
-		}
 	}
-	if cfg.MetaDSN != "" {
-		fmt.Fprintf(&b, "meta_dsn: %q\n", cfg.MetaDSN)
-	}
-	if cfg.WalletDSN != "" {
-		fmt.Fprintf(&b, "wallet_dsn: %q\n", cfg.WalletDSN)
-	}
-	if len(cfg.CoreReplicas) > 0 {
-		q := make([]string, len(cfg.CoreReplicas))
-		for i, r := range cfg.CoreReplicas {
-			q[i] = strconv.Quote(r)
-		}
-		fmt.Fprintf(&b, "core:\n  replicas: [%s]\n", strings.Join(q, ", "))
-	}
+	f.MetaDSN, f.WalletDSN = cfg.MetaDSN, cfg.WalletDSN
+	f.Core.Replicas = cfg.CoreReplicas
 	if cfg.Extra != "" {
-		b.WriteString(strings.TrimSuffix(cfg.Extra, "\n") + "\n")
+		if err := decode(cfg.Extra, f); err != nil {
+			return nil, fmt.Errorf("clustertest: Extra: %w", err)
+		}
 	}
-	b.WriteString("sets:\n")
 	for _, s := range cfg.Sets {
-		addrs := make([]string, len(s.Addrs))
-		for i, a := range s.Addrs {
-			addrs[i] = strconv.Quote(a)
-		}
-		dsn := s.DSN
+		set := configs.Set{Name: s.Name, Servers: s.Addrs, MySQLDSN: s.DSN, Memcached: []string{s.Memcached}, Admin: s.Admin}
 		if s.Group != nil {
-			dsn = s.Group.Primary.AppDSN()
-		}
-		fmt.Fprintf(&b, "  - name: %q\n    servers: [%s]\n    mysql_dsn: %q\n    memcached: [%q]\n",
-			s.Name, strings.Join(addrs, ", "), dsn, s.Memcached)
-		if s.Group != nil {
-			rs := make([]string, len(s.Group.Replicas))
-			for i, r := range s.Group.Replicas {
-				rs[i] = strconv.Quote(r.AppDSN())
+			set.MySQLDSN = s.Group.Primary.AppDSN()
+			for _, r := range s.Group.Replicas {
+				set.Replicas = append(set.Replicas, r.AppDSN())
 			}
-			fmt.Fprintf(&b, "    replicas: [%s]\n", strings.Join(rs, ", "))
 		}
-		writeAdmin(&b, s)
+		// The settler's admin listener, which the router's dashboard
+		// scrapes, as the servers'.
+		if s.SettlerAdmin != "" {
+			set.SettlerAdmin = []string{s.SettlerAdmin}
+		}
+		f.Sets = append(f.Sets, set)
 	}
-	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
-		t.Fatal(err)
+	if cfg.Edit != nil {
+		cfg.Edit(f)
 	}
+	return f, nil
 }
 
-// writeAdmin lists a SET's admin listeners, which the router's dashboard
-// scrapes.
-func writeAdmin(b *strings.Builder, s Set) {
-	if len(s.Admin) > 0 {
-		q := make([]string, len(s.Admin))
-		for i, a := range s.Admin {
-			q[i] = strconv.Quote(a)
-		}
-		fmt.Fprintf(b, "    admin: [%s]\n", strings.Join(q, ", "))
+// decode decodes YAML onto v, refusing keys v lacks, as configs.Load does.
+func decode(src string, v any) error {
+	dec := yaml.NewDecoder(strings.NewReader(src))
+	dec.KnownFields(true)
+	return dec.Decode(v)
+}
+
+// WriteConfig writes cfg as YAML to path: cfg.File() marshalled, so the
+// file has exactly configs.Config's keys.
+func WriteConfig(t testing.TB, path string, cfg Config) {
+	t.Helper()
+	f, err := cfg.File()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if s.SettlerAdmin != "" {
-		fmt.Fprintf(b, "    settler_admin: [%q]\n", s.SettlerAdmin)
+	raw, err := yaml.Marshal(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, raw, 0o600); err != nil {
+		t.Fatal(err)
 	}
 }

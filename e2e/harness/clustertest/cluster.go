@@ -43,14 +43,6 @@ import (
 	"github.com/hongbao-dev/hongbao/store/wallet"
 )
 
-// productionMariaDB returns the server options of scripts/dev.sh that
-// shape the open path's cost, which a cluster's MariaDBs share: no column
-// statistics. (dev.sh's thread pool is left out: under a crowd it served
-// worse on this 2-core test host, and it wedges with semi-sync.)
-func productionMariaDB() []string {
-	return []string{"--use-stat-tables=never", "--optimizer-use-condition-selectivity=1"}
-}
-
 // Options shape a cluster. The zero value is 2 SETs of 2 servers, packets
 // living 24h and pending sends swept after 5s.
 type Options struct {
@@ -194,19 +186,19 @@ func Start(t testing.TB, opts Options) *Cluster {
 		s.Name = string(rune('a' + i))
 		if slices.Contains(opts.Replicated, s.Name) {
 			wg.Go(func() {
-				s.Group = dbtest.StartReplicated(g, opts.SemiSyncTimeout, opts.Replicas, productionMariaDB()...)
+				s.Group = dbtest.StartReplicated(g, opts.SemiSyncTimeout, opts.Replicas)
 				s.DSN = s.Group.Primary.DSN
 			})
 		} else {
 			wg.Go(func() {
-				s.MariaDB = dbtest.StartMariaDB(g, productionMariaDB()...)
+				s.MariaDB = dbtest.StartMariaDB(g)
 				s.DSN = s.MariaDB.DSN
 			})
 		}
 		wg.Go(func() { s.Memcached = dbtest.StartMemcached(g).Addr })
 	}
 	if opts.Core > 0 {
-		wg.Go(func() { c.Core = dbtest.StartReplicated(g, opts.SemiSyncTimeout, opts.Core, productionMariaDB()...) })
+		wg.Go(func() { c.Core = dbtest.StartReplicated(g, opts.SemiSyncTimeout, opts.Core) })
 	}
 	wg.Wait()
 	if len(g.errs) > 0 {

@@ -180,14 +180,18 @@ func bufferPool() string {
 }
 
 // Launch starts a private MariaDB for a tool (the benchmark's crash runs),
-// with extra server options (without a --log-bin among them the binary
-// log is off); the caller removes it. A start that fails is tried again from scratch, up
-// to four times: the port picked may be taken before mariadbd binds it, and
-// a loaded host now and then breaks a bootstrap.
-func Launch(extra ...string) (*MariaDB, error) {
+// with extra server options, without a binary log; the caller removes it.
+func Launch(extra ...string) (*MariaDB, error) { return launch(nil, extra) }
+
+// launch starts a private MariaDB, a member of a replicated group when
+// member is not nil (see replication.Server). A start that fails is tried
+// again from scratch, up to four times: the port picked may be taken
+// before mariadbd binds it, and a loaded host now and then breaks a
+// bootstrap.
+func launch(member *replication.Member, extra []string) (*MariaDB, error) {
 	var errs []string
 	for attempt := 1; attempt <= 4; attempt++ {
-		m, err := startMariaDB(extra)
+		m, err := startMariaDB(member, extra)
 		if err == nil {
 			return m, nil
 		}
@@ -197,7 +201,7 @@ func Launch(extra ...string) (*MariaDB, error) {
 }
 
 // startMariaDB makes one attempt; on failure it leaves nothing behind.
-func startMariaDB(extra []string) (m *MariaDB, err error) {
+func startMariaDB(member *replication.Member, extra []string) (m *MariaDB, err error) {
 	dir, err := os.MkdirTemp("", "hbmariadb")
 	if err != nil {
 		return nil, err
@@ -212,9 +216,9 @@ func startMariaDB(extra []string) (m *MariaDB, err error) {
 	if m.Port, err = PickPort(); err != nil {
 		return nil, err
 	}
-	user := []string{}
+	user, root := []string{}, ""
 	if os.Geteuid() == 0 {
-		user = []string{"--user=root"}
+		user, root = []string{"--user=root"}, "root"
 	}
 	// A private tmpdir: a mariadbd starting elsewhere on the host must not
 	// clean up the temporary tables of this install.
@@ -231,20 +235,10 @@ func startMariaDB(extra []string) (m *MariaDB, err error) {
 	if out, err := install.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("mariadb-install-db: %v\n%s", err, out)
 	}
-	binlog := "--skip-log-bin"
-	if slices.ContainsFunc(extra, func(a string) bool { return strings.HasPrefix(a, "--log-bin") }) {
-		binlog = "--log-bin=" + dir + "/data/binlog"
-	}
-	m.args = append([]string{"--no-defaults", "--datadir=" + dir + "/data",
-		"--socket=" + dir + "/sock", "--tmpdir=" + dir + "/tmp", fmt.Sprintf("--port=%d", m.Port), "--bind-address=127.0.0.1",
-		"--skip-name-resolve", binlog, "--innodb-buffer-pool-size=" + bufferPool(), "--innodb-log-file-size=16M",
-		"--max-connections=2000", "--log-error=" + dir + "/error.log",
-		// Sized for a SET's day tables (1,000 buckets make 2,000 tables a
-		// day): with MariaDB's defaults (2,000 open, 400 definitions) a
-		// crowd spread over every bucket spends its statements in
-		// "Opening tables".
-		"--table-open-cache=20000", "--table-definition-cache=20000", "--open-files-limit=65535"}, user...)
-	m.args = append(m.args, slices.DeleteFunc(slices.Clone(extra), func(a string) bool { return strings.HasPrefix(a, "--log-bin") })...)
+	// The options of every hongbao MariaDB (replication.Server), sized
+	// for a test: a small buffer pool and redo log.
+	m.args = append(replication.Server{DataDir: dir + "/data", Socket: dir + "/sock", TmpDir: dir + "/tmp", Port: m.Port,
+		LogError: dir + "/error.log", User: root, BufferPool: bufferPool(), RedoLog: "16M", Member: member}.Args(), extra...)
 	if err := m.Restart(); err != nil {
 		return nil, err
 	}

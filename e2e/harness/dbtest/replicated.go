@@ -23,7 +23,8 @@ const (
 
 // Group is a replicated MariaDB: a primary and its read-only replicas,
 // with GTIDs in strict mode and semi-synchronous replication waiting
-// AFTER_SYNC (replication.ServerArgs), all empty.
+// AFTER_SYNC (replication.ServerArgs, through replication.Server), all
+// empty.
 type Group struct {
 	Primary  *MariaDB
 	Replicas []*MariaDB
@@ -51,12 +52,12 @@ func LaunchReplicated(timeout time.Duration, replicas int, extra ...string) (*Gr
 	errs := make([]error, replicas+1)
 	var wg sync.WaitGroup
 	for i := range replicas + 1 {
-		args := append(replication.ServerArgs(i+1, timeout, i == 0), extra...)
+		member := &replication.Member{ServerID: i + 1, Primary: i == 0, SemiSyncTimeout: timeout}
 		m := &g.Primary
 		if i > 0 {
-			args, m = append(args, "--read-only=1"), &g.Replicas[i-1]
+			m = &g.Replicas[i-1]
 		}
-		wg.Go(func() { *m, errs[i] = Launch(args...) })
+		wg.Go(func() { *m, errs[i] = launch(member, extra) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 )
 
 // The dev cluster's supervisor (scripts/dev.sh): a process killed with
@@ -15,6 +17,7 @@ import (
 // its own (the cluster's ports are fixed) with its data in a temporary
 // directory; without unshare (not root) it fails, saying so.
 func TestDevCluster(t *testing.T) {
+	dbtest.Need(t)
 	if err := exec.Command("unshare", "-n", "true").Run(); err != nil {
 		t.Fatalf("unshare -n: %v: the dev cluster's fixed ports need a network namespace of their own (run make test as root)", err)
 	}

@@ -30,6 +30,7 @@ type pair struct {
 
 func startPair(t *testing.T) *pair {
 	t.Helper()
+	dbtest.Need(t)
 	var dbs [2]*dbtest.MariaDB
 	var errs [2]error
 	var wg sync.WaitGroup

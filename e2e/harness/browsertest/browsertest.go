@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 )
 
 // Browser is a running headless Chromium with a fresh profile.
@@ -43,6 +44,7 @@ func Exec() string {
 // missing Chromium fails the test (scripts/dev.sh test installs it).
 func Start(t testing.TB) *Browser {
 	t.Helper()
+	dbtest.Need(t)
 	bin := Exec()
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatalf("browsertest: no Chromium at %s (scripts/dev.sh test installs the Debian package chromium): %v", bin, err)

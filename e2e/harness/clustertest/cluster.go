@@ -167,6 +167,7 @@ type Cluster struct {
 // be called from the test's goroutine.
 func Start(t testing.TB, opts Options) *Cluster {
 	t.Helper()
+	dbtest.Need(t)
 	opts = opts.withDefaults()
 	began := time.Now()
 	bin := build(t, "hbserver", "hbrouter", "hbsettler", "hbctl")

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 )
 
 // Prometheus is a real Prometheus server (the Debian prometheus package,
@@ -27,6 +29,7 @@ type Prometheus struct {
 // directory, and waits until it is ready. It stops with the test.
 func StartPrometheus(t testing.TB, targets map[string][]string, interval time.Duration) *Prometheus {
 	t.Helper()
+	dbtest.Need(t)
 	bin, err := exec.LookPath("prometheus")
 	if err != nil {
 		t.Fatal("prometheus not found: make test (scripts/dev.sh deps) installs the prometheus package")

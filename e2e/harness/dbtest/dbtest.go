@@ -23,10 +23,22 @@ import (
 	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
-// env returns a required variable; without it the test fails, never skips,
-// and says how to run it.
+// Need skips t under `go test -short` (make test-short), which runs only
+// the tests that need no database: t needs MariaDB, memcached, a cluster
+// of the binaries or Chromium. Every harness that starts or reaches one
+// calls it; `make test` (no -short) runs them all.
+func Need(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs MariaDB, memcached, a cluster or Chromium: skipped with -short (make test runs it)")
+	}
+}
+
+// env returns a required variable; without it the test fails, never skips
+// (but with -short, see Need), and says how to run it.
 func env(t testing.TB, name string) string {
 	t.Helper()
+	Need(t)
 	v := os.Getenv(name)
 	if v == "" {
 		t.Fatalf("%s is not set: run the tests with `make test`, which starts MariaDB and memcached "+
@@ -79,6 +91,7 @@ type Process struct {
 // when the test ends.
 func StartMemcached(t testing.TB) *Process {
 	t.Helper()
+	Need(t)
 	port := FreePort(t)
 	args := []string{"-l", "127.0.0.1", "-p", fmt.Sprint(port), "-m", "32", "-c", "4096"}
 	if os.Geteuid() == 0 {
@@ -161,6 +174,7 @@ type MariaDB struct {
 // removed) when the test ends. It may be called from any goroutine.
 func StartMariaDB(t testing.TB, extra ...string) *MariaDB {
 	t.Helper()
+	Need(t)
 	m, err := Launch(extra...)
 	if err != nil {
 		t.Fatal(err)

@@ -36,6 +36,7 @@ type Group struct {
 // removed when the test ends. It may be called from any goroutine.
 func StartReplicated(t testing.TB, timeout time.Duration, replicas int, extra ...string) *Group {
 	t.Helper()
+	Need(t)
 	g, err := LaunchReplicated(timeout, replicas, extra...)
 	if err != nil {
 		t.Fatal(err)

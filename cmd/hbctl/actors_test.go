@@ -96,6 +96,7 @@ func TestCoreStampChecksEpoch(t *testing.T) {
 // startMariaDBs starts n private MariaDBs at once.
 func startMariaDBs(t *testing.T, n int) []*dbtest.MariaDB {
 	t.Helper()
+	dbtest.Need(t)
 	ms := make([]*dbtest.MariaDB, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup

@@ -19,7 +19,8 @@ const module = "github.com/hongbao-dev/hongbao"
 // tests); ARCHITECTURE.md names them apart. scripts/archtable.py takes the
 // same list as its arguments.
 var harnesses = []string{"e2e", "e2e/harness/dbtest", "e2e/harness/clustertest", "e2e/harness/archivetest",
-	"e2e/harness/browsertest", "e2e/router", "e2e/replication", "e2e/face", "e2e/dev"}
+	"e2e/harness/browsertest", "e2e/harness/packettest",
+	"e2e/packets", "e2e/failover", "e2e/metrics", "e2e/replication", "e2e/face", "e2e/dev"}
 
 // goPackage is what `go list -json` says of a package.
 type goPackage struct {

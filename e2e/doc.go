@@ -11,11 +11,15 @@
 //     each with its admin listener, and a real Prometheus scraping them.
 //   - browsertest: Debian's headless Chromium, driven through chromedp.
 //   - archivetest: a SET with days of packets to archive.
+//   - packettest: a cluster with the packets' requests through the router
+//     (send, open, detail, with their retries) and the checks of a
+//     packet's rows on its SET.
 //
 // The end-to-end tests, split by subject, each start whole clusters:
-// e2e/router (sends and opens through the router: idempotency, signatures,
-// coalescing, abuse limits, invalid requests, a server's failover, a
-// bucket's move, the metrics Prometheus sees), e2e/replication (reads from
+// e2e/packets (sends and opens through the router: idempotency,
+// signatures, coalescing, abuse limits, invalid requests), e2e/failover (a
+// server killed during opens, a bucket moved under load), e2e/metrics
+// (what Prometheus sees of a loaded cluster), e2e/replication (reads from
 // a SET's replica), e2e/face (the red-packet page and the operator
 // dashboard in a real browser) and e2e/dev (the dev cluster of `make up`
 // and its supervisor). cmd/hbctl's and cmd/hbserver's whole-cluster tests

@@ -1,4 +1,4 @@
-package router_test
+package packets_test
 
 import (
 	"bufio"
@@ -14,6 +14,7 @@ import (
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/e2e/harness/clustertest"
 	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/packettest"
 )
 
 // badRequest is one invalid request: through the router as a client
@@ -224,11 +225,11 @@ var badWants = map[string][]string{
 // calls for, none is a 5xx, and nothing is written anywhere (no packet, no share, no
 // ledger entry, no outbox row). The seed is logged to replay a failure.
 func TestClusterRandomInvalidRequests(t *testing.T) {
-	c := startCluster(t)
-	topo := c.topology(t)
-	g := &badGens{sender: c.richUser(t), opener: dbtest.FreshUser(), token: c.Token}
-	g.packet = c.mustSend(t, c.richUser(t), sendBody{Total: 1000, Count: 10, Type: "random"}, "")
-	before := c.writes(t)
+	c := packettest.Start(t)
+	topo := c.Topology(t)
+	g := &badGens{sender: c.RichUser(t), opener: dbtest.FreshUser(), token: c.Token}
+	g.packet = c.MustSend(t, c.RichUser(t), packettest.SendBody{Total: 1000, Count: 10, Type: "random"}, "")
+	before := writes(c, t)
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := mrand.New(mrand.NewPCG(seed, 0))
@@ -237,20 +238,20 @@ func TestClusterRandomInvalidRequests(t *testing.T) {
 	for i := range 400 {
 		rq := gens[rng.IntN(len(gens))](rng, g)
 		kinds[rq.kind]++
-		r := c.doBad(t, rq)
+		r := doBad(c, t, rq)
 		got := fmt.Sprintf("%d %s", r.Status, r.Str("code"))
 		if !slices.Contains(badWants[rq.kind], got) || !r.IsProblem(r.Status, r.Str("code")) {
 			t.Errorf("request %d (%s): %s %s %q: %v, want one of %v", i, rq.kind, rq.method, rq.path, clip(rq.body, rq.raw), r, badWants[rq.kind])
 		}
 	}
 	t.Logf("kinds sent: %v", kinds)
-	if after := c.writes(t); after != before {
+	if after := writes(c, t); after != before {
 		t.Errorf("invalid requests wrote: before %+v, after %+v", before, after)
 	}
-	if got := c.balance(t, g.sender); got != 100_000_000 {
+	if got := c.Balance(t, g.sender); got != 100_000_000 {
 		t.Errorf("sender's balance %d after invalid sends, want 100000000", got)
 	}
-	if p := c.checkPacket(t, topo, g.packet); p != nil && (len(p.Shares) != 0 || p.RemainingCount != 10) {
+	if p := c.CheckPacket(t, topo, g.packet); p != nil && (len(p.Shares) != 0 || p.RemainingCount != 10) {
 		t.Errorf("invalid requests opened packet %s: %+v", g.packet, p.Shares)
 	}
 }
@@ -264,10 +265,10 @@ func clip(body []byte, raw string) string {
 }
 
 // doBad sends rq and reads the answer.
-func (c *cluster) doBad(t *testing.T, rq badRequest) clustertest.Reply {
+func doBad(c *packettest.Cluster, t *testing.T, rq badRequest) clustertest.Reply {
 	t.Helper()
 	if rq.raw != "" {
-		return c.rawDo(t, rq.raw)
+		return rawDo(c, t, rq.raw)
 	}
 	req := c.Request(rq.method, c.URL()+rq.path, rq.user, rq.body, rq.header)
 	if ct, ok := rq.header["Content-Type"]; ok && ct == "" {
@@ -278,7 +279,7 @@ func (c *cluster) doBad(t *testing.T, rq badRequest) clustertest.Reply {
 
 // rawDo writes raw to the router on a connection of its own, closes the
 // sending side (so a body cut short ends) and reads the answer.
-func (c *cluster) rawDo(t *testing.T, raw string) clustertest.Reply {
+func rawDo(c *packettest.Cluster, t *testing.T, raw string) clustertest.Reply {
 	t.Helper()
 	conn, err := net.Dial("tcp", strings.TrimPrefix(c.URL(), "http://"))
 	if err != nil {
@@ -307,7 +308,7 @@ func (ct connTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 // entries.
 type writeCounts struct{ expiry, pending, outbox, ledger int }
 
-func (c *cluster) writes(t *testing.T) writeCounts {
+func writes(c *packettest.Cluster, t *testing.T) writeCounts {
 	t.Helper()
 	var w writeCounts
 	for _, s := range c.Sets {

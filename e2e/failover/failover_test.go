@@ -1,4 +1,4 @@
-package router_test
+package failover_test
 
 import (
 	mrand "math/rand/v2"
@@ -11,6 +11,7 @@ import (
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/e2e/harness/clustertest"
 	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/packettest"
 	"github.com/hongbao-dev/hongbao/router"
 )
 
@@ -19,19 +20,19 @@ import (
 // answer within 30 s, every answer agrees with MySQL (an "opened" is
 // durable with its amount), nobody holds two shares, every invariant holds.
 func TestClusterKillServerDuringOpens(t *testing.T) {
-	c := startCluster(t)
-	topo := c.topology(t)
+	c := packettest.Start(t)
+	topo := c.Topology(t)
 	setA := c.Sets[0].Name
 	victim, victimName := c.Sets[0].Addrs[0], c.Sets[0].Servers[0]
 	ownedByA := func(b hongbao.Bucket) bool { return topo.Owner(b).Name == setA }
 	const count, openers, poolSize = 20, 30, 60
 
 	// Packets of SET a: 20 whose first server is the victim, 10 the other.
-	sender := c.richUser(t)
+	sender := c.RichUser(t)
 	var onVictim, onOther []hongbao.PacketID
 	for tries := 0; (len(onVictim) < 20 || len(onOther) < 10) && tries < 300; tries++ {
-		key, _ := bucketKey(t, sender, ownedByA)
-		id := c.mustSend(t, sender, sendBody{Total: 2000 + int64(tries), Count: count, Type: "random", Greeting: "kill -9"}, key)
+		key, _ := packettest.BucketKey(t, sender, ownedByA)
+		id := c.MustSend(t, sender, packettest.SendBody{Total: 2000 + int64(tries), Count: count, Type: "random", Greeting: "kill -9"}, key)
 		if id == 0 {
 			return
 		}
@@ -52,7 +53,7 @@ func TestClusterKillServerDuringOpens(t *testing.T) {
 		pool[i] = dbtest.FreshUser()
 	}
 
-	answers := make([][]openAnswer, len(ids))
+	answers := make([][]packettest.OpenAnswer, len(ids))
 	openersOf := make([]map[hongbao.UserID]bool, len(ids))
 	var mu sync.Mutex
 	var done, retries atomic.Int64
@@ -69,7 +70,7 @@ func TestClusterKillServerDuringOpens(t *testing.T) {
 				defer wg.Done()
 				time.Sleep(time.Duration(mrand.IntN(1500)) * time.Millisecond)
 				sem <- struct{}{}
-				a := c.openFinal(u, id, retryAny5xx, 30*time.Second)
+				a := c.OpenFinal(u, id, packettest.RetryAny5xx, 30*time.Second)
 				<-sem
 				retries.Add(int64(a.Retries))
 				done.Add(1)
@@ -97,11 +98,11 @@ func TestClusterKillServerDuringOpens(t *testing.T) {
 	var slowest time.Duration
 	totalOpened := 0
 	for i, id := range ids {
-		p := c.checkPacket(t, topo, id)
+		p := c.CheckPacket(t, topo, id)
 		if p == nil {
 			continue
 		}
-		totalOpened += checkAnswers(t, p, answers[i])
+		totalOpened += packettest.CheckAnswers(t, p, answers[i])
 		for _, a := range answers[i] {
 			slowest = max(slowest, a.Took)
 			if a.Took > 30*time.Second {
@@ -127,12 +128,12 @@ func TestClusterKillServerDuringOpens(t *testing.T) {
 	// The restarted server serves again: a fresh packet of SET a that ranks
 	// it first can be sent and opened.
 	for tries := 0; tries < 100; tries++ {
-		key, _ := bucketKey(t, sender, ownedByA)
-		id := c.mustSend(t, sender, sendBody{Total: 100, Count: 1, Type: "random"}, key)
+		key, _ := packettest.BucketKey(t, sender, ownedByA)
+		id := c.MustSend(t, sender, packettest.SendBody{Total: 100, Count: 1, Type: "random"}, key)
 		if _, ranked := router.Route(topo, id, nil); ranked[0] != victim {
 			continue
 		}
-		a := c.openFinal(dbtest.FreshUser(), id, retryAny5xx, 10*time.Second)
+		a := c.OpenFinal(dbtest.FreshUser(), id, packettest.RetryAny5xx, 10*time.Second)
 		if kind, err := clustertest.Classify(a.R); err != nil || kind != hongbao.Opened {
 			t.Errorf("open after the restart: %v", a.R)
 		}

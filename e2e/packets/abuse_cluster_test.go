@@ -1,4 +1,4 @@
-package router_test
+package packets_test
 
 import (
 	"net/http"
@@ -9,23 +9,9 @@ import (
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/e2e/harness/clustertest"
 	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
-	"github.com/hongbao-dev/hongbao/store/sqldb"
+	"github.com/hongbao-dev/hongbao/e2e/harness/packettest"
 )
-
-// startLimitedCluster is startCluster with the router's abuse limits given
-// as YAML of its section.
-func startLimitedCluster(t *testing.T, routerYAML string) *cluster {
-	t.Helper()
-	rc := clustertest.Start(t, clustertest.Options{NoSettlers: true, RouterYAML: routerYAML})
-	meta, err := sqldb.Open(rc.MetaDSN, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { meta.Close() })
-	return &cluster{Cluster: rc, loc: dbtest.Shanghai(t), meta: meta}
-}
 
 // TestClusterHammerOnePacket: a user hammering one packet with opens and
 // grabs from many connections gets 429 rate_limited with Retry-After past
@@ -34,14 +20,14 @@ func startLimitedCluster(t *testing.T, routerYAML string) *cluster {
 // them limited, none waiting long.
 func TestClusterHammerOnePacket(t *testing.T) {
 	const rate, burst, hammerFor = 5, 5, 3 * time.Second
-	c := startLimitedCluster(t, "open: {per_second: 5, burst: 5}\ngrab: {per_second: 5, burst: 5}\n"+
+	c := packettest.StartLimited(t, "open: {per_second: 5, burst: 5}\ngrab: {per_second: 5, burst: 5}\n"+
 		"send: {per_second: 1000, burst: 1000}\nmax_per_address: 0\n")
-	sender := c.richUser(t)
-	hot := c.mustSend(t, sender, sendBody{Total: 10000, Count: 100, Type: "random"}, "")
+	sender := c.RichUser(t)
+	hot := c.MustSend(t, sender, packettest.SendBody{Total: 10000, Count: 100, Type: "random"}, "")
 	const others = 24
 	packets := make([]hongbao.PacketID, others)
 	for i := range packets {
-		packets[i] = c.mustSend(t, sender, sendBody{Total: 500, Count: 5, Type: "random"}, "")
+		packets[i] = c.MustSend(t, sender, packettest.SendBody{Total: 500, Count: 5, Type: "random"}, "")
 	}
 
 	hammerer := dbtest.FreshUser()
@@ -58,7 +44,7 @@ func TestClusterHammerOnePacket(t *testing.T) {
 				default:
 				}
 				path := "/v1/packets/" + hot.String() + []string{"/open", "/grab"}[i%2]
-				r := c.do(http.MethodPost, path, hammerer, nil, nil)
+				r := c.Call(http.MethodPost, path, hammerer, nil, nil)
 				switch {
 				case r.Status == http.StatusOK:
 					ok200.Add(1)
@@ -84,7 +70,7 @@ func TestClusterHammerOnePacket(t *testing.T) {
 		u := dbtest.FreshUser()
 		for _, path := range []string{"/grab", "/open"} {
 			start := time.Now()
-			r := c.do(http.MethodPost, "/v1/packets/"+id.String()+path, u, nil, nil)
+			r := c.Call(http.MethodPost, "/v1/packets/"+id.String()+path, u, nil, nil)
 			took = append(took, time.Since(start))
 			if r.Status != http.StatusOK || (path == "/open" && r.Str("status") != hongbao.Opened) {
 				t.Errorf("user %d %s of packet %s during the hammer: %v, want 200", i, path, id, r)
@@ -115,7 +101,7 @@ func TestClusterHammerOnePacket(t *testing.T) {
 	// one of them was answered 200 and none was limited for the hammer's
 	// sake (above), and that little of the hammer got through.
 	// The hammered packet holds the hammerer's one share at most.
-	if p := c.checkPacket(t, c.topology(t), hot); p != nil && len(p.Shares) != 1 {
+	if p := c.CheckPacket(t, c.Topology(t), hot); p != nil && len(p.Shares) != 1 {
 		t.Errorf("hot packet has %d shares, want the hammerer's one", len(p.Shares))
 	}
 }

@@ -1,4 +1,4 @@
-package router_test
+package packets_test
 
 import (
 	mrand "math/rand/v2"
@@ -9,6 +9,7 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/packettest"
 )
 
 // TestClusterManyPacketsManyOpeners: 200 packets opened at once by 25
@@ -16,24 +17,24 @@ import (
 // packet twice). Every invariant holds, every answer agrees with MySQL, and
 // exactly min(count, distinct openers) opens of each packet said "opened".
 func TestClusterManyPacketsManyOpeners(t *testing.T) {
-	c := startCluster(t)
+	c := packettest.Start(t)
 	const packets, attempts, poolSize = 200, 25, 80
 	senders := make([]hongbao.UserID, 40) // a sender's debits take turns on its account row
 	for i := range senders {
-		senders[i] = c.richUser(t)
+		senders[i] = c.RichUser(t)
 	}
 	pool := make([]hongbao.UserID, poolSize)
 	for i := range pool {
 		pool[i] = dbtest.FreshUser()
 	}
 	ids := make([]hongbao.PacketID, packets)
-	bodies := make([]sendBody, packets)
+	bodies := make([]packettest.SendBody, packets)
 	for i := range bodies {
 		count := 10 + mrand.IntN(16)
 		if mrand.IntN(2) == 0 {
-			bodies[i] = sendBody{Total: int64(count * (1 + mrand.IntN(300))), Count: count, Type: "fixed", Greeting: "fixed"}
+			bodies[i] = packettest.SendBody{Total: int64(count * (1 + mrand.IntN(300))), Count: count, Type: "fixed", Greeting: "fixed"}
 		} else {
-			bodies[i] = sendBody{Total: int64(count + mrand.IntN(8000)), Count: count, Type: "random", Greeting: "lucky"}
+			bodies[i] = packettest.SendBody{Total: int64(count + mrand.IntN(8000)), Count: count, Type: "random", Greeting: "lucky"}
 		}
 	}
 	began := time.Now()
@@ -45,7 +46,7 @@ func TestClusterManyPacketsManyOpeners(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			ids[i] = c.mustSend(t, senders[i%len(senders)], bodies[i], "")
+			ids[i] = c.MustSend(t, senders[i%len(senders)], bodies[i], "")
 		}()
 	}
 	wg.Wait()
@@ -70,7 +71,7 @@ func TestClusterManyPacketsManyOpeners(t *testing.T) {
 		}
 	}
 	mrand.Shuffle(len(jobs), func(i, j int) { jobs[i], jobs[j] = jobs[j], jobs[i] })
-	answers := make([][]openAnswer, packets)
+	answers := make([][]packettest.OpenAnswer, packets)
 	var mu sync.Mutex
 	var retries atomic.Int64
 	began = time.Now()
@@ -81,7 +82,7 @@ func TestClusterManyPacketsManyOpeners(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			a := c.openFinal(j.user, ids[j.packet], retryBusy, 60*time.Second)
+			a := c.OpenFinal(j.user, ids[j.packet], packettest.RetryBusy, 60*time.Second)
 			retries.Add(int64(a.Retries))
 			mu.Lock()
 			answers[j.packet] = append(answers[j.packet], a)
@@ -91,15 +92,15 @@ func TestClusterManyPacketsManyOpeners(t *testing.T) {
 	wg.Wait()
 	opened := time.Since(began)
 
-	topo := c.topology(t)
+	topo := c.Topology(t)
 	totalOpened := 0
 	for i, id := range ids {
-		p := c.checkPacket(t, topo, id)
+		p := c.CheckPacket(t, topo, id)
 		if p == nil {
 			continue
 		}
 		want := min(bodies[i].Count, len(distinct[i]))
-		got := checkAnswers(t, p, answers[i])
+		got := packettest.CheckAnswers(t, p, answers[i])
 		totalOpened += got
 		if got != want {
 			t.Errorf("packet %s (count %d, %d distinct openers): %d opens answered opened, want %d",
@@ -123,7 +124,7 @@ func TestClusterManyPacketsManyOpeners(t *testing.T) {
 		spent[senders[i%len(senders)]] += b.Total
 	}
 	for _, u := range senders {
-		if got := c.balance(t, u); got != 100_000_000-spent[u] {
+		if got := c.Balance(t, u); got != 100_000_000-spent[u] {
 			t.Errorf("sender %s: balance %d, want %d", u, got, 100_000_000-spent[u])
 		}
 	}

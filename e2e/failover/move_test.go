@@ -1,4 +1,4 @@
-package router_test
+package failover_test
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/hongbao-dev/hongbao/api"
 	"github.com/hongbao-dev/hongbao/e2e/harness/clustertest"
 	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/packettest"
 	"github.com/hongbao-dev/hongbao/store"
 	"github.com/hongbao-dev/hongbao/store/migrate"
 )
@@ -26,8 +27,8 @@ import (
 // a signed request for the bucket 421 wrong_set; SET a's fence refuses any
 // write of the bucket; topology show counts 499/501.
 func TestClusterMoveBucket(t *testing.T) {
-	c := startCluster(t)
-	topo := c.topology(t)
+	c := packettest.Start(t)
+	topo := c.Topology(t)
 	setA, setB := c.Sets[0].Name, c.Sets[1].Name
 	if n := len(topo.Buckets(setA)); n != 500 {
 		t.Fatalf("SET %s owns %d buckets before the move, want 500 (has a move run already?)", setA, n)
@@ -36,20 +37,20 @@ func TestClusterMoveBucket(t *testing.T) {
 
 	// A bucket of SET a holding no other packet today (a move carries
 	// along every row of the bucket).
-	sender := c.richUser(t)
-	today := time.Now().In(c.loc).Day()
+	sender := c.RichUser(t)
+	today := time.Now().In(c.Loc).Day()
 	var key string
 	var bucket hongbao.Bucket
 	for tries := 0; tries < 300; tries++ {
-		key, bucket = bucketKey(t, sender, ownedByA)
+		key, bucket = packettest.BucketKey(t, sender, ownedByA)
 		var n int
 		err := c.DB(setA).QueryRow("SELECT COUNT(*) FROM " + hongbao.DayTable{Bucket: bucket, Day: today}.Packets()).Scan(&n)
 		if dbtest.MissingTable(err) || (err == nil && n == 0) {
 			break
 		}
 	}
-	body := sendBody{Total: 1000, Count: 5, Type: "random", Greeting: "搬家"}
-	id := c.mustSend(t, sender, body, key)
+	body := packettest.SendBody{Total: 1000, Count: 5, Type: "random", Greeting: "搬家"}
+	id := c.MustSend(t, sender, body, key)
 	if id == 0 {
 		return
 	}
@@ -58,11 +59,11 @@ func TestClusterMoveBucket(t *testing.T) {
 	}
 	early := []hongbao.UserID{dbtest.FreshUser(), dbtest.FreshUser()}
 	for _, u := range early {
-		if a := c.openFinal(u, id, retryBusy, 10*time.Second); a.R.Str("status") != hongbao.Opened {
+		if a := c.OpenFinal(u, id, packettest.RetryBusy, 10*time.Second); a.R.Str("status") != hongbao.Opened {
 			t.Fatalf("open before the move: %v", a.R)
 		}
 	}
-	before := c.checkPacket(t, topo, id)
+	before := c.CheckPacket(t, topo, id)
 	if before == nil || before.Set != setA {
 		t.Fatalf("packet %s is not on SET %s before the move", id, setA)
 	}
@@ -85,7 +86,7 @@ func TestClusterMoveBucket(t *testing.T) {
 				return
 			default:
 			}
-			polls = append(polls, seen{time.Now(), c.detail(reader, id)})
+			polls = append(polls, seen{time.Now(), c.Detail(reader, id)})
 			time.Sleep(10 * time.Millisecond)
 		}
 	}()
@@ -139,9 +140,9 @@ func TestClusterMoveBucket(t *testing.T) {
 	// Within ~3 s the router sends the packet to SET b: a new open
 	// succeeds there and the detail shows every share.
 	late := dbtest.FreshUser()
-	var final openAnswer
+	var final packettest.OpenAnswer
 	for {
-		final = c.openFinal(late, id, retryBusy, 5*time.Second)
+		final = c.OpenFinal(late, id, packettest.RetryBusy, 5*time.Second)
 		if final.R.Status == http.StatusOK || time.Since(moved) > 5*time.Second {
 			break
 		}
@@ -154,18 +155,18 @@ func TestClusterMoveBucket(t *testing.T) {
 	if routedAfter > 3*time.Second {
 		t.Errorf("the router took %v after the move to open the packet on SET %s, want ~3 s at most", routedAfter, setB)
 	}
-	r := c.detail(dbtest.FreshUser(), id)
+	r := c.Detail(dbtest.FreshUser(), id)
 	if r.Status != http.StatusOK || len(r.JSON["records"].([]any)) != 3 {
 		t.Errorf("detail through the router after the move: %v", r)
 	}
 	close(stop)
 	pollers.Wait()
 
-	topo2 := c.topology(t)
+	topo2 := c.Topology(t)
 	if topo2.Owner(bucket).Name != setB || topo2.Version != topo.Version+1 {
 		t.Fatalf("topology after the move: bucket %d on %s at version %d (was %d)", bucket, topo2.Owner(bucket).Name, topo2.Version, topo.Version)
 	}
-	after := c.checkPacket(t, topo2, id) // and asserts SET a holds no row of it any more
+	after := c.CheckPacket(t, topo2, id) // and asserts SET a holds no row of it any more
 	if after == nil {
 		t.FailNow()
 	}
@@ -227,7 +228,7 @@ func TestClusterMoveBucket(t *testing.T) {
 	// An old SET-a server, asked directly with a valid router signature,
 	// refuses every request of the bucket with 421 wrong_set.
 	internal := api.NewInternal([]byte(c.InternalSecret), time.Now)
-	intruder := c.richUser(t) // can pay: only the bucket's owner may refuse the send
+	intruder := c.RichUser(t) // can pay: only the bucket's owner may refuse the send
 	minted, err := hongbao.NewMinter(time.Now).Next(bucket)
 	if err != nil {
 		t.Fatal(err)
@@ -241,7 +242,7 @@ func TestClusterMoveBucket(t *testing.T) {
 				return c.Request(http.MethodGet, "http://"+srv+"/v1/packets/"+id.String(), 0, nil, nil)
 			},
 			"send": func() *http.Request {
-				return c.Request(http.MethodPost, "http://"+srv+"/v1/packets", 0, sendBody{Total: 100, Count: 1, Type: "random"}.json(),
+				return c.Request(http.MethodPost, "http://"+srv+"/v1/packets", 0, packettest.SendBody{Total: 100, Count: 1, Type: "random"}.JSON(),
 					map[string]string{api.HeaderPacketID: minted.String()})
 			},
 		}
@@ -274,7 +275,7 @@ func TestClusterMoveBucket(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	st := store.New(c.DB(setA), setA, c.loc, time.Now, mrand.Int64N)
+	st := store.New(c.DB(setA), setA, c.Loc, time.Now, mrand.Int64N)
 	_, _, err = st.Create(ctx, store.NewPacket{ID: minted, Sender: intruder, Expiry: time.Hour, Funding: hongbao.Funded,
 		Req: hongbao.SendRequest{Total: 100, Count: 1, Type: hongbao.Random}})
 	if !errors.Is(err, hongbao.ErrWrongSet) {
@@ -298,7 +299,7 @@ func TestClusterMoveBucket(t *testing.T) {
 		Req: hongbao.SendRequest{Total: 100, Count: 1, Type: hongbao.Random}}); err != nil || !created {
 		t.Errorf("create in bucket %d, still SET %s's: created %v, %v", other.Bucket(), setA, created, err)
 	}
-	if p := c.checkPacket(t, c.topology(t), id); p != nil && p.Shares[intruder] != 0 {
+	if p := c.CheckPacket(t, c.Topology(t), id); p != nil && p.Shares[intruder] != 0 {
 		t.Errorf("user %s got a share of %s through an old SET-a server", intruder, id)
 	}
 
@@ -325,7 +326,7 @@ func TestClusterMoveBucket(t *testing.T) {
 	// A move that stopped after publishing the topology, before deleting
 	// the old copy, leaves stale rows on SET a: running the move again
 	// finds the bucket moved and deletes them, and SET b keeps its rows.
-	table := id.Table(c.loc)
+	table := id.Table(c.Loc)
 	rowsOn := func(set string) int {
 		var n int
 		if err := c.DB(set).QueryRow("SELECT COUNT(*) FROM "+table.Packets()+" WHERE id = ?", id).Scan(&n); err != nil {

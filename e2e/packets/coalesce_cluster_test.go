@@ -1,4 +1,4 @@
-package router_test
+package packets_test
 
 import (
 	"bufio"
@@ -12,11 +12,12 @@ import (
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/api"
 	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/packettest"
 )
 
 // serverRequests sums hongbao_http_requests_total of route over the
 // admin listeners of every server of the cluster.
-func (c *cluster) serverRequests(t *testing.T, route string) float64 {
+func serverRequests(c *packettest.Cluster, t *testing.T, route string) float64 {
 	t.Helper()
 	var sum float64
 	for _, s := range c.Sets {
@@ -50,29 +51,29 @@ func (c *cluster) serverRequests(t *testing.T, route string) float64 {
 // own), and every answer is exact: as many opened as shares, nobody twice,
 // the shares sum to the total, each told amount is the row's.
 func TestClusterCoalescedHotPacket(t *testing.T) {
-	c := startCluster(t)
-	topo := c.topology(t)
+	c := packettest.Start(t)
+	topo := c.Topology(t)
 	const shares, crowd, total = 100, 300, 10_000
-	id := c.mustSend(t, c.richUser(t), sendBody{Total: total, Count: shares, Type: "random", Greeting: "hot"}, "")
+	id := c.MustSend(t, c.RichUser(t), packettest.SendBody{Total: total, Count: shares, Type: "random", Greeting: "hot"}, "")
 	if id == 0 {
 		return
 	}
-	batchesBefore := c.serverRequests(t, "POST "+api.BatchPath)
-	opensBefore := c.serverRequests(t, "POST /v1/packets/{id}/open")
-	answers := make([]openAnswer, crowd)
+	batchesBefore := serverRequests(c, t, "POST "+api.BatchPath)
+	opensBefore := serverRequests(c, t, "POST /v1/packets/{id}/open")
+	answers := make([]packettest.OpenAnswer, crowd)
 	start := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := range answers {
 		u := dbtest.FreshUser()
 		wg.Go(func() {
 			<-start
-			answers[i] = c.openFinal(u, id, retryBusy, 30*time.Second)
+			answers[i] = c.OpenFinal(u, id, packettest.RetryBusy, 30*time.Second)
 		})
 	}
 	close(start)
 	wg.Wait()
-	p := c.checkPacket(t, topo, id)
-	if opened := checkAnswers(t, p, answers); opened != shares {
+	p := c.CheckPacket(t, topo, id)
+	if opened := packettest.CheckAnswers(t, p, answers); opened != shares {
 		t.Errorf("%d opened answers, want %d", opened, shares)
 	}
 	var sum int64
@@ -82,8 +83,8 @@ func TestClusterCoalescedHotPacket(t *testing.T) {
 	if len(p.Shares) != shares || sum != total {
 		t.Errorf("%d shares summing to %d, want %d summing to %d", len(p.Shares), sum, shares, total)
 	}
-	batches := c.serverRequests(t, "POST "+api.BatchPath) - batchesBefore
-	opens := c.serverRequests(t, "POST /v1/packets/{id}/open") - opensBefore
+	batches := serverRequests(c, t, "POST "+api.BatchPath) - batchesBefore
+	opens := serverRequests(c, t, "POST /v1/packets/{id}/open") - opensBefore
 	if opens < crowd || batches < 1 || batches >= opens {
 		t.Errorf("servers counted %v opens in %v batches; want at least %d opens, each counted, in fewer batches", opens, batches, crowd)
 	}
@@ -96,15 +97,15 @@ func TestClusterCoalescedHotPacket(t *testing.T) {
 // nothing they were not told (their shares, if taken, are theirs in MySQL
 // and answered already_opened on a retry).
 func TestClusterCoalescedCancelledClients(t *testing.T) {
-	c := startCluster(t)
-	topo := c.topology(t)
+	c := packettest.Start(t)
+	topo := c.Topology(t)
 	const shares, crowd = 100, 200
-	id := c.mustSend(t, c.richUser(t), sendBody{Total: 10_000, Count: shares, Type: "random", Greeting: "leave"}, "")
+	id := c.MustSend(t, c.RichUser(t), packettest.SendBody{Total: 10_000, Count: shares, Type: "random", Greeting: "leave"}, "")
 	if id == 0 {
 		return
 	}
 	users := make([]hongbao.UserID, crowd)
-	answers := make([]openAnswer, crowd)
+	answers := make([]packettest.OpenAnswer, crowd)
 	var wg sync.WaitGroup
 	impatient := &http.Client{Timeout: time.Millisecond}
 	for i := range users {
@@ -114,16 +115,16 @@ func TestClusterCoalescedCancelledClients(t *testing.T) {
 				_, _ = impatient.Do(c.Request(http.MethodPost, c.URL()+"/v1/packets/"+id.String()+"/open", users[i], nil, nil))
 				return
 			}
-			answers[i] = c.openFinal(users[i], id, retryBusy, 30*time.Second)
+			answers[i] = c.OpenFinal(users[i], id, packettest.RetryBusy, 30*time.Second)
 		})
 	}
 	wg.Wait()
 	// Those who left ask again: a share they took is theirs, the same one.
 	for i := 0; i < crowd; i += 4 {
-		answers[i] = c.openFinal(users[i], id, retryBusy, 30*time.Second)
+		answers[i] = c.OpenFinal(users[i], id, packettest.RetryBusy, 30*time.Second)
 	}
-	p := c.checkPacket(t, topo, id)
-	checkAnswers(t, p, answers)
+	p := c.CheckPacket(t, topo, id)
+	packettest.CheckAnswers(t, p, answers)
 	if len(p.Shares) != shares {
 		t.Errorf("%d shares taken by %d openers, want all %d", len(p.Shares), crowd, shares)
 	}

@@ -1,4 +1,4 @@
-package router_test
+package packettest
 
 // What the cluster tests assert on the SETs' MySQL: where a packet's rows
 // are, that they are consistent, and that the clients' answers agree with
@@ -14,20 +14,20 @@ import (
 	"github.com/hongbao-dev/hongbao/set/topology"
 )
 
-// dbPacket is a packet as the MySQL of its SET holds it.
-type dbPacket struct {
+// DBPacket is a packet as the MySQL of its SET holds it.
+type DBPacket struct {
 	dbtest.Packet
 	Set string
 }
 
-// checkPacket finds packet id in the SETs' MySQL, asserts it is held by
+// CheckPacket finds packet id in the SETs' MySQL, asserts it is held by
 // exactly the SET topo says owns its bucket, asserts DESIGN.md's invariants
 // 1 and 2 on its rows, and that every share's wallet credit waits in an
 // outbox, and returns them (nil if it is nowhere).
-func (c *cluster) checkPacket(t testing.TB, topo *topology.Map, id hongbao.PacketID) *dbPacket {
+func (c *Cluster) CheckPacket(t testing.TB, topo *topology.Map, id hongbao.PacketID) *DBPacket {
 	t.Helper()
 	owner := topo.Owner(id.Bucket()).Name
-	var found *dbPacket
+	var found *DBPacket
 	for _, s := range c.Sets {
 		p := dbtest.ReadPacket(t, c.DB(s.Name), id)
 		if p == nil {
@@ -37,7 +37,7 @@ func (c *cluster) checkPacket(t testing.TB, topo *topology.Map, id hongbao.Packe
 			t.Errorf("packet %s (bucket %d) has rows on SET %s, but SET %s owns the bucket", id, id.Bucket(), s.Name, owner)
 			continue
 		}
-		found = &dbPacket{Packet: *p, Set: s.Name}
+		found = &DBPacket{Packet: *p, Set: s.Name}
 	}
 	if found == nil {
 		t.Errorf("packet %s (bucket %d) is not in the MySQL of its owner SET %s", id, id.Bucket(), owner)
@@ -76,10 +76,10 @@ func (c *cluster) checkPacket(t testing.TB, topo *topology.Map, id hongbao.Packe
 	return p
 }
 
-// senderRows counts sender's rows, over every SET, in the packet table day
+// SenderRows counts sender's rows, over every SET, in the packet table day
 // and in the idempotency table of its bucket (those of key, unless key is
 // "").
-func (c *cluster) senderRows(t testing.TB, day hongbao.DayTable, sender hongbao.UserID, key string) (packets, keys int) {
+func (c *Cluster) SenderRows(t testing.TB, day hongbao.DayTable, sender hongbao.UserID, key string) (packets, keys int) {
 	t.Helper()
 	idem, args := "SELECT COUNT(*) FROM "+day.DB()+".t_idem WHERE sender = ?", []any{sender}
 	if key != "" {
@@ -99,11 +99,11 @@ func (c *cluster) senderRows(t testing.TB, day hongbao.DayTable, sender hongbao.
 	return packets, keys
 }
 
-// checkAnswers compares the final answers clients got for packet p with its
+// CheckAnswers compares the final answers clients got for packet p with its
 // rows: every answer is final, every opened/already_opened amount is the
 // user's share in MySQL, no sold_out went to a user holding a share, and no
 // user was told opened twice. It returns the number of "opened" answers.
-func checkAnswers(t testing.TB, p *dbPacket, answers []openAnswer) (opened int) {
+func CheckAnswers(t testing.TB, p *DBPacket, answers []OpenAnswer) (opened int) {
 	t.Helper()
 	openedBy := map[hongbao.UserID]int{}
 	for _, a := range answers {

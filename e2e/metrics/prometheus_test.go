@@ -1,4 +1,4 @@
-package router_test
+package metrics_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/hongbao-dev/hongbao/api"
 	"github.com/hongbao-dev/hongbao/e2e/harness/clustertest"
 	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/packettest"
 	"github.com/hongbao-dev/hongbao/metrics"
 )
 
@@ -24,7 +25,7 @@ import (
 // with no settler and emptying when the settlers start, the credits they
 // deliver. Every answer of the router is checked against openapi.json.
 func TestClusterPrometheusSeesTheLoad(t *testing.T) {
-	c := startCluster(t) // no settlers: credits wait in the outboxes
+	c := packettest.Start(t) // no settlers: credits wait in the outboxes
 	spec, err := api.ParseSpec()
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +88,7 @@ func TestClusterPrometheusSeesTheLoad(t *testing.T) {
 
 // verifyTextfile runs hbctl verify --textfile on the quiet cluster: every
 // invariant holds, so the file says hongbao_verify_ok 1 with the time.
-func verifyTextfile(t *testing.T, c *cluster) {
+func verifyTextfile(t *testing.T, c *packettest.Cluster) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "hbverify.prom")
 	before := time.Now().Unix()
@@ -108,14 +109,14 @@ func verifyTextfile(t *testing.T, c *cluster) {
 // openLoad sends packets packets of shares shares (1 fen each), has openers
 // users open each at once, then one who got a share again, and counts the
 // answers by status; every answer must agree with the spec.
-func openLoad(t *testing.T, c *cluster, spec *api.Spec, packets, shares, openers int) map[string]int {
+func openLoad(t *testing.T, c *packettest.Cluster, spec *api.Spec, packets, shares, openers int) map[string]int {
 	t.Helper()
-	sender := c.richUser(t)
+	sender := c.RichUser(t)
 	got := map[string]int{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for range packets {
-		id := c.mustSend(t, sender, sendBody{Total: int64(shares), Count: shares, Type: "fixed"}, "")
+		id := c.MustSend(t, sender, packettest.SendBody{Total: int64(shares), Count: shares, Type: "fixed"}, "")
 		users := make([]hongbao.UserID, openers)
 		for i := range users {
 			users[i] = dbtest.FreshUser()
@@ -123,7 +124,7 @@ func openLoad(t *testing.T, c *cluster, spec *api.Spec, packets, shares, openers
 		var winner hongbao.UserID
 		for _, u := range users {
 			wg.Go(func() {
-				r := c.open(u, id)
+				r := c.Open(u, id)
 				mu.Lock()
 				defer mu.Unlock()
 				o := outcomeOf(t, spec, "POST", "/v1/packets/"+id.String()+"/open", r)
@@ -134,7 +135,7 @@ func openLoad(t *testing.T, c *cluster, spec *api.Spec, packets, shares, openers
 			})
 		}
 		wg.Wait()
-		r := c.open(winner, id) // a user with a share, again
+		r := c.Open(winner, id) // a user with a share, again
 		got[outcomeOf(t, spec, "POST", "/v1/packets/"+id.String()+"/open", r)]++
 	}
 	return got
@@ -161,9 +162,9 @@ func outcomeOf(t *testing.T, spec *api.Spec, method, path string, r clustertest.
 // (a stuck transaction) while n users open it: all n wait in its queue, and
 // Prometheus must see hongbao_queue_depth at n; once the lock goes they
 // are answered and the depth returns to 0. It returns how many opened.
-func queueWhileLocked(t *testing.T, c *cluster, prom *clustertest.Prometheus, n int) int {
+func queueWhileLocked(t *testing.T, c *packettest.Cluster, prom *clustertest.Prometheus, n int) int {
 	t.Helper()
-	id := c.mustSend(t, c.richUser(t), sendBody{Total: 100, Count: 10, Type: "fixed"}, "")
+	id := c.MustSend(t, c.RichUser(t), packettest.SendBody{Total: 100, Count: 10, Type: "fixed"}, "")
 	set, err := c.SetOf(id)
 	if err != nil {
 		t.Fatal(err)
@@ -175,12 +176,12 @@ func queueWhileLocked(t *testing.T, c *cluster, prom *clustertest.Prometheus, n 
 		t.Fatal(err)
 	}
 	defer tx.Rollback() //nolint:errcheck
-	if _, err := tx.ExecContext(ctx, fmt.Sprintf("SELECT id FROM %s WHERE id = ? FOR UPDATE", id.Table(c.loc).Packets()), int64(id)); err != nil {
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("SELECT id FROM %s WHERE id = ? FOR UPDATE", id.Table(c.Loc).Packets()), int64(id)); err != nil {
 		t.Fatal(err)
 	}
 	answers := make(chan clustertest.Reply, n)
 	for range n {
-		go func() { answers <- c.open(dbtest.FreshUser(), id) }()
+		go func() { answers <- c.Open(dbtest.FreshUser(), id) }()
 	}
 	// The open transaction times out after queue.tx_timeout (5 s): the
 	// depth must show before that.
@@ -202,7 +203,7 @@ func queueWhileLocked(t *testing.T, c *cluster, prom *clustertest.Prometheus, n 
 
 // checkAdmin asks every process's admin listener for its health and
 // profiles, and makes sure the public port serves neither.
-func checkAdmin(t *testing.T, c *cluster) {
+func checkAdmin(t *testing.T, c *packettest.Cluster) {
 	t.Helper()
 	hc := &http.Client{Timeout: 10 * time.Second}
 	get := func(url string) (int, string) {
@@ -230,9 +231,9 @@ func checkAdmin(t *testing.T, c *cluster) {
 
 // badRequests makes the answers of bad input and checks each status and
 // code against the spec and against what the handlers must answer.
-func badRequests(t *testing.T, c *cluster, spec *api.Spec) {
+func badRequests(t *testing.T, c *packettest.Cluster, spec *api.Spec) {
 	t.Helper()
-	user := c.richUser(t)
+	user := c.RichUser(t)
 	tests := []struct {
 		method, path string
 		user         hongbao.UserID
@@ -256,7 +257,7 @@ func badRequests(t *testing.T, c *cluster, spec *api.Spec) {
 		if tt.body != "" {
 			body = []byte(tt.body)
 		}
-		r := c.do(tt.method, tt.path, tt.user, body, nil)
+		r := c.Call(tt.method, tt.path, tt.user, body, nil)
 		if r.Status != tt.status || r.Str("code") != tt.code {
 			t.Errorf("%s %s: %v, want %d %q", tt.method, tt.path, r, tt.status, tt.code)
 		}

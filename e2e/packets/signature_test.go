@@ -1,4 +1,4 @@
-package router_test
+package packets_test
 
 import (
 	"crypto/rand"
@@ -11,6 +11,7 @@ import (
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/api"
 	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/packettest"
 	"github.com/hongbao-dev/hongbao/router"
 )
 
@@ -19,12 +20,12 @@ import (
 // signature or one under another secret is refused with 403 forbidden, and
 // nothing is written.
 func TestClusterServerRefusesUnsignedRequests(t *testing.T) {
-	c := startCluster(t)
-	topo := c.topology(t)
+	c := packettest.Start(t)
+	topo := c.Topology(t)
 	setA := c.Sets[0].Name
 	ownedByA := func(b hongbao.Bucket) bool { return topo.Owner(b).Name == setA }
-	sender := c.richUser(t)
-	key, bucket := bucketKey(t, sender, ownedByA)
+	sender := c.RichUser(t)
+	key, bucket := packettest.BucketKey(t, sender, ownedByA)
 	minted, err := hongbao.NewMinter(time.Now).Next(bucket)
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +63,7 @@ func TestClusterServerRefusesUnsignedRequests(t *testing.T) {
 				if withID {
 					hdr[api.HeaderPacketID] = minted.String()
 				}
-				req := c.Request(http.MethodPost, "http://"+srv+"/v1/packets", sender, sendBody{Total: 500, Count: 5, Type: "random"}.json(), hdr)
+				req := c.Request(http.MethodPost, "http://"+srv+"/v1/packets", sender, packettest.SendBody{Total: 500, Count: 5, Type: "random"}.JSON(), hdr)
 				a.prep(req, sender)
 				if r := c.Do(req); !r.IsProblem(http.StatusForbidden, "forbidden") {
 					t.Errorf("send straight to %s, %s (packet id header %v): %v, want 403 forbidden", srv, a.name, withID, r)
@@ -72,8 +73,8 @@ func TestClusterServerRefusesUnsignedRequests(t *testing.T) {
 	}
 
 	// Opens and reads of an existing packet, straight to its servers.
-	victimSender := c.richUser(t)
-	pkt := c.mustSend(t, victimSender, sendBody{Total: 500, Count: 5, Type: "random"}, "")
+	victimSender := c.RichUser(t)
+	pkt := c.MustSend(t, victimSender, packettest.SendBody{Total: 500, Count: 5, Type: "random"}, "")
 	if pkt == 0 {
 		return
 	}
@@ -96,21 +97,21 @@ func TestClusterServerRefusesUnsignedRequests(t *testing.T) {
 	}
 
 	// Nothing was written.
-	day := minted.Table(c.loc)
-	rowsOf := func(u hongbao.UserID) (packets, keys int) { return c.senderRows(t, day, u, "") }
+	day := minted.Table(c.Loc)
+	rowsOf := func(u hongbao.UserID) (packets, keys int) { return c.SenderRows(t, day, u, "") }
 	if packets, keys := rowsOf(sender); packets != 0 || keys != 0 {
 		t.Errorf("refused sends wrote %d packet rows and %d idempotency rows", packets, keys)
 	}
-	if got := c.balance(t, sender); got != 100_000_000 {
+	if got := c.Balance(t, sender); got != 100_000_000 {
 		t.Errorf("refused sends moved money: balance %d", got)
 	}
-	if p := c.checkPacket(t, topo, pkt); p != nil && (len(p.Shares) != 0 || p.RemainingCount != p.Count) {
+	if p := c.CheckPacket(t, topo, pkt); p != nil && (len(p.Shares) != 0 || p.RemainingCount != p.Count) {
 		t.Errorf("refused opens changed packet %s: %+v", pkt, *p)
 	}
 
 	// The control: the same send, signed by the router's secret, is taken,
 	// so the refusals above were the signature's doing.
-	req := c.Request(http.MethodPost, "http://"+c.Sets[0].Addrs[0]+"/v1/packets", 0, sendBody{Total: 500, Count: 5, Type: "random"}.json(),
+	req := c.Request(http.MethodPost, "http://"+c.Sets[0].Addrs[0]+"/v1/packets", 0, packettest.SendBody{Total: 500, Count: 5, Type: "random"}.JSON(),
 		map[string]string{"Idempotency-Key": key, api.HeaderPacketID: minted.String()})
 	good.Sign(req, sender)
 	if r := c.Do(req); r.Status != http.StatusCreated || r.Str("id") != minted.String() {
@@ -119,7 +120,7 @@ func TestClusterServerRefusesUnsignedRequests(t *testing.T) {
 	if packets, keys := rowsOf(sender); packets != 1 || keys != 1 {
 		t.Errorf("signed send wrote %d packet rows and %d idempotency rows, want 1 and 1", packets, keys)
 	}
-	if got := c.balance(t, sender); got != 100_000_000-500 {
+	if got := c.Balance(t, sender); got != 100_000_000-500 {
 		t.Errorf("signed send: balance %d, want %d", got, 100_000_000-500)
 	}
 }

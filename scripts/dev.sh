@@ -449,18 +449,10 @@ up() {
   fi
 }
 
-down() {
-  local f
-  # Supervisors first (each stops its process), then any process left
-  # without one, and the background schema ensure.
-  for f in "$RUN"/sup-router-*.pid "$RUN"/sup-server-*.pid "$RUN"/sup-settler-*.pid; do [ -e "$f" ] && stop "$f"; done
-  for f in "$RUN"/router-*.pid "$RUN"/server-*.pid "$RUN"/settler-*.pid "$RUN"/ensure.pid; do [ -e "$f" ] && stop "$f"; done
-  for f in "$RUN"/memcached-*.pid "$RUN"/mariadb-*.pid; do
-    case "$f" in *-test-*) continue ;; esac # the test instances belong to make test
-    [ -e "$f" ] && stop "$f"
-  done
-  return 0
-}
+# down: the supervisors first (each stops its process), then any process
+# left without one, the background schema ensure, memcached and MariaDB;
+# the test instances belong to make test (hbdev down).
+down() { hbdev down -run "$RUN"; }
 
 usage_info() {
   local token

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -37,6 +39,46 @@ func TestHbdev(t *testing.T) {
 	bin := hbdev(t)
 	t.Run("supervise", func(t *testing.T) { testSupervise(t, bin) })
 	t.Run("mariadbd-args", func(t *testing.T) { testMariadbdArgs(t, bin) })
+	t.Run("down", func(t *testing.T) { testDown(t, bin) })
+}
+
+// testDown: down stops the supervised processes and the databases, and
+// leaves make test's instances (*-test-*) alone.
+func testDown(t *testing.T, bin string) {
+	run := t.TempDir()
+	if out, err := exec.Command(bin, "start", "-run", run, "server", "a1", "sleep", "1000").CombinedOutput(); err != nil {
+		t.Fatalf("start: %v\n%s", err, out)
+	}
+	server := filepath.Join(run, "server-a1.pid")
+	waitFor(t, "start", func() bool { return pidOf(server) != 0 })
+	// Stand-ins for a dev and a test memcached.
+	daemons := map[string]*exec.Cmd{}
+	for _, name := range []string{"memcached-a", "memcached-test-a"} {
+		cmd := exec.Command("sleep", "1000")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go cmd.Wait() // reaped when it ends, so gone says so
+		daemons[name] = cmd
+		t.Cleanup(func() { _ = cmd.Process.Kill() })
+		if err := os.WriteFile(filepath.Join(run, name+".pid"), []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pids := []int{pidOf(server), pidOf(filepath.Join(run, "sup-server-a1.pid")), daemons["memcached-a"].Process.Pid}
+	if out, err := exec.Command(bin, "down", "-run", run).CombinedOutput(); err != nil {
+		t.Fatalf("down: %v\n%s", err, out)
+	}
+	for _, p := range pids {
+		waitFor(t, fmt.Sprintf("pid %d gone", p), func() bool { return gone(p) })
+	}
+	if !alive(filepath.Join(run, "memcached-test-a.pid")) {
+		t.Error("down stopped the test instance")
+	}
+	left, _ := filepath.Glob(filepath.Join(run, "*.pid"))
+	if len(left) != 1 || filepath.Base(left[0]) != "memcached-test-a.pid" {
+		t.Errorf("pid files left: %v, want only memcached-test-a.pid", left)
+	}
 }
 
 // testSupervise: a supervised process killed with kill -9 runs again

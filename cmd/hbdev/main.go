@@ -12,6 +12,7 @@
 //	hbdev alive PIDFILE                        exit 0 when its process runs
 //	hbdev running PIDFILE PORT                 alive and listening on PORT here
 //	hbdev stop PIDFILE...                      TERM, then KILL, until gone
+//	hbdev down -run DIR                        stop the dev cluster (make down)
 //	hbdev wait-http URL                        until URL answers 2xx (10 s)
 package main
 
@@ -51,6 +52,8 @@ func main() {
 		for _, f := range args {
 			stop(f)
 		}
+	case "down":
+		err = down(args)
 	case "wait-http":
 		if len(args) != 1 {
 			usage()
@@ -66,6 +69,6 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: hbdev mariadbd-args|start|supervise|alive|running|stop|wait-http ... (see go doc ./cmd/hbdev)")
+	fmt.Fprintln(os.Stderr, "usage: hbdev mariadbd-args|start|supervise|alive|running|stop|down|wait-http ... (see go doc ./cmd/hbdev)")
 	os.Exit(2)
 }

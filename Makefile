@@ -1,5 +1,5 @@
 # hongbao: `make run` starts everything, `make test` tests everything.
-.PHONY: run up down test fuzz build deps bench bench-compare bench-e2e bench-rebalance chaos
+.PHONY: run up down test test-short fuzz build deps bench bench-compare bench-e2e bench-rebalance chaos
 
 run: ## start the dev cluster in the foreground; Ctrl-C stops it
 	@scripts/dev.sh run
@@ -12,6 +12,9 @@ down: ## stop the dev cluster
 
 test: ## vet + unit and integration tests with -race against real MariaDB and memcached
 	@scripts/dev.sh test
+
+test-short: ## the tests that need no database, cluster or browser (go test -short; the others skip): under a minute
+	go test -short -count=1 ./...
 
 fuzz: ## run every go test fuzz target for FUZZTIME each (default 20s); make test runs their seeds
 	@scripts/dev.sh fuzz $(or $(FUZZTIME),20s)

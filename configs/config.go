@@ -256,6 +256,11 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
+// MarshalYAML writes d as a Go duration string ("24h0m0s"), which
+// UnmarshalYAML reads back: a configuration written by a program (the test
+// harness's) loads like a hand-written one.
+func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+
 // D returns the time.Duration.
 func (d Duration) D() time.Duration { return time.Duration(d) }
 

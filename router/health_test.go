@@ -12,7 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/hongbao-dev/hongbao/store/dbtest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 )
 
 // TestHealthProbesServersAddedLater: Run asks for the server list every

@@ -16,8 +16,8 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/api"
+	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 	"github.com/hongbao-dev/hongbao/set/topology"
-	"github.com/hongbao-dev/hongbao/store/dbtest"
 )
 
 // fakeServer answers 421 wrong_set while wrong says so, else 200, and

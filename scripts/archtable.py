@@ -6,11 +6,21 @@ list's imports among hongbao's packages; rows are ordered so that every
 import is above its importer (stable: the table's order where it can).
 New packages get a row whose description says to write one; packages go
 list no longer shows lose theirs. architecture_test.go checks the result.
+
+    python3 scripts/archtable.py [HARNESS...]
+
+The harnesses (test-only packages, left out of the table) are the
+arguments, or by default architecture_test.go's `harnesses` list.
 """
 import json, re, subprocess, sys
 
 MOD = "github.com/hongbao-dev/hongbao"
-HARNESSES = set(sys.argv[1:])
+def harnesses():
+    src = open("architecture_test.go").read()
+    m = re.search(r"var harnesses = \[\]string\{([^}]*)\}", src)
+    return set(re.findall(r'"([^"]+)"', m.group(1)))
+
+HARNESSES = set(sys.argv[1:]) or harnesses()
 
 def short(p):
     if p == MOD: return "hongbao"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Dev and test infrastructure: installs MariaDB and memcached when missing and
 # runs private instances (own ports, data under .run/), the SET servers and
-# the router. Every process has .run/<kind>-<name>.pid and a log beside it.
+# the router. Every process has .run/<kind>-<name>.pid and a log beside it;
+# cmd/hbdev (built on first use) starts, supervises and stops them, and
+# writes MariaDB's options (store/replication.Server).
 #
 #   scripts/dev.sh deps        install MariaDB, memcached, Prometheus (promtool) and Chromium if missing
 #   scripts/dev.sh up          start the dev cluster in the background (idempotent)
@@ -51,7 +53,7 @@ prometheus_deps() {
 }
 
 # chromium_deps: Debian's chromium, the headless browser the page's and the
-# dashboard's tests drive (router/browsertest); no browser is downloaded.
+# dashboard's tests drive (e2e/harness/browsertest); no browser is downloaded.
 # A small Chinese font (WenQuanYi Micro Hei), so 红包 renders in its screenshots.
 chromium_deps() {
   local need=()
@@ -66,80 +68,48 @@ chromium_deps() {
     { cat "$RUN/apt.log"; echo "could not install ${need[*]}" >&2; exit 1; }
 }
 
-# alive PIDFILE: its process runs and is not dying. A process killed with
-# kill -9 lingers a while (a MariaDB tearing down its buffer pool, a zombie
-# nobody has reaped yet): alive waits until it is gone (up to 30 s) and says
-# no, so that whoever starts a new one does not find the old one in its way.
-alive() {
-  [ -f "$1" ] || return 1
-  local p i; p=$(cat "$1" 2>/dev/null) || return 1
-  [ -n "$p" ] && kill -0 "$p" 2>/dev/null || return 1
-  dying "$p" || return 0
-  for i in $(seq 1 300); do kill -0 "$p" 2>/dev/null && ! zombie "$p" || return 1; sleep 0.1; done
-  return 1
+# hbdev ARGS: cmd/hbdev, the dev cluster's process supervision and
+# MariaDB's options (store/replication.Server, which the test harnesses
+# use too), built into $RUN/bin once per run of this script (not exported:
+# a dev.sh run under another HB_DEV_RUN builds its own).
+HBDEV_BUILT=""
+hbdev() {
+  if [ -z "$HBDEV_BUILT" ]; then
+    (cd "$ROOT" && go build -o "$RUN/bin/hbdev" ./cmd/hbdev) || { echo "could not build cmd/hbdev" >&2; exit 1; }
+    HBDEV_BUILT=1
+  fi
+  "$RUN/bin/hbdev" "$@"
 }
 
-# running PIDFILE PORT: its process is alive and listens on PORT in this
-# network namespace. One alive that does not (a test instance left running
-# in another namespace by a make test that was killed: nothing here would
-# reach it, and tests would fail to connect) is stopped.
-running() {
-  alive "$1" || return 1
-  (: </dev/tcp/127.0.0.1/"$2") 2>/dev/null && return 0
-  echo "$1: pid $(cat "$1") does not listen on 127.0.0.1:$2 here (another network namespace?): stopping it" >&2
-  stop "$1"
-  return 1
-}
+# alive PIDFILE: its process runs and is not dying (a process killed with
+# kill -9 is waited for until it is gone, up to 30 s: then no).
+alive() { hbdev alive "$1"; }
 
-# zombie PID: it has exited and not been reaped.
-zombie() { local s; s=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 1; [ "$s" = Z ] || [ "$s" = X ]; }
+# running PIDFILE PORT: alive and listening on PORT in this network
+# namespace; one alive that does not (left in another namespace) is stopped.
+running() { hbdev running "$1" "$2"; }
 
-# dying PID: exited, or killed and still exiting (SIGKILL pending or being
-# delivered, or some of its threads already gone to exit).
-dying() {
-  zombie "$1" && return 0
-  local k v
-  while read -r k v; do
-    case $k in ShdPnd: | SigPnd:) (( 0x$v & 0x100 )) && return 0 ;; esac # SIGKILL (9) pending
-  done 2>/dev/null <"/proc/$1/status" || return 0
-  return 1
-}
-
-# semi_sync_ms: rpl_semi_sync_master_timeout of the dev SET databases, from
-# HB_REPLICATION_SEMI_SYNC_TIMEOUT (a Go duration in ms or s: 500ms, 10s; the
-# config's replication.semi_sync_timeout): unset or 0 waits forever (a year),
-# the default for money: no commit is acknowledged before the replica has it.
-semi_sync_ms() {
-  local t=${HB_REPLICATION_SEMI_SYNC_TIMEOUT:-0}
-  case "$t" in
-    0|0s|"") echo 31536000000 ;;
-    *ms) echo "${t%ms}" ;;
-    *s) echo $(( ${t%s} * 1000 )) ;;
-    *) echo "HB_REPLICATION_SEMI_SYNC_TIMEOUT: want e.g. 500ms or 10s, got $t" >&2; exit 1 ;;
-  esac
-}
-
-# repl_args NAME DIR SERVER_ID: the options of a member of a replicated SET
-# database (store/replication.ServerArgs): GTIDs in strict mode, every
-# applied transaction logged again, semi-sync waiting AFTER_SYNC. Its role
-# is in its data: a replica has a primary configured (master.info) or is
-# marked DIR.new-replica (being seeded, or an old primary that comes back
-# after a failover, until hbctl set rejoin), or the meta database names
-# another member as its SET's MySQL (a failover moved the primary away
-# from it: see demoted); a replica is read_only, no semi-sync master and a
-# semi-sync replica, whose crash recovery drops from its binary log what it
-# had not committed (an old primary's commits that waited for an
-# acknowledgement); a primary is a semi-sync master and no semi-sync
-# replica, whose crash recovery commits what is in its binary log (its
-# replica may have it already). Replication does not start by itself
+# member_args NAME DIR SERVER_ID: hbdev mariadbd-args's flags of a member of
+# a replicated SET database (store/replication.Server and ServerArgs: GTIDs
+# in strict mode, every applied transaction logged again, semi-sync waiting
+# AFTER_SYNC, rpl_semi_sync_master_timeout from
+# HB_REPLICATION_SEMI_SYNC_TIMEOUT, the config's
+# replication.semi_sync_timeout, unset or 0 waiting forever, the default
+# for money). Its role is in its data: a replica has a primary configured
+# (master.info) or is marked DIR.new-replica (being seeded, or an old
+# primary that comes back after a failover, until hbctl set rejoin), or the
+# meta database names another member as its SET's MySQL (a failover moved
+# the primary away from it: see demoted); a replica is read_only, no
+# semi-sync master and a semi-sync replica, whose crash recovery drops from
+# its binary log what it had not committed (an old primary's commits that
+# waited for an acknowledgement); a primary is a semi-sync master and no
+# semi-sync replica, whose crash recovery commits what is in its binary log
+# (its replica may have it already). Replication does not start by itself
 # (--skip-slave-start): start_replication applies the relay log first.
-repl_args() {
-  local name=$1 dir=$2 id=$3 master=1 ro=0
-  if [ -f "$dir/master.info" ] || [ -f "$dir.new-replica" ] || demoted "$name"; then master=0; ro=1; fi
-  echo --server-id="$id" --log-bin="$dir/binlog" --log-slave-updates=1 --binlog-format=ROW --sync-binlog=1 \
-    --gtid-strict-mode=1 --rpl-semi-sync-master-enabled=$master --rpl-semi-sync-slave-enabled=$ro \
-    --rpl-semi-sync-master-wait-point=AFTER_SYNC --rpl-semi-sync-master-timeout="$(semi_sync_ms)" \
-    --skip-slave-start --relay-log-recovery=0 --read-only=$ro
+member_args() {
+  local name=$1 dir=$2 id=$3 primary=true
+  if [ -f "$dir/master.info" ] || [ -f "$dir.new-replica" ] || demoted "$name"; then primary=false; fi
+  echo -server-id "$id" -primary="$primary" -semi-sync-timeout "${HB_REPLICATION_SEMI_SYNC_TIMEOUT:-0}"
 }
 
 # meta_sql QUERY: QUERY on the meta database (hb_meta) of the core group's
@@ -187,41 +157,29 @@ start_replication() {
 
 # mariadb NAME PORT [SERVER_ID]: a private MariaDB with user hongbao/hongbao on
 # 127.0.0.1:PORT; with a SERVER_ID, a member of a replicated SET database
-# (see repl_args), with the replication account repl/repl and the operator's
+# (see member_args), with the replication account repl/repl and the operator's
 # hbadmin/hbadmin (hbctl set failover and rejoin act with it).
 mariadb_start() {
   local name=$1 port=$2 id=${3:-}
   local dir="$RUN/mariadb-$name" pid="$RUN/mariadb-$name.pid" sock="$RUN/mariadb-$name.sock"
   alive "$pid" && return 0
-  local binlog=(--skip-log-bin)
-  # A member of a replicated SET database: a thread per connection, no
-  # thread pool. A semi-sync primary's committing threads wait for the
-  # replica's acknowledgement; when they fill the pool's workers (a kill -9
-  # and restart under load: every client reconnects and commits), the
-  # replica's own reconnection waits for a worker to authenticate it, never
-  # gets one, and the server wedges for good (seen in the chaos run: the
-  # binlog group commit leader in Repl_semi_sync_master::commit_trx, the
-  # replica's IO thread "Preparing" for minutes).
-  local threads=pool-of-threads
-  # shellcheck disable=SC2207 # options without spaces
-  [ -n "$id" ] && binlog=($(repl_args "$name" "$dir" "$id")) && threads=one-thread-per-connection
+  # The options of every hongbao MariaDB (hbdev mariadbd-args, from
+  # store/replication.Server): durable commits, the day tables' caches, no
+  # column statistics. A 1 GiB buffer pool and a 512 MiB redo log keep the
+  # day tables of 1000 buckets in memory and page flushing off the commits'
+  # way (HB_MARIADB_BUFFER_POOL=256M on a small laptop). A thread pool
+  # spares the context switches of a thread per connection, except on a
+  # member of a replicated SET database, where it would wedge semi-sync
+  # (see replication.Server.Args).
+  local member=(-thread-pool) out opts
+  # shellcheck disable=SC2207 # flags without spaces
+  [ -n "$id" ] && member=($(member_args "$name" "$dir" "$id"))
   [ -d "$dir/mysql" ] || mariadb_install "$name" "$dir"
-  # Durable commits (flush at every commit, doublewrite on): an open answered
-  # "opened" must survive a crash. A 1 GiB buffer pool and a 512 MiB redo log
-  # keep the day tables of 1000 buckets in memory and page flushing off the
-  # commits' way (HB_MARIADB_BUFFER_POOL=256M on a small laptop). The open
-  # path is point reads and writes by primary key: a thread pool (not on
-  # replicated members, above) spares the context switches of a thread per
-  # connection, and the optimizer need not read column statistics for every
-  # statement. The table caches hold a SET's day tables (2,000 a day for
-  # 1,000 buckets): MariaDB's defaults (2,000 open, 400 definitions) leave a
-  # crowd over every bucket in "Opening tables".
-  setsid mariadbd --no-defaults --datadir="$dir" --socket="$sock" --port="$port" --bind-address=127.0.0.1 \
-    --pid-file="$pid" $(as_root_opt --user=root) --skip-name-resolve "${binlog[@]}" \
-    --thread-handling="$threads" --use-stat-tables=never --optimizer-use-condition-selectivity=1 \
-    --innodb-buffer-pool-size=${HB_MARIADB_BUFFER_POOL:-1G} --innodb-log-file-size=512M --innodb-flush-log-at-trx-commit=1 \
-    --max-connections=2000 --table-open-cache=20000 --table-definition-cache=20000 --open-files-limit=65535 \
-    --log-error="$RUN/mariadb-$name.log" </dev/null >/dev/null 2>&1 &
+  out=$(hbdev mariadbd-args -datadir "$dir" -socket "$sock" -port "$port" -pid-file "$pid" \
+    -log-error "$RUN/mariadb-$name.log" -user "$(as_root_opt root)" -buffer-pool "${HB_MARIADB_BUFFER_POOL:-1G}" \
+    -redo-log 512M "${member[@]}") || exit 1
+  mapfile -t opts <<<"$out"
+  setsid mariadbd "${opts[@]}" </dev/null >/dev/null 2>&1 &
   local i
   for i in $(seq 1 300); do
     command mariadb --no-defaults -uroot --socket="$sock" -e 'SELECT 1' >/dev/null 2>&1 && break
@@ -329,15 +287,8 @@ memcached_start() {
   echo "memcached $name did not start" >&2; exit 1
 }
 
-stop() { # stop PIDFILE: TERM, wait, then KILL and wait until it is gone
-  local pid="$1" i
-  alive "$pid" || { rm -f "$pid"; return 0; }
-  kill "$(cat "$pid")" 2>/dev/null || true
-  for i in $(seq 1 300); do alive "$pid" || break; sleep 0.1; done
-  alive "$pid" && kill -9 "$(cat "$pid")" 2>/dev/null || true
-  alive "$pid" || true # waits for the killed process to be gone
-  rm -f "$pid"
-}
+# stop PIDFILE: TERM, wait, then KILL and wait until it is gone.
+stop() { hbdev stop "$1"; }
 
 build() {
   (cd "$ROOT" && go build -o "$RUN/bin/" ./cmd/...)
@@ -347,66 +298,12 @@ build() {
 }
 
 # proc KIND NAME CMD...: run a project binary in the background, under a
-# supervisor that starts it again whenever it exits (see supervise): the
-# binary's pid is in .run/KIND-NAME.pid, its supervisor's in
+# supervisor (hbdev start, see cmd/hbdev) that starts it again whenever it
+# exits: the binary's pid is in .run/KIND-NAME.pid, its supervisor's in
 # .run/sup-KIND-NAME.pid, both log to .run/KIND-NAME.log.
-proc() {
-  local kind=$1 name=$2; shift 2
-  alive "$RUN/sup-$kind-$name.pid" && return 0
-  setsid "$ROOT/scripts/dev.sh" supervise "$kind" "$name" "$@" </dev/null >>"$RUN/$kind-$name.log" 2>&1 &
-  echo $! >"$RUN/sup-$kind-$name.pid"
-}
+proc() { local kind=$1 name=$2; shift 2; hbdev start -run "$RUN" "$kind" "$name" "$@"; }
 
-# supervise KIND NAME CMD...: run CMD with its pid in .run/KIND-NAME.pid and
-# run it again whenever it exits, however (kill -9 included): a second
-# later, or up to 5 s later while it keeps dying within 10 s of its start.
-# Each exit and start is a line in the log ("supervisor: ..."). TERM (make
-# down) stops the child (TERM, then KILL after 30 s) and then the
-# supervisor. A child already running under the pid file (started before
-# the supervisor) is waited for, not doubled.
-supervise() {
-  local kind=$1 name=$2; shift 2
-  local pid="$RUN/$kind-$name.pid" child="" rc began delay=1 n=0 i
-  say() { echo "supervisor: $(date -u +%FT%T.%3NZ) $kind $name: $*"; }
-  finish() {
-    trap - TERM INT
-    if [ -n "$child" ] && kill -0 "$child" 2>/dev/null; then
-      say "stopping pid $child"
-      kill "$child" 2>/dev/null || true
-      for i in $(seq 1 300); do kill -0 "$child" 2>/dev/null && ! zombie "$child" || break; sleep 0.1; done
-      kill -9 "$child" 2>/dev/null || true
-      wait "$child" 2>/dev/null || true
-    fi
-    rm -f "$pid"
-    say "stopped"
-    exit 0
-  }
-  trap finish TERM INT
-  if alive "$pid"; then
-    child=$(cat "$pid")
-    say "waiting for pid $child, started before its supervisor"
-    while kill -0 "$child" 2>/dev/null && ! zombie "$child"; do sleep 0.2; done
-  fi
-  while :; do
-    began=$(date +%s)
-    "$@" </dev/null &
-    child=$!
-    echo "$child" >"$pid"
-    n=$((n + 1))
-    say "started pid $child (start $n)"
-    rc=0
-    wait "$child" || rc=$?
-    # a signal to the supervisor interrupts wait: finish runs from the trap
-    say "pid $child exited with status $rc after $(($(date +%s) - began)) s; restarting in ${delay} s"
-    sleep "$delay" & wait $! || true
-    if [ $(($(date +%s) - began)) -lt 10 ]; then delay=$((delay * 2 > 5 ? 5 : delay * 2)); else delay=1; fi
-  done
-}
-
-wait_http() { # wait_http URL
-  local i; for i in $(seq 1 100); do curl -fsS "$1" >/dev/null 2>&1 && return 0; sleep 0.1; done
-  echo "$1 did not answer" >&2; return 1
-}
+wait_http() { hbdev wait-http "$1"; } # wait_http URL
 
 # Each SET's MariaDB has a replica on the next port (semi-sync AFTER_SYNC;
 # hbctl set failover promotes it): a 3316 -> 3317, b 3326 -> 3327, c 3336 -> 3337.
@@ -556,18 +453,10 @@ up() {
   fi
 }
 
-down() {
-  local f
-  # Supervisors first (each stops its process), then any process left
-  # without one, and the background schema ensure.
-  for f in "$RUN"/sup-router-*.pid "$RUN"/sup-server-*.pid "$RUN"/sup-settler-*.pid "$RUN"/sup-watch-*.pid; do [ -e "$f" ] && stop "$f"; done
-  for f in "$RUN"/router-*.pid "$RUN"/server-*.pid "$RUN"/settler-*.pid "$RUN"/watch-*.pid "$RUN"/ensure.pid; do [ -e "$f" ] && stop "$f"; done
-  for f in "$RUN"/memcached-*.pid "$RUN"/mariadb-*.pid; do
-    case "$f" in *-test-*) continue ;; esac # the test instances belong to make test
-    [ -e "$f" ] && stop "$f"
-  done
-  return 0
-}
+# down: the supervisors first (each stops its process), then any process
+# left without one, the background schema ensure, memcached and MariaDB;
+# the test instances belong to make test (hbdev down).
+down() { hbdev down -run "$RUN"; }
 
 usage_info() {
   local token
@@ -760,7 +649,6 @@ case "${1:-}" in
   deps) deps; prometheus_deps; chromium_deps ;;
   up) up; usage_info ;;
   down) down ;;
-  supervise) shift; supervise "$@" ;;
   run)
     trap 'echo; echo stopping...; down; exit 0' INT TERM
     up; usage_info

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The dev cluster's supervision, tested from the outside (TestDevCluster in
-# dev_test.go runs it in a network namespace of its own, with a private
+# e2e/dev/dev_test.go runs it in a network namespace of its own, with a private
 # HB_DEV_RUN): every process killed with kill -9 serves again within
 # HB_DEV_TEST_WITHIN seconds (default 5) without anyone running make up;
 # make up right after a MariaDB's kill -9 succeeds (issue 14, problem 4);

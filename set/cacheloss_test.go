@@ -14,7 +14,7 @@ import (
 	"github.com/bradfitz/gomemcache/memcache"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/store/dbtest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 )
 
 // TestMemcachedStopped: the cache dies in the middle of a load; every open

@@ -11,7 +11,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/store/dbtest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 	"github.com/hongbao-dev/hongbao/store/wallet"
 )
 

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/store/dbtest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 )
 
 // TestKnownRepeatedOpenFromMemory proves opened packets become known, known openers' repeated opens are answered exactly without MySQL or memcached, new openers get MySQL's shares, and a sell-out moves the packet to the memo.

@@ -7,8 +7,8 @@ import (
 	"go.uber.org/zap"
 
 	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 	"github.com/hongbao-dev/hongbao/store/cache"
-	"github.com/hongbao-dev/hongbao/store/dbtest"
 )
 
 // TestOpenerCacheAddAfterClose: a transaction may commit after a Close that

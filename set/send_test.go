@@ -11,7 +11,7 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/api"
-	"github.com/hongbao-dev/hongbao/store/dbtest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 )
 
 // TestSendLearnsPacket: a packet sent here is known at once (nobody can

@@ -26,11 +26,11 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/api"
+	"github.com/hongbao-dev/hongbao/e2e/harness/clustertest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 	"github.com/hongbao-dev/hongbao/queue"
-	"github.com/hongbao-dev/hongbao/router/clustertest"
 	"github.com/hongbao-dev/hongbao/store"
 	"github.com/hongbao-dev/hongbao/store/cache"
-	"github.com/hongbao-dev/hongbao/store/dbtest"
 	"github.com/hongbao-dev/hongbao/store/fence"
 )
 

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 	"github.com/hongbao-dev/hongbao/store"
-	"github.com/hongbao-dev/hongbao/store/dbtest"
 )
 
 // TestKnownMatchesUnknown proves rounds applied with the last batch's knowledge give exactly the outcomes, openers and rows of rounds applied without it, never retrying.

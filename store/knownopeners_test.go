@@ -14,8 +14,8 @@ import (
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 	"github.com/hongbao-dev/hongbao/store"
-	"github.com/hongbao-dev/hongbao/store/dbtest"
 )
 
 // TestKnownOpenersAnswer proves a user in Known.Openers of a live packet gets already_opened with that amount without any write or row lock, and that a sold-out or expired known packet is read instead, with the same answers.

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store"
-	"github.com/hongbao-dev/hongbao/store/dbtest"
 )
 
 // waitFor polls cond every 20 ms for up to 15 s.

@@ -16,7 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/store/dbtest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 	"github.com/hongbao-dev/hongbao/store/fence"
 	"github.com/hongbao-dev/hongbao/store/sqldb"
 )

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 )
 
 // The chaos run, shortened (make chaos runs it in full): 200 clients for
@@ -19,6 +21,7 @@ import (
 // when an acknowledged answer was lost or doubled, money is wrong, verify
 // fails or a fault was not recovered from.
 func TestChaosShort(t *testing.T) {
+	dbtest.Need(t)
 	if err := exec.Command("unshare", "-n", "true").Run(); err != nil {
 		t.Fatalf("unshare -n: %v: the dev cluster's fixed ports need a network namespace of their own (run make test as root)", err)
 	}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hongbao-dev/hongbao/router/clustertest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/clustertest"
 	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 

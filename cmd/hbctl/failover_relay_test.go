@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hongbao-dev/hongbao/router/clustertest"
-	"github.com/hongbao-dev/hongbao/store/dbtest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/clustertest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 )
 
 // TestFailoverPicksARestartedReplica: SET b has two replicas. R2 stops

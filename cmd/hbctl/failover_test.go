@@ -15,8 +15,8 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/router/clustertest"
-	"github.com/hongbao-dev/hongbao/store/dbtest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/clustertest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 	"github.com/hongbao-dev/hongbao/store/replication"
 	"github.com/hongbao-dev/hongbao/store/sqldb"
 )

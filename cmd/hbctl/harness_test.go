@@ -1,7 +1,7 @@
 package main_test
 
 // The harness of hbctl's cluster tests: a cluster of real processes
-// (router/clustertest), packets sent into chosen buckets, their shares as
+// (e2e/harness/clustertest), packets sent into chosen buckets, their shares as
 // each SET's MySQL holds them, and the journal as hbctl shows it.
 
 import (
@@ -14,8 +14,8 @@ import (
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/router/clustertest"
-	"github.com/hongbao-dev/hongbao/store/dbtest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/clustertest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 )
 
 // users numbers the test's users apart from other tests'.

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/router/clustertest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/clustertest"
 )
 
 // opened is an open the router acknowledged.

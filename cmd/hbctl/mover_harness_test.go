@@ -9,7 +9,7 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/configs"
-	"github.com/hongbao-dev/hongbao/router/clustertest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/clustertest"
 	"github.com/hongbao-dev/hongbao/set/move"
 	"github.com/hongbao-dev/hongbao/set/topology"
 )

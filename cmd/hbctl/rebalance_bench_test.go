@@ -12,8 +12,8 @@ import (
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/router/clustertest"
-	"github.com/hongbao-dev/hongbao/store/dbtest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/clustertest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 )
 
 // BenchmarkRebalance measures the operator's story on a loaded fleet: SETs

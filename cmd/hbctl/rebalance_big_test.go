@@ -11,9 +11,9 @@ import (
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/router/clustertest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/clustertest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 	"github.com/hongbao-dev/hongbao/schema"
-	"github.com/hongbao-dev/hongbao/store/dbtest"
 )
 
 // TestMoveBigBucket: a bucket of 100,000 packets (and their expiry marks)

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/router/clustertest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/clustertest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 	"github.com/hongbao-dev/hongbao/set/move"
-	"github.com/hongbao-dev/hongbao/store/dbtest"
 )
 
 // TestMoveKilledAtClaim is issue 23's second measured check, from the

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/router/clustertest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/clustertest"
 	"github.com/hongbao-dev/hongbao/set/topology"
 )
 

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/router/clustertest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/clustertest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 	"github.com/hongbao-dev/hongbao/set/topology"
-	"github.com/hongbao-dev/hongbao/store/dbtest"
 )
 
 // TestMoveKilledAtEachStep: hbctl killed (as by kill -9) at each step of

@@ -7,12 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hongbao-dev/hongbao/e2e/harness/clustertest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 	"github.com/hongbao-dev/hongbao/e2e/harness/etcdtest"
-	"github.com/hongbao-dev/hongbao/router/clustertest"
 	"github.com/hongbao-dev/hongbao/set/lease"
 	"github.com/hongbao-dev/hongbao/set/move"
 	"github.com/hongbao-dev/hongbao/set/topology"
-	"github.com/hongbao-dev/hongbao/store/dbtest"
 )
 
 // TestMoverTakesTheBucketLease: with etcd configured, a move of a bucket

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/router/clustertest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/clustertest"
 )
 
 // TestRebalanceUnderLoad is the operator's story with clients sending and

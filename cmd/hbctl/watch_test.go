@@ -16,10 +16,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hongbao-dev/hongbao/configs"
-	"github.com/hongbao-dev/hongbao/router/clustertest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/clustertest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 	"github.com/hongbao-dev/hongbao/set/failover"
 	"github.com/hongbao-dev/hongbao/set/topology"
-	"github.com/hongbao-dev/hongbao/store/dbtest"
 	"github.com/hongbao-dev/hongbao/store/replication"
 	"github.com/hongbao-dev/hongbao/store/sqldb"
 )

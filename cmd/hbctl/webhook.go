@@ -8,8 +8,8 @@ import (
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/set/settings"
 	"github.com/hongbao-dev/hongbao/configs"
+	"github.com/hongbao-dev/hongbao/set/settings"
 	"github.com/hongbao-dev/hongbao/store"
 	"github.com/hongbao-dev/hongbao/store/sqldb"
 )

@@ -12,10 +12,10 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"go.uber.org/zap"
 
+	"github.com/hongbao-dev/hongbao/e2e/harness/clustertest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 	"github.com/hongbao-dev/hongbao/router"
-	"github.com/hongbao-dev/hongbao/router/clustertest"
 	"github.com/hongbao-dev/hongbao/set/topology"
-	"github.com/hongbao-dev/hongbao/store/dbtest"
 	"github.com/hongbao-dev/hongbao/store/fence"
 )
 

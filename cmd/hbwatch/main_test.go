@@ -13,10 +13,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hongbao-dev/hongbao/configs"
+	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 	"github.com/hongbao-dev/hongbao/metrics"
 	"github.com/hongbao-dev/hongbao/metrics/admin"
 	"github.com/hongbao-dev/hongbao/set/topology"
-	"github.com/hongbao-dev/hongbao/store/dbtest"
 )
 
 // testConfig is a configuration whose meta database is one of its own on

@@ -15,9 +15,9 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 	"github.com/hongbao-dev/hongbao/router/dashboard"
 	"github.com/hongbao-dev/hongbao/set/topology"
-	"github.com/hongbao-dev/hongbao/store/dbtest"
 	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 

@@ -5,8 +5,8 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 
-	"github.com/hongbao-dev/hongbao/set/archive/archivetest"
-	"github.com/hongbao-dev/hongbao/store/dbtest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/archivetest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 )
 
 // TestArchiveDayAgain: rows that reach a day after it was archived (a

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/set/archive/archivetest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/archivetest"
 	"github.com/hongbao-dev/hongbao/store"
 )
 

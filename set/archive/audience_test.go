@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/set/archive/archivetest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/archivetest"
 )
 
 // TestArchiveKeepsAudiences: a packet's audience is archived with it (and

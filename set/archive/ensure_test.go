@@ -4,9 +4,9 @@ import (
 	"testing"
 
 	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/e2e/harness/archivetest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 	"github.com/hongbao-dev/hongbao/set/archive"
-	"github.com/hongbao-dev/hongbao/set/archive/archivetest"
-	"github.com/hongbao-dev/hongbao/store/dbtest"
 )
 
 // TestArchiveEnsure: Ensure creates the day tables of today (as of) and the

@@ -4,10 +4,10 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/hongbao-dev/hongbao/e2e/harness/archivetest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 	"github.com/hongbao-dev/hongbao/schema"
-	"github.com/hongbao-dev/hongbao/set/archive/archivetest"
 	"github.com/hongbao-dev/hongbao/store"
-	"github.com/hongbao-dev/hongbao/store/dbtest"
 )
 
 // TestArchiveFaultAfterCopyThenRerun stops a run after the verified copy of

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hongbao-dev/hongbao/e2e/harness/archivetest"
 	"github.com/hongbao-dev/hongbao/set/archive"
-	"github.com/hongbao-dev/hongbao/set/archive/archivetest"
 )
 
 // TestArchiveLockedRunChangesNothing: while one run holds the SET's lock

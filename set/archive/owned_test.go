@@ -4,9 +4,9 @@ import (
 	"testing"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/set/archive/archivetest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/archivetest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 	"github.com/hongbao-dev/hongbao/store"
-	"github.com/hongbao-dev/hongbao/store/dbtest"
 )
 
 // TestArchiveOnlyOwnedBuckets: a SET archives only the days of buckets its

@@ -3,7 +3,7 @@ package archive_test
 import (
 	"testing"
 
-	"github.com/hongbao-dev/hongbao/set/archive/archivetest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/archivetest"
 )
 
 // TestArchivedOpenerKeepsTheirShare: after its day is archived, a packet's

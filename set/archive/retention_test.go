@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hongbao-dev/hongbao/e2e/harness/archivetest"
 	"github.com/hongbao-dev/hongbao/set/archive"
-	"github.com/hongbao-dev/hongbao/set/archive/archivetest"
 )
 
 // TestArchiveRetentionAndDryRun: a dry run reports what it would archive

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/set/archive/archivetest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/archivetest"
 )
 
 // TestArchiveSkipsUnsettledDays: a day with a packet still live, expired

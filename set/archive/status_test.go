@@ -5,7 +5,7 @@ import (
 	"maps"
 	"testing"
 
-	"github.com/hongbao-dev/hongbao/set/archive/archivetest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/archivetest"
 )
 
 // TestArchiveStatus lists every day not archived yet as live (within

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/hongbao-dev/hongbao/configs"
+	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 	"github.com/hongbao-dev/hongbao/set/topology"
-	"github.com/hongbao-dev/hongbao/store/dbtest"
 	"github.com/hongbao-dev/hongbao/store/replication"
 	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
@@ -96,6 +96,7 @@ func TestCoreStampChecksEpoch(t *testing.T) {
 // startMariaDBs starts n private MariaDBs at once.
 func startMariaDBs(t *testing.T, n int) []*dbtest.MariaDB {
 	t.Helper()
+	dbtest.Need(t)
 	ms := make([]*dbtest.MariaDB, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup

@@ -20,8 +20,8 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/hongbao-dev/hongbao/configs"
+	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 	"github.com/hongbao-dev/hongbao/set/topology"
-	"github.com/hongbao-dev/hongbao/store/dbtest"
 )
 
 // testMeta creates a meta database of its own on test SET a's MariaDB

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 	"github.com/hongbao-dev/hongbao/e2e/harness/etcdtest"
 	"github.com/hongbao-dev/hongbao/set/lease"
-	"github.com/hongbao-dev/hongbao/store/dbtest"
 	"github.com/hongbao-dev/hongbao/store/replication"
 	"github.com/hongbao-dev/hongbao/store/sqldb"
 )

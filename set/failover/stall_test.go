@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hongbao-dev/hongbao/store/dbtest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 )
 
 // TestStallSaysWhy (issue 23, finding 8): a write on a semi-sync primary

@@ -11,9 +11,9 @@ import (
 	"go.uber.org/zap"
 
 	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/set/topology"
-	"github.com/hongbao-dev/hongbao/store/dbtest"
 	"github.com/hongbao-dev/hongbao/store/fence"
 )
 

@@ -9,8 +9,8 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/hongbao-dev/hongbao/configs"
+	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 	"github.com/hongbao-dev/hongbao/set/topology"
-	"github.com/hongbao-dev/hongbao/store/dbtest"
 )
 
 // TestSetsFromTheMetaDatabase: with a meta database, the SETs are its

@@ -9,7 +9,7 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/api"
-	"github.com/hongbao-dev/hongbao/router/clustertest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/clustertest"
 )
 
 // TestIdempotentSend sends the same request under one Idempotency-Key

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/router/clustertest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/clustertest"
 )
 
 var seedFlag = flag.Uint64("seed", 0, "seed of the randomised workload (0: from the clock)")

@@ -9,8 +9,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 	"github.com/hongbao-dev/hongbao/set/topology"
-	"github.com/hongbao-dev/hongbao/store/dbtest"
 )
 
 // freshMeta is an empty meta database of its own on the test MariaDB.

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 	"github.com/hongbao-dev/hongbao/store"
-	"github.com/hongbao-dev/hongbao/store/dbtest"
 )
 
 // TestMoveCarriesAudiences: a bucket's move copies its packets' audiences

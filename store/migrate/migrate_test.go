@@ -11,9 +11,9 @@ import (
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store"
-	"github.com/hongbao-dev/hongbao/store/dbtest"
 	"github.com/hongbao-dev/hongbao/store/migrate"
 	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
@@ -30,6 +30,7 @@ type pair struct {
 
 func startPair(t *testing.T) *pair {
 	t.Helper()
+	dbtest.Need(t)
 	var dbs [2]*dbtest.MariaDB
 	var errs [2]error
 	var wg sync.WaitGroup

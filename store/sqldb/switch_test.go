@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hongbao-dev/hongbao/store/dbtest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 

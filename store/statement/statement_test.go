@@ -16,8 +16,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 	"github.com/hongbao-dev/hongbao/store"
-	"github.com/hongbao-dev/hongbao/store/dbtest"
 	"github.com/hongbao-dev/hongbao/store/statement"
 	"github.com/hongbao-dev/hongbao/store/wallet"
 )

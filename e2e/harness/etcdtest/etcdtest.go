@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 )
 
 // Cluster is a running etcd cluster.
@@ -41,6 +43,7 @@ type Member struct {
 // stopped when the test ends.
 func Start(t testing.TB, n int) *Cluster {
 	t.Helper()
+	dbtest.Need(t) // real processes: not under -short
 	bin, err := exec.LookPath("etcd")
 	if err != nil {
 		t.Fatalf("etcd is not installed (scripts/dev.sh deps installs etcd-server): %v", err)

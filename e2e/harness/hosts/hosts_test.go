@@ -10,12 +10,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 )
 
 // testNet is a Net of hosts named names, removed when the test ends. Its
 // names are random, so tests in one namespace do not collide.
 func testNet(t *testing.T, names ...string) (*Net, []*Host) {
 	t.Helper()
+	dbtest.Need(t) // namespaces and root: not under -short
 	ctx := context.Background()
 	n, err := New(ctx, fmt.Sprintf("t%05d", rand.IntN(100000)), netip.MustParsePrefix(fmt.Sprintf("10.%d.%d.0/24", 100+rand.IntN(100), rand.IntN(250))))
 	if err != nil {

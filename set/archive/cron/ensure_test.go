@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/set/archive/archivetest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/archivetest"
 	"github.com/hongbao-dev/hongbao/set/topology"
 	"github.com/hongbao-dev/hongbao/store/sqldb"
 )

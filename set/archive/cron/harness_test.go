@@ -10,7 +10,7 @@ package cron_test
 import (
 	"bytes"
 
-	"github.com/hongbao-dev/hongbao/set/archive/archivetest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/archivetest"
 	"github.com/hongbao-dev/hongbao/set/archive/cron"
 )
 

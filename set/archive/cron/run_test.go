@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hongbao-dev/hongbao/set/archive/archivetest"
-	"github.com/hongbao-dev/hongbao/store/dbtest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/archivetest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 )
 
 // TestArchiveCommandRun runs the archiver through the command line with a

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hongbao-dev/hongbao/set/archive/archivetest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/archivetest"
 )
 
 // TestArchiveCommandStatus prints every day as live (within retention),

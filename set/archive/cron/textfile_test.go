@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hongbao-dev/hongbao/e2e/harness/archivetest"
 	"github.com/hongbao-dev/hongbao/metrics"
-	"github.com/hongbao-dev/hongbao/set/archive/archivetest"
 )
 
 // A run writes its summary to archive.textfile as Prometheus metrics (for

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hongbao-dev/hongbao/set/archive/archivetest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/archivetest"
 	"github.com/hongbao-dev/hongbao/set/archive/cron"
 )
 

@@ -51,7 +51,9 @@ func (cfg Config) File() (*configs.Config, error) {
 	f := configs.Defaults()
 	f.TimeZone, f.Secret, f.InternalSecret, f.LogLevel = "Asia/Shanghai", cfg.Secret, cfg.InternalSecret, cfg.LogLevel
 	f.TokenTTL = configs.Duration(24 * time.Hour)
-	f.Limits = configs.Limits{MaxTotal: 20000, MaxCount: 100, MaxShare: 20000, Expiry: configs.Duration(cfg.Expiry), MaxGreeting: 200}
+	// The defaults' other limits (the audience's size, no daily limits).
+	f.Limits.MaxTotal, f.Limits.MaxCount, f.Limits.MaxShare = 20000, 100, 20000
+	f.Limits.Expiry, f.Limits.MaxGreeting = configs.Duration(cfg.Expiry), 200
 	// Small batches and a small memo: a test's few packets go through
 	// the same paths a crowd's do.
 	f.Queue = configs.Queue{Size: 1024, Batch: 32, Merge: 16, Committers: 4, Idle: configs.Duration(5 * time.Second),

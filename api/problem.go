@@ -121,13 +121,19 @@ func WriteProblem(w http.ResponseWriter, err error, requestID string) {
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(p.Status)
-	_ = json.NewEncoder(w).Encode(p) // the client went away; nothing to do
+	var buf [256]byte                   // most problems fit: no allocation
+	_, _ = w.Write(p.AppendJSON(buf[:0])) // the client went away; nothing to do
 }
 
 // WriteJSON answers v as JSON with status.
 func WriteJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
+	if a, ok := v.(jsonAppender); ok { // the hot answers, without reflection
+		var buf [128]byte
+		_, _ = w.Write(a.AppendJSON(buf[:0])) // the client went away; nothing to do
+		return
+	}
 	_ = json.NewEncoder(w).Encode(v) // the client went away; nothing to do
 }
 

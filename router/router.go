@@ -24,7 +24,7 @@ import (
 type Router struct {
 	topo     *topology.Watcher
 	health   *Health
-	signer   *hongbao.Signer
+	tokens   *tokenCache // verified user tokens
 	internal *api.Internal
 	minter   *hongbao.Minter
 	client   *http.Client
@@ -69,7 +69,7 @@ func New(d Deps) *Router {
 	if d.Timeout <= 0 {
 		d.Timeout = 15 * time.Second
 	}
-	rt := &Router{topo: d.Topology, health: d.Health, signer: d.Signer, internal: d.Internal,
+	rt := &Router{topo: d.Topology, health: d.Health, tokens: newTokenCache(d.Signer, tokenCacheSize), internal: d.Internal,
 		minter: hongbao.NewMinter(d.Now), client: d.Client, now: d.Now, log: d.Log, timeout: d.Timeout,
 		open: newLimiter(d.Limits.Open, d.Limits.MaxUsers), grab: newLimiter(d.Limits.Grab, d.Limits.MaxUsers),
 		send: newLimiter(d.Limits.Send, d.Limits.MaxUsers), maxPerAddress: d.Limits.MaxPerAddress, http: d.HTTP,
@@ -147,7 +147,7 @@ func (rt *Router) user(r *http.Request) (hongbao.UserID, error) {
 	if !ok || tok == "" {
 		return 0, hongbao.ErrUnauthorized
 	}
-	return rt.signer.Verify(tok, rt.now())
+	return rt.tokens.verify(tok, rt.now())
 }
 
 // handleSend mints the packet's ID, so the bucket (and so the SET) is known

@@ -149,7 +149,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/me/received", s.authed(s.handleHistory(hongbao.KindOpen)))
 	mux.HandleFunc("GET /v1/me/sent", s.authed(s.handleHistory(hongbao.KindSend)))
 	mux.HandleFunc("POST /v1/ping", s.authed(func(*http.Request, hongbao.UserID) (int, any, error) {
-		return http.StatusOK, map[string]bool{"ok": true}, nil // the no-op behind the router: the HTTP ceiling
+		return http.StatusOK, api.PingJSON{OK: true}, nil // the no-op behind the router: the HTTP ceiling
 	}))
 	if s.grant > 0 { // dev clusters only
 		mux.HandleFunc("POST /v1/dev/topup", s.authed(s.handleDevTopUp))

@@ -121,7 +121,7 @@ func WriteProblem(w http.ResponseWriter, err error, requestID string) {
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(p.Status)
-	var buf [256]byte                   // most problems fit: no allocation
+	var buf [256]byte                     // most problems fit: no allocation
 	_, _ = w.Write(p.AppendJSON(buf[:0])) // the client went away; nothing to do
 }
 

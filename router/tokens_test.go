@@ -47,8 +47,8 @@ func TestTokenCacheRefusesWhatVerifyRefuses(t *testing.T) {
 	}
 	for _, bad := range []string{
 		hongbao.NewSigner([]byte("other")).Sign(7, now.Add(time.Hour)), // another secret
-		good[:len(good)-1] + "A",                                       // tampered MAC
-		s.Sign(7, now.Add(-time.Second)),                               // expired
+		good[:len(good)-1] + "A",         // tampered MAC
+		s.Sign(7, now.Add(-time.Second)), // expired
 		"", "garbage", good + ".",
 	} {
 		for range 2 {

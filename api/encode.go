@@ -2,7 +2,9 @@ package api
 
 import (
 	"encoding/json"
+	"net/http"
 	"strconv"
+	"sync"
 )
 
 // The hot answers (an open's outcome, a ping, a problem) are encoded by
@@ -15,6 +17,57 @@ import (
 // jsonAppender is a value that encodes itself.
 type jsonAppender interface {
 	AppendJSON(b []byte) []byte
+}
+
+// Answers writes a handler's JSON answers and problems, as WriteJSON and
+// WriteProblem do, into buffers it reuses: the hot answers then cost no
+// allocation for their bytes (a buffer handed to a ResponseWriter escapes,
+// so a stack buffer would be one). The zero value is ready; a server owns
+// one.
+type Answers struct {
+	bufs sync.Pool // of *[]byte
+}
+
+func (a *Answers) buf() *[]byte {
+	if b, ok := a.bufs.Get().(*[]byte); ok {
+		return b
+	}
+	b := make([]byte, 0, 256)
+	return &b
+}
+
+func (a *Answers) put(b *[]byte) {
+	if cap(*b) <= 4096 { // a large answer's buffer is not kept
+		*b = (*b)[:0]
+		a.bufs.Put(b)
+	}
+}
+
+// JSON answers v as JSON with status (see WriteJSON).
+func (a *Answers) JSON(w http.ResponseWriter, status int, v any) {
+	ja, ok := v.(jsonAppender)
+	if !ok {
+		WriteJSON(w, status, v)
+		return
+	}
+	b := a.buf()
+	*b = ja.AppendJSON((*b)[:0])
+	writeJSONBytes(w, status, "application/json", *b)
+	a.put(b)
+}
+
+// Problem answers err as problem JSON (see WriteProblem).
+func (a *Answers) Problem(w http.ResponseWriter, err error, requestID string) {
+	b := a.buf()
+	*b = writeProblem(w, err, requestID, (*b)[:0])
+	a.put(b)
+}
+
+// writeJSONBytes sends an encoded answer.
+func writeJSONBytes(w http.ResponseWriter, status int, contentType string, body []byte) {
+	w.Header()["Content-Type"] = []string{contentType}
+	w.WriteHeader(status)
+	_, _ = w.Write(body) // the client went away; nothing to do
 }
 
 // AppendJSON appends o as JSON and a newline.

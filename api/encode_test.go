@@ -68,3 +68,54 @@ func BenchmarkWriteOpen(b *testing.B) {
 		WriteJSON(w, 200, OpenJSON{Status: "opened", Amount: 88})
 	}
 }
+func BenchmarkWriteSoldOut(b *testing.B) {
+	w := httptest.NewRecorder()
+	b.ReportAllocs()
+	for b.Loop() {
+		w.Body.Reset()
+		WriteProblem(w, hongbao.ErrSoldOut, "0123456789abcdef")
+	}
+}
+
+func BenchmarkAnswers(b *testing.B) {
+	var a Answers
+	w := httptest.NewRecorder()
+	b.Run("open", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			w.Body.Reset()
+			a.JSON(w, 200, OpenJSON{Status: "opened", Amount: 88})
+		}
+	})
+	b.Run("sold_out", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			w.Body.Reset()
+			a.Problem(w, hongbao.ErrSoldOut, "0123456789abcdef")
+		}
+	})
+}
+
+// TestAnswersMatchWrite: the pooled writers answer byte for byte what
+// WriteJSON and WriteProblem answer, headers included, buffer reuse or not.
+func TestAnswersMatchWrite(t *testing.T) {
+	var a Answers
+	for range 3 {
+		for _, v := range []any{OpenJSON{Status: "opened", Amount: 1}, PingJSON{OK: true}, map[string]int{"x": 1}} {
+			w1, w2 := httptest.NewRecorder(), httptest.NewRecorder()
+			WriteJSON(w1, 201, v)
+			a.JSON(w2, 201, v)
+			if w1.Code != w2.Code || w1.Body.String() != w2.Body.String() || w1.Header().Get("Content-Type") != w2.Header().Get("Content-Type") {
+				t.Errorf("%v: %d %q %v vs %d %q %v", v, w1.Code, w1.Body, w1.Header(), w2.Code, w2.Body, w2.Header())
+			}
+		}
+		for _, err := range []error{hongbao.ErrSoldOut, hongbao.ErrBusy, &RetryError{Err: hongbao.ErrBusy, After: 3e9}} {
+			w1, w2 := httptest.NewRecorder(), httptest.NewRecorder()
+			WriteProblem(w1, err, "r")
+			a.Problem(w2, err, "r")
+			if w1.Code != w2.Code || w1.Body.String() != w2.Body.String() || w1.Header().Get("Retry-After") != w2.Header().Get("Retry-After") {
+				t.Errorf("%v: %d %q vs %d %q", err, w1.Code, w1.Body, w2.Code, w2.Body)
+			}
+		}
+	}
+}

@@ -38,6 +38,7 @@ func (s *Server) handleBatch(apiHandler http.Handler) http.HandlerFunc {
 		type ready struct {
 			index  int
 			answer api.BatchAnswer
+			w      *itemWriter // the answer's buffers: back to the pool once it is written out
 		}
 		done := make(chan ready, len(items)) // a runner never waits for the writer
 		// Sub-requests whose answer is known at once (a ping, an open
@@ -50,14 +51,19 @@ func (s *Server) handleBatch(apiHandler http.Handler) http.HandlerFunc {
 				now = append(now, i)
 				continue
 			}
-			s.runners.run(func() { done <- ready{i, s.runItem(r, apiHandler, &items[i])} })
+			s.runners.run(func() {
+				a, iw := s.runItem(r, apiHandler, &items[i])
+				done <- ready{i, a, iw}
+			})
 		}
 		w.Header().Set("Content-Type", "application/octet-stream")
 		w.WriteHeader(http.StatusOK)
 		rc := http.NewResponseController(w) // flushes through the logging and metrics writers
 		buf := api.AppendAnswersStart(nil)
 		for _, i := range now {
-			buf = api.AppendAnswer(buf, i, s.runItem(r, apiHandler, &items[i]))
+			a, iw := s.runItem(r, apiHandler, &items[i])
+			buf = api.AppendAnswer(buf, i, a)
+			s.putItemWriter(iw)
 		}
 		// The first write carries the answers known at once and whatever
 		// else is ready; each later one waits for at least one more.
@@ -65,12 +71,14 @@ func (s *Server) handleBatch(apiHandler http.Handler) http.HandlerFunc {
 			if !first || n == 0 {
 				a := <-done
 				buf = api.AppendAnswer(buf, a.index, a.answer)
+				s.putItemWriter(a.w)
 				n++
 			}
 			for more := true; more && n < len(items); { // what else is ready goes in the same write
 				select {
 				case a := <-done:
 					buf = api.AppendAnswer(buf, a.index, a.answer)
+					s.putItemWriter(a.w)
 					n++
 				default:
 					more = false
@@ -136,8 +144,8 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request) ([]api.BatchItem,
 // sub-request's context is the batch's: a router gives up on a batch as a
 // whole, never on one sub-request (a client that left is the router's to
 // forget).
-func (s *Server) runItem(batch *http.Request, h http.Handler, it *api.BatchItem) api.BatchAnswer {
-	w := &itemWriter{header: make(http.Header, 4)}
+func (s *Server) runItem(batch *http.Request, h http.Handler, it *api.BatchItem) (api.BatchAnswer, *itemWriter) {
+	w := s.itemWriter()
 	ctx := context.WithValue(batch.Context(), batchUser{}, it.User)
 	r, err := http.NewRequestWithContext(ctx, it.Method, it.Target, bytes.NewReader(it.Body))
 	switch {
@@ -155,7 +163,7 @@ func (s *Server) runItem(batch *http.Request, h http.Handler, it *api.BatchItem)
 		}
 		h.ServeHTTP(w, r)
 	}
-	a := api.BatchAnswer{Status: w.status, Body: w.body.Bytes()}
+	a := api.BatchAnswer{Status: w.status, Body: w.body.Bytes(), Header: w.fields[:0]}
 	if a.Status == 0 {
 		a.Status = http.StatusOK
 	}
@@ -164,7 +172,30 @@ func (s *Server) runItem(batch *http.Request, h http.Handler, it *api.BatchItem)
 			a.Header = append(a.Header, api.Header{Name: name, Value: v})
 		}
 	}
-	return a
+	w.fields = a.Header
+	return a, w
+}
+
+// itemWriter returns a writer for one sub-response, reused: a crowd's
+// sub-requests would otherwise each allocate a header map and a body.
+func (s *Server) itemWriter() *itemWriter {
+	if w, ok := s.items.Get().(*itemWriter); ok {
+		return w
+	}
+	return &itemWriter{header: make(http.Header, 4)}
+}
+
+// putItemWriter takes back a writer whose answer was written out (its
+// body and fields are not read after this).
+func (s *Server) putItemWriter(w *itemWriter) {
+	if w.body.Cap() > 16<<10 { // a large answer's buffer is not kept
+		return
+	}
+	clear(w.header)
+	w.status = 0
+	w.body.Reset()
+	w.fields = w.fields[:0]
+	s.items.Put(w)
 }
 
 // itemWriter collects one sub-response.
@@ -172,6 +203,7 @@ type itemWriter struct {
 	header http.Header
 	status int
 	body   bytes.Buffer
+	fields []api.Header // the answer's header fields
 }
 
 func (w *itemWriter) Header() http.Header { return w.header }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -47,6 +48,8 @@ type Server struct {
 	known     *known       // small packets opened here that still take opens
 	openers   *openerCache // committed shares on their way to memcached
 	runners   *runners     // of batches' sub-requests
+	answers   api.Answers  // the handlers' JSON answers and problems, in reused buffers
+	items     sync.Pool    // of *itemWriter: batches' sub-responses
 	http      *metrics.HTTP
 	opens     *metrics.Opens
 }
@@ -175,7 +178,7 @@ func (s *Server) authed(h handler) http.HandlerFunc {
 		rid := requestID(r.Context())
 		user, err := s.user(w, r)
 		if err != nil {
-			api.WriteProblem(w, err, rid)
+			s.answers.Problem(w, err, rid)
 			return
 		}
 		addField(r.Context(), zap.Stringer("user", user))
@@ -195,10 +198,10 @@ func (s *Server) authed(h handler) http.HandlerFunc {
 		}
 		if err != nil {
 			api.LogFailure(r.Context(), s.log, err)
-			api.WriteProblem(w, err, rid)
+			s.answers.Problem(w, err, rid)
 			return
 		}
-		api.WriteJSON(w, status, body)
+		s.answers.JSON(w, status, body)
 	}
 }
 

@@ -105,6 +105,10 @@ func endToEnd(ctx context.Context, o options, env *benchEnv, w io.Writer) error 
 		procs: sys, open: true}
 	rows := []*e2eRow{one, two, ping, open}
 
+	admins, err := parseAdmins(o.profileAdmins)
+	if err != nil {
+		return fmt.Errorf("flag -profile-admins: %w", err)
+	}
 	conns, err := ints(o.wrkConns)
 	if err != nil {
 		return fmt.Errorf("flag -wrk-conns: %w", err)
@@ -121,7 +125,12 @@ func endToEnd(ctx context.Context, o options, env *benchEnv, w io.Writer) error 
 		for round := range o.rounds {
 			for _, r := range rows {
 				fmt.Printf("e2e: %s, %d connections, round %d...\n", r.name, c, round+1)
+				wait := func() {}
+				if round == 0 && (r == ping || r == open) {
+					wait = rowProfiles(ctx, admins, o.profileDir, map[*e2eRow]string{ping: "ping", open: "open"}[r], c, o.e2eDur)
+				}
 				run, err := x.run(ctx, r, c, o.e2eDur)
+				wait()
 				if err != nil {
 					return err
 				}

@@ -97,7 +97,10 @@ func (s *Server) handleBatch(apiHandler http.Handler) http.HandlerFunc {
 // instant reports whether sub-request it is answered at once, from
 // memory: a ping, or an open of a packet that sold out here (the memo) or
 // by a user whose share the server knows. Anything that may wait (a
-// queue, MySQL, memcached) is not.
+// queue, MySQL, memcached) is not. Should the memory forget the packet
+// between this look and the handler's (an eviction, a failed
+// transaction), the handler answers the slow way on the batch's goroutine:
+// the same answer, only the batch's first write waits for it.
 func (s *Server) instant(it *api.BatchItem) bool {
 	if it.Method != http.MethodPost {
 		return false

@@ -128,19 +128,29 @@ func ProblemOf(err error, requestID string) Problem {
 // WriteProblem answers err as problem JSON. Busy answers carry Retry-After,
 // and so does a RetryError, with its own wait.
 func WriteProblem(w http.ResponseWriter, err error, requestID string) {
+	writeProblem(w, err, requestID, make([]byte, 0, 256))
+}
+
+// writeProblem is WriteProblem encoding into buf; it returns the buffer.
+func writeProblem(w http.ResponseWriter, err error, requestID string, buf []byte) []byte {
 	p := ProblemOf(err, requestID)
 	if s, ok := retryAfter(err); ok {
 		w.Header().Set("Retry-After", s)
 	} else if p.Status == http.StatusServiceUnavailable || p.Status == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", "1")
 	}
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.WriteHeader(p.Status)
-	_ = json.NewEncoder(w).Encode(p) // the client went away; nothing to do
+	buf = p.AppendJSON(buf)
+	writeJSONBytes(w, p.Status, "application/problem+json", buf)
+	return buf
 }
 
-// WriteJSON answers v as JSON with status.
+// WriteJSON answers v as JSON with status: the hot answers (those that
+// encode themselves) without reflection.
 func WriteJSON(w http.ResponseWriter, status int, v any) {
+	if a, ok := v.(jsonAppender); ok {
+		writeJSONBytes(w, status, "application/json", a.AppendJSON(make([]byte, 0, 128)))
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v) // the client went away; nothing to do

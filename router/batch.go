@@ -42,11 +42,7 @@ func (rt *Router) tryBatched(r *http.Request, srv string, user hongbao.UserID, b
 	if err != nil {
 		return nil, err
 	}
-	h := make(http.Header, len(a.Header))
-	for _, f := range a.Header {
-		h[f.Name] = []string{f.Value}
-	}
-	return &response{status: a.Status, header: h, body: a.Body, code: codeOfProblem(h.Get("Content-Type"), a.Body)}, nil
+	return &response{status: a.Status, fields: a.Header, body: a.Body, code: codeOfProblem(api.Get(a.Header, "Content-Type"), a.Body)}, nil
 }
 
 // batchRefusal is a server's answer to a batch as a whole (not 200): each

@@ -45,6 +45,6 @@ func (rt *Router) handleDevToken(w http.ResponseWriter, r *http.Request) {
 		api.WriteProblem(w, err, api.RequestID(r.Context()))
 		return
 	}
-	tok := rt.signer.Sign(user, rt.now().Add(rt.devTTL))
+	tok := rt.tokens.signer.Sign(user, rt.now().Add(rt.devTTL))
 	api.WriteJSON(w, http.StatusOK, devTokenJSON{User: user.String(), Token: tok})
 }

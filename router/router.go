@@ -24,7 +24,7 @@ import (
 type Router struct {
 	topo     *topology.Watcher
 	health   *Health
-	signer   *hongbao.Signer
+	tokens   *tokenCache // verified user tokens
 	internal *api.Internal
 	minter   *hongbao.Minter
 	client   *http.Client
@@ -69,7 +69,7 @@ func New(d Deps) *Router {
 	if d.Timeout <= 0 {
 		d.Timeout = 15 * time.Second
 	}
-	rt := &Router{topo: d.Topology, health: d.Health, signer: d.Signer, internal: d.Internal,
+	rt := &Router{topo: d.Topology, health: d.Health, tokens: newTokenCache(d.Signer, tokenCacheSize), internal: d.Internal,
 		minter: hongbao.NewMinter(d.Now), client: d.Client, now: d.Now, log: d.Log, timeout: d.Timeout,
 		open: newLimiter(d.Limits.Open, d.Limits.MaxUsers), grab: newLimiter(d.Limits.Grab, d.Limits.MaxUsers),
 		send: newLimiter(d.Limits.Send, d.Limits.MaxUsers), maxPerAddress: d.Limits.MaxPerAddress, http: d.HTTP,
@@ -148,7 +148,7 @@ func (rt *Router) user(r *http.Request) (hongbao.UserID, error) {
 	if !ok || tok == "" {
 		return 0, hongbao.ErrUnauthorized
 	}
-	return rt.signer.Verify(tok, rt.now())
+	return rt.tokens.verify(tok, rt.now())
 }
 
 // handleSend mints the packet's ID, so the bucket (and so the SET) is known
@@ -224,15 +224,24 @@ func (rt *Router) handleMe(w http.ResponseWriter, r *http.Request, user hongbao.
 // relayed.
 type response struct {
 	status int
-	header http.Header
+	header http.Header  // of an exchange of its own
+	fields []api.Header // of a batch's sub-response (no map to build)
 	body   []byte
 	code   string // the problem code, if any
 }
 
+// get returns the answer's header name (canonical form).
+func (p *response) get(name string) string {
+	if p.header != nil {
+		return p.header.Get(name)
+	}
+	return api.Get(p.fields, name)
+}
+
 func (p *response) write(w http.ResponseWriter) {
 	for _, h := range []string{"Content-Type", "Retry-After", "Idempotent-Replayed"} {
-		if v := p.header.Get(h); v != "" {
-			w.Header().Set(h, v)
+		if v := p.get(h); v != "" {
+			w.Header()[h] = []string{v} // canonical already
 		}
 	}
 	w.WriteHeader(p.status)
@@ -248,10 +257,22 @@ func readResponse(resp *http.Response) (*response, error) {
 	return &response{status: resp.StatusCode, header: resp.Header, body: body, code: codeOfProblem(resp.Header.Get("Content-Type"), body)}, nil
 }
 
-// problemCode is the code of a problem answer, or "".
+// codeOfProblem is the code of a problem answer, or "". The servers'
+// problems are written by api.Problem.AppendJSON, whose "code" member is
+// a top-level key before any other object could open, and codes are
+// plain words: the code is read off the bytes without decoding the
+// document (a sold-out rain's every answer is a problem). A body that
+// does not look like that is decoded in full.
 func codeOfProblem(contentType string, body []byte) string {
 	if !strings.HasPrefix(contentType, "application/problem+json") {
 		return ""
+	}
+	const key = `"code":"`
+	if i := bytes.Index(body, []byte(key)); i > 0 && body[i-1] != '\\' && bytes.IndexByte(body[1:i], '{') < 0 && bytes.IndexByte(body[1:i], '[') < 0 {
+		v := body[i+len(key):]
+		if j := bytes.IndexByte(v, '"'); j > 0 && bytes.IndexByte(v[:j], '\\') < 0 {
+			return string(v[:j])
+		}
 	}
 	var prob api.Problem
 	if json.Unmarshal(body, &prob) != nil {

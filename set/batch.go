@@ -38,23 +38,47 @@ func (s *Server) handleBatch(apiHandler http.Handler) http.HandlerFunc {
 		type ready struct {
 			index  int
 			answer api.BatchAnswer
+			w      *itemWriter // the answer's buffers: back to the pool once it is written out
 		}
 		done := make(chan ready, len(items)) // a runner never waits for the writer
+		// Sub-requests whose answer is known at once (a ping, an open
+		// the server answers from memory) run here, through the same
+		// handler, without a runner's hand-over and wake-up, and go out
+		// together in the first write; the others run concurrently.
+		var now []int
 		for i := range items {
-			s.runners.run(func() { done <- ready{i, s.runItem(r, apiHandler, &items[i])} })
+			if s.instant(&items[i]) {
+				now = append(now, i)
+				continue
+			}
+			s.runners.run(func() {
+				a, iw := s.runItem(r, apiHandler, &items[i])
+				done <- ready{i, a, iw}
+			})
 		}
 		w.Header().Set("Content-Type", "application/octet-stream")
 		w.WriteHeader(http.StatusOK)
 		rc := http.NewResponseController(w) // flushes through the logging and metrics writers
 		buf := api.AppendAnswersStart(nil)
-		for n := 0; n < len(items); {
-			a := <-done
-			buf = api.AppendAnswer(buf, a.index, a.answer)
-			n++
+		for _, i := range now {
+			a, iw := s.runItem(r, apiHandler, &items[i])
+			buf = api.AppendAnswer(buf, i, a)
+			s.putItemWriter(iw)
+		}
+		// The first write carries the answers known at once and whatever
+		// else is ready; each later one waits for at least one more.
+		for n, first := len(now), true; n < len(items) || (first && n > 0); first = false {
+			if !first || n == 0 {
+				a := <-done
+				buf = api.AppendAnswer(buf, a.index, a.answer)
+				s.putItemWriter(a.w)
+				n++
+			}
 			for more := true; more && n < len(items); { // what else is ready goes in the same write
 				select {
 				case a := <-done:
 					buf = api.AppendAnswer(buf, a.index, a.answer)
+					s.putItemWriter(a.w)
 					n++
 				default:
 					more = false
@@ -68,6 +92,39 @@ func (s *Server) handleBatch(apiHandler http.Handler) http.HandlerFunc {
 			buf = buf[:0]
 		}
 	}
+}
+
+// instant reports whether sub-request it is answered at once, from
+// memory: a ping, or an open of a packet that sold out here (the memo) or
+// by a user whose share the server knows. Anything that may wait (a
+// queue, MySQL, memcached) is not. Should the memory forget the packet
+// between this look and the handler's (an eviction, a failed
+// transaction), the handler answers the slow way on the batch's goroutine:
+// the same answer, only the batch's first write waits for it.
+func (s *Server) instant(it *api.BatchItem) bool {
+	if it.Method != http.MethodPost {
+		return false
+	}
+	if it.Target == "/v1/ping" {
+		return true
+	}
+	rest, ok := strings.CutPrefix(it.Target, "/v1/packets/")
+	if !ok {
+		return false
+	}
+	idText, ok := strings.CutSuffix(rest, "/open")
+	if !ok {
+		return false
+	}
+	id, err := hongbao.ParsePacketID(idText)
+	if err != nil {
+		return false // the handler answers the bad ID
+	}
+	if _, ok := s.memo.answer(id, it.User); ok {
+		return true
+	}
+	_, answered, _ := s.known.answer(id, it.User, s.now())
+	return answered
 }
 
 // batch reads, authenticates and decodes a batch.
@@ -90,8 +147,8 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request) ([]api.BatchItem,
 // sub-request's context is the batch's: a router gives up on a batch as a
 // whole, never on one sub-request (a client that left is the router's to
 // forget).
-func (s *Server) runItem(batch *http.Request, h http.Handler, it *api.BatchItem) api.BatchAnswer {
-	w := &itemWriter{header: make(http.Header, 4)}
+func (s *Server) runItem(batch *http.Request, h http.Handler, it *api.BatchItem) (api.BatchAnswer, *itemWriter) {
+	w := s.itemWriter()
 	ctx := context.WithValue(batch.Context(), batchUser{}, it.User)
 	r, err := http.NewRequestWithContext(ctx, it.Method, it.Target, bytes.NewReader(it.Body))
 	switch {
@@ -109,7 +166,7 @@ func (s *Server) runItem(batch *http.Request, h http.Handler, it *api.BatchItem)
 		}
 		h.ServeHTTP(w, r)
 	}
-	a := api.BatchAnswer{Status: w.status, Body: w.body.Bytes()}
+	a := api.BatchAnswer{Status: w.status, Body: w.body.Bytes(), Header: w.fields[:0]}
 	if a.Status == 0 {
 		a.Status = http.StatusOK
 	}
@@ -118,7 +175,30 @@ func (s *Server) runItem(batch *http.Request, h http.Handler, it *api.BatchItem)
 			a.Header = append(a.Header, api.Header{Name: name, Value: v})
 		}
 	}
-	return a
+	w.fields = a.Header
+	return a, w
+}
+
+// itemWriter returns a writer for one sub-response, reused: a crowd's
+// sub-requests would otherwise each allocate a header map and a body.
+func (s *Server) itemWriter() *itemWriter {
+	if w, ok := s.items.Get().(*itemWriter); ok {
+		return w
+	}
+	return &itemWriter{header: make(http.Header, 4)}
+}
+
+// putItemWriter takes back a writer whose answer was written out (its
+// body and fields are not read after this).
+func (s *Server) putItemWriter(w *itemWriter) {
+	if w.body.Cap() > 16<<10 { // a large answer's buffer is not kept
+		return
+	}
+	clear(w.header)
+	w.status = 0
+	w.body.Reset()
+	w.fields = w.fields[:0]
+	s.items.Put(w)
 }
 
 // itemWriter collects one sub-response.
@@ -126,6 +206,7 @@ type itemWriter struct {
 	header http.Header
 	status int
 	body   bytes.Buffer
+	fields []api.Header // the answer's header fields
 }
 
 func (w *itemWriter) Header() http.Header { return w.header }

@@ -223,3 +223,59 @@ func TestBatchRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestBatchAnswersKnownAtOnce: after a packet sells out here, a batch
+// mixing pings, repeated opens (already_opened with the user's amount),
+// late opens (sold_out) and a bad ID is answered exactly, each answer at
+// its own index: the answers known at once are served by the batch
+// itself, not by runners, and say what the handler says alone.
+func TestBatchAnswersKnownAtOnce(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	users := distinctUsers(6)
+	id := h.mustSend(t, users[0], 300, 3, "fixed")
+	var first []api.BatchItem
+	for _, u := range users[:5] {
+		first = append(first, openItem(u, id))
+	}
+	got := h.postBatch(t, api.AppendBatch(nil, first), nil, true, len(first))
+	opened := map[hongbao.UserID]bool{}
+	for i, a := range got.Answers {
+		if a.Status == http.StatusOK && strings.Contains(string(a.Body), `"opened"`) {
+			opened[first[i].User] = true
+		}
+	}
+	if len(opened) != 3 {
+		t.Fatalf("first batch: %d opened, want 3: %+v", len(opened), got.Answers)
+	}
+	ping := api.BatchItem{Method: http.MethodPost, Target: "/v1/ping", User: users[5], RequestID: "ping"}
+	items := []api.BatchItem{ping}
+	for _, u := range users {
+		items = append(items, openItem(u, id), ping)
+	}
+	items = append(items, api.BatchItem{Method: http.MethodPost, Target: "/v1/packets/abc/open", User: 5})
+	got = h.postBatch(t, api.AppendBatch(nil, items), nil, true, len(items))
+	if got.Status != http.StatusOK {
+		t.Fatalf("batch: %+v", got)
+	}
+	for i, a := range got.Answers {
+		it, body := items[i], string(a.Body)
+		switch {
+		case it.Target == "/v1/ping":
+			if a.Status != http.StatusOK || body != "{\"ok\":true}\n" {
+				t.Errorf("item %d (ping): %d %q", i, a.Status, body)
+			}
+		case strings.Contains(it.Target, "/abc/"):
+			if a.Status != http.StatusBadRequest || !strings.Contains(body, `"invalid_id"`) {
+				t.Errorf("item %d (bad ID): %d %s", i, a.Status, body)
+			}
+		case opened[it.User]:
+			if a.Status != http.StatusOK || body != "{\"status\":\"already_opened\",\"amount\":100}\n" {
+				t.Errorf("item %d (user %s opened before): %d %q", i, it.User, a.Status, body)
+			}
+		default:
+			if a.Status != http.StatusConflict || !strings.Contains(body, `"code":"sold_out"`) {
+				t.Errorf("item %d (user %s, late): %d %s", i, it.User, a.Status, body)
+			}
+		}
+	}
+}

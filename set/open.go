@@ -11,6 +11,7 @@ import (
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/queue"
 	"github.com/hongbao-dev/hongbao/store"
+	"github.com/hongbao-dev/hongbao/store/cache"
 )
 
 // grab tells whether user may still open id, from the cache when it can.
@@ -211,14 +212,18 @@ func (s *Server) learn(id hongbao.PacketID, b store.Batch) {
 		return
 	}
 	s.audiences.learn(id, b.Packet.Audience) // the next stranger is refused from memory
+	var shares []cache.Share
 	for _, o := range b.Outcomes {
 		if o.Err == nil && o.Result.Status == hongbao.Opened {
 			s.log.Info("share opened", zap.Stringer("packet_id", id), zap.Stringer("user", o.Result.User),
 				zap.Int64("amount", o.Result.Amount))
 			if b.Openers == nil {
-				s.openers.add(openerEntry{id: id, user: o.Result.User, amount: o.Result.Amount, expires: b.Packet.ExpiresAt})
+				shares = append(shares, cache.Share{User: o.Result.User, Amount: o.Result.Amount})
 			}
 		}
+	}
+	if len(shares) > 0 {
+		s.openers.add(openerEntry{id: id, shares: shares, expires: b.Packet.ExpiresAt}) // one memcached round for the batch
 	}
 	s.known.learn(id, b, s.now())
 	if b.Packet.RemainingCount == 0 && b.Openers != nil {

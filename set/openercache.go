@@ -27,27 +27,32 @@ type openerCache struct {
 	once    sync.Once
 }
 
-// openerEntry is a share to cache, or with state set, a packet's state.
+// openerEntry is the shares one committed batch took of a packet, or with
+// state set, a packet's state. A batch's shares travel as one entry and
+// are written in one pipelined round (Cache.SetOpenedMany), not one
+// memcached round trip per share.
 type openerEntry struct {
 	id      hongbao.PacketID
-	user    hongbao.UserID
-	amount  int64
+	shares  []cache.Share
 	expires time.Time
 	state   *hongbao.State
 }
+
+// cost is what the entry spends of the writer's pace: its shares.
+func (e openerEntry) cost() int { return max(len(e.shares), 1) }
 
 func (oc *openerCache) set(e openerEntry) {
 	if e.state != nil {
 		oc.cache.SetState(e.id, *e.state)
 		return
 	}
-	oc.cache.SetOpened(e.id, e.user, e.amount, e.expires)
+	oc.cache.SetOpenedMany(e.id, e.shares, e.expires)
 }
 
 const (
 	stateBacklog  = 4096 // sold-out states waiting; beyond, the committer writes its own
-	openerBacklog = 4096 // entries waiting for the writer at most
-	openerRate    = 5000 // entries written per second at most
+	openerBacklog = 4096 // entries (batches) waiting for the writer at most
+	openerRate    = 5000 // shares written per second at most
 	openerTick    = 10 * time.Millisecond
 )
 
@@ -58,20 +63,26 @@ func newOpenerCache(c *cache.Cache) *openerCache {
 	return oc
 }
 
-// write sets up to openerRate/100 entries every openerTick; once closing,
-// it writes what is queued without pausing and stops.
+// write sets up to openerRate/100 shares every openerTick (a batch larger
+// than what is left of a tick's budget still goes whole, and the next
+// ticks pay for it); once closing, it writes what is queued without
+// pausing and stops.
 func (oc *openerCache) write() {
 	defer oc.wg.Done()
 	tick := time.NewTicker(openerTick)
 	defer tick.Stop()
+	const perTick = int(openerRate * openerTick / time.Second)
+	budget := 0
 	for {
-		for range openerRate * openerTick / time.Second {
+		for budget += perTick; budget > 0; {
 			oc.writeStates()
 			select {
 			case e := <-oc.states:
 				oc.set(e)
+				budget--
 			case e := <-oc.ch:
 				oc.set(e)
+				budget -= e.cost()
 			case <-oc.closing:
 				oc.drain()
 				return

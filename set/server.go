@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -48,6 +49,8 @@ type Server struct {
 	audiences *audiences   // who may open the packets with an audience seen here
 	openers   *openerCache // committed shares on their way to memcached
 	runners   *runners     // of batches' sub-requests
+	answers   api.Answers  // the handlers' JSON answers and problems, in reused buffers
+	items     sync.Pool    // of *itemWriter: batches' sub-responses
 	http      *metrics.HTTP
 	opens     *metrics.Opens
 }
@@ -151,7 +154,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/me/sent", s.authed(s.handleHistory(hongbao.KindSend)))
 	mux.HandleFunc("GET /v1/me/statement", s.authed(s.handleStatement))
 	mux.HandleFunc("POST /v1/ping", s.authed(func(*http.Request, hongbao.UserID) (int, any, error) {
-		return http.StatusOK, map[string]bool{"ok": true}, nil // the no-op behind the router: the HTTP ceiling
+		return http.StatusOK, api.PingJSON{OK: true}, nil // the no-op behind the router: the HTTP ceiling
 	}))
 	if s.grant > 0 { // dev clusters only
 		mux.HandleFunc("POST /v1/dev/topup", s.authed(s.handleDevTopUp))
@@ -177,7 +180,7 @@ func (s *Server) authed(h handler) http.HandlerFunc {
 		rid := requestID(r.Context())
 		user, err := s.user(w, r)
 		if err != nil {
-			api.WriteProblem(w, err, rid)
+			s.answers.Problem(w, err, rid)
 			return
 		}
 		addField(r.Context(), zap.Stringer("user", user))
@@ -197,10 +200,10 @@ func (s *Server) authed(h handler) http.HandlerFunc {
 		}
 		if err != nil {
 			api.LogFailure(r.Context(), s.log, err)
-			api.WriteProblem(w, err, rid)
+			s.answers.Problem(w, err, rid)
 			return
 		}
-		api.WriteJSON(w, status, body)
+		s.answers.JSON(w, status, body)
 	}
 }
 

@@ -25,27 +25,29 @@ import (
 
 // options are the bench's knobs; the defaults are the scenarios.
 type options struct {
-	config    string
-	redis     string
-	out       string
-	designs   string
-	scenarios string
-	hotDur    time.Duration
-	capDur    time.Duration
-	clients   int
-	sweep     string
-	e2e       string
-	wrkConns  string
-	e2eDur    time.Duration
-	rounds    int
-	maxRate   int
-	pids      string
-	ceilProf  string
-	memory    int
-	cpuprof   string
-	compare   bool
-	crash     bool
-	repeat    int
+	config                    string
+	redis                     string
+	out                       string
+	designs                   string
+	scenarios                 string
+	hotDur                    time.Duration
+	capDur                    time.Duration
+	clients                   int
+	sweep                     string
+	e2e                       string
+	wrkConns                  string
+	e2eDur                    time.Duration
+	rounds                    int
+	maxRate                   int
+	pids                      string
+	rainShares, rainUsers     int
+	profileDir, profileAdmins string
+	ceilProf                  string
+	memory                    int
+	cpuprof                   string
+	compare                   bool
+	crash                     bool
+	repeat                    int
 }
 
 func main() {
@@ -65,6 +67,11 @@ func main() {
 	flag.DurationVar(&o.e2eDur, "e2e-duration", 10*time.Second, "with -e2e: length of one wrk run")
 	flag.IntVar(&o.maxRate, "max-rate", 25000, "with -e2e: tokens signed per second of a run (more requests than that reuse users)")
 	flag.StringVar(&o.pids, "pids", ".run", "with -e2e: directory of the dev cluster's pid files (scripts/dev.sh)")
+	flag.IntVar(&o.rainShares, "rain-shares", 20000, "with -e2e: shares of the rain's packet")
+	flag.IntVar(&o.rainUsers, "rain-users", 100000, "with -e2e: users of the rain, each trying once, through the router, the two-hop ceiling and in process (0: no rain)")
+	flag.StringVar(&o.profileDir, "profile-dir", "", "with -e2e: directory for CPU profiles of the cluster's processes taken through their admin listeners during the first round of each ping and hot open run (empty: none)")
+	flag.StringVar(&o.profileAdmins, "profile-admins", "router=127.0.0.1:9080,server-a1=127.0.0.1:9081,server-a2=127.0.0.1:9082,server-b1=127.0.0.1:9083,server-b2=127.0.0.1:9084",
+		"with -profile-dir: the admin listeners to profile, name=host:port,...")
 	backend := flag.String("ceiling-backend", "", "serve as the one-hop ceiling's bare backend on this address (the e2e bench starts it)")
 	proxy := flag.String("ceiling-proxy", "", "serve as the two-hop ceiling's bare proxy on this address, to -ceiling-to")
 	proxyTo := flag.String("ceiling-to", ceilingBackendAddr, "the backend of -ceiling-proxy")

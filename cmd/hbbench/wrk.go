@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strconv"
@@ -57,8 +58,8 @@ end
 
 // wrkResult is what one wrk run reports.
 type wrkResult struct {
-	requests, opened, already, okother, busy, other, sockerr int64
-	took, p50, p99                                           time.Duration
+	requests, opened, already, okother, soldout, busy, other, sockerr int64
+	took, p50, p99                                                    time.Duration
 }
 
 func (r *wrkResult) rate() float64 { return float64(r.requests) / r.took.Seconds() }
@@ -66,12 +67,17 @@ func (r *wrkResult) rate() float64 { return float64(r.requests) / r.took.Seconds
 // runWrk runs wrk with threads and conns against url for d, every request
 // with a token of tokens (a file of one token a line).
 func runWrk(ctx context.Context, url, tokens string, threads, conns int, d time.Duration) (*wrkResult, error) {
+	return runWrkScript(ctx, fmt.Sprintf(wrkScript, threads, tokens), url, threads, conns, d)
+}
+
+// runWrkScript runs wrk with the Lua script for at most d.
+func runWrkScript(ctx context.Context, script, url string, threads, conns int, d time.Duration) (*wrkResult, error) {
 	f, err := os.CreateTemp("", "hbbench-*.lua")
 	if err != nil {
 		return nil, err
 	}
 	defer os.Remove(f.Name())
-	if _, err := fmt.Fprintf(f, wrkScript, threads, tokens); err != nil {
+	if _, err := io.WriteString(f, script); err != nil {
 		return nil, err
 	}
 	f.Close()
@@ -100,7 +106,7 @@ func parseWrk(out string) (*wrkResult, error) {
 			}
 			v[k] = n
 		}
-		return &wrkResult{requests: v["requests"], opened: v["opened"], already: v["already"], okother: v["okother"],
+		return &wrkResult{requests: v["requests"], opened: v["opened"], already: v["already"], okother: v["okother"], soldout: v["soldout"],
 			busy: v["busy"], other: v["other"], sockerr: v["sockerr"], took: time.Duration(v["duration_us"]) * time.Microsecond,
 			p50: time.Duration(v["p50_us"]) * time.Microsecond, p99: time.Duration(v["p99_us"]) * time.Microsecond}, nil
 	}

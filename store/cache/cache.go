@@ -41,6 +41,7 @@ type Cache struct {
 	down       atomic.Int64 // unix nanos until which memcached is not tried
 	seq        atomic.Uint64
 	obs        *metrics.Cache // failures and fallbacks; nil: none
+	pipe       *pipe          // pipelined sets of a batch's shares
 }
 
 // WithMetrics makes the cache count its failures and fallbacks in m.
@@ -59,11 +60,16 @@ func New(servers []string, timeout time.Duration, conns int, log *zap.Logger) *C
 	sl := memcache.New(servers...)
 	sl.Timeout = timeout
 	sl.MaxIdleConns = slotConns
-	return &Cache{mc: mc, log: log, conns: make(chan struct{}, conns), slotMC: sl, slotsConns: make(chan struct{}, slotConns)}
+	return &Cache{mc: mc, log: log, conns: make(chan struct{}, conns), slotMC: sl, slotsConns: make(chan struct{}, slotConns),
+		pipe: newPipe(servers, timeout, pipeConns)}
 }
 
 // slotConns bounds the slot client's connections.
 const slotConns = 64
+
+// pipeConns bounds the idle connections of the pipelined sets: one writer
+// (the server's opener cache) uses them.
+const pipeConns = 2
 
 // breakFor is how long memcached is left alone after a failure, so a dead
 // cache costs one timeout per interval instead of one per request.

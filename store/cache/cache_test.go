@@ -179,3 +179,49 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Fatalf("no metric %s", name)
 	return 0
 }
+
+// TestSetOpenedMany: a batch's shares written in one pipelined round read
+// back one by one through the ordinary client, over several rounds on the
+// same pooled connection; a single share takes the ordinary path.
+func TestSetOpenedMany(t *testing.T) {
+	c := newCache(t, dbtest.Memcached(t, "a"))
+	exp := time.Now().Add(time.Hour)
+	for round := range 3 {
+		id := freshPacket(t)
+		var shares []cache.Share
+		for i := range 50 + round {
+			shares = append(shares, cache.Share{User: dbtest.FreshUser(), Amount: int64(100*round + i + 1)})
+		}
+		c.SetOpenedMany(id, shares, exp)
+		for _, s := range shares {
+			if amount, ok := c.Opened(id, s.User); !ok || amount != s.Amount {
+				t.Fatalf("round %d: Opened(%s) = %d, %v; want %d", round, s.User, amount, ok, s.Amount)
+			}
+		}
+		if _, ok := c.Opened(id, dbtest.FreshUser()); ok {
+			t.Fatal("a user not in the batch reads as an opener")
+		}
+	}
+	id, one := freshPacket(t), cache.Share{User: dbtest.FreshUser(), Amount: 7}
+	c.SetOpenedMany(id, []cache.Share{one}, exp)
+	c.SetOpenedMany(id, nil, exp)
+	if amount, ok := c.Opened(id, one.User); !ok || amount != 7 {
+		t.Errorf("single share: Opened = %d, %v; want 7", amount, ok)
+	}
+}
+
+// TestSetOpenedManyDown: with nothing listening the pipelined sets fail
+// fast and mark memcached down, as the ordinary calls do; nothing panics.
+func TestSetOpenedManyDown(t *testing.T) {
+	c := cache.New([]string{"127.0.0.1:1"}, 50*time.Millisecond, 2, zap.NewNop())
+	shares := []cache.Share{{User: 1, Amount: 1}, {User: 2, Amount: 2}}
+	c.SetOpenedMany(freshPacket(t), shares, time.Now().Add(time.Hour))
+	start := time.Now()
+	c.SetOpenedMany(freshPacket(t), shares, time.Now().Add(time.Hour))
+	if _, ok := c.State(freshPacket(t)); ok {
+		t.Fatal("state read from a cache that is down")
+	}
+	if d := time.Since(start); d > 40*time.Millisecond {
+		t.Errorf("a second round against a cache known down took %v; want no new attempt", d)
+	}
+}

@@ -476,10 +476,12 @@ func (c *Config) Logger(process string) (*zap.Logger, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config: log_level: %w", err)
 	}
-	zc.Level = zap.NewAtomicLevelAt(lvl)
+	// The core takes everything from info; moneyCore applies log_level
+	// to all but the money lines (MoneyLogger).
+	zc.Level = zap.NewAtomicLevelAt(min(lvl, zapcore.InfoLevel))
 	zc.EncoderConfig.TimeKey = "ts"
 	zc.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
-	log, err := zc.Build()
+	log, err := zc.Build(zap.WrapCore(func(c zapcore.Core) zapcore.Core { return moneyCore{Core: c, level: lvl} }))
 	if err != nil {
 		return nil, fmt.Errorf("config: logger: %w", err)
 	}

@@ -170,7 +170,7 @@ func (s *Server) fund(ctx context.Context, p *hongbao.Packet) (*hongbao.Packet, 
 		return nil, fmt.Errorf("debit for %s: %w", p.ID, refused)
 	}
 	if to == hongbao.Funded {
-		s.log.Info("sender debited", zap.Stringer("packet_id", p.ID), zap.Stringer("sender", p.Sender), zap.Int64("amount", p.Total))
+		s.money.Info("sender debited", zap.Stringer("packet_id", p.ID), zap.Stringer("sender", p.Sender), zap.Int64("amount", p.Total))
 	}
 	return p, nil
 }

@@ -215,7 +215,7 @@ func (s *Server) learn(id hongbao.PacketID, b store.Batch) {
 	var shares []cache.Share
 	for _, o := range b.Outcomes {
 		if o.Err == nil && o.Result.Status == hongbao.Opened {
-			s.log.Info("share opened", zap.Stringer("packet_id", id), zap.Stringer("user", o.Result.User),
+			s.money.Info("share opened", zap.Stringer("packet_id", id), zap.Stringer("user", o.Result.User),
 				zap.Int64("amount", o.Result.Amount))
 			if b.Openers == nil {
 				shares = append(shares, cache.Share{User: o.Result.User, Amount: o.Result.Amount})

@@ -16,6 +16,7 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/api"
+	"github.com/hongbao-dev/hongbao/configs"
 	"github.com/hongbao-dev/hongbao/metrics"
 	"github.com/hongbao-dev/hongbao/queue"
 	"github.com/hongbao-dev/hongbao/store"
@@ -43,6 +44,7 @@ type Server struct {
 	loc       *time.Location
 	now       func() time.Time
 	log       *zap.Logger
+	money     *zap.Logger // the money lines: written whatever the log level
 	ready     atomic.Bool
 	memo      *soldOut     // openers of packets that sold out here
 	known     *known       // small packets opened here that still take opens
@@ -106,7 +108,7 @@ type Deps struct {
 func NewServer(d Deps) *Server {
 	s := &Server{store: d.Store, cache: d.Cache, wallet: d.Wallet, grant: d.DevGrant, auth: d.Auth,
 		self: d.Self, nonces: newNonces(api.Window, d.MaxNonces), owns: d.Owns, recheck: d.Recheck, readyMore: d.Ready, minter: hongbao.NewMinter(d.Now),
-		limits: d.Limits, loc: d.Loc, now: d.Now, log: d.Log, memo: newSoldOut(d.SoldOutMemo), known: newKnown(d.SoldOutMemo), audiences: newAudiences(audienceUsers), openers: newOpenerCache(d.Cache),
+		limits: d.Limits, loc: d.Loc, now: d.Now, log: d.Log, money: d.Log.Named(configs.MoneyLogger), memo: newSoldOut(d.SoldOutMemo), known: newKnown(d.SoldOutMemo), audiences: newAudiences(audienceUsers), openers: newOpenerCache(d.Cache),
 		http: d.HTTP, opens: d.Opens}
 	s.queue = queue.New(d.Queue, s.apply, d.Cache, d.Log)
 	s.runners = newRunners(batchRunners)

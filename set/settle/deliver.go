@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/configs"
 	"github.com/hongbao-dev/hongbao/store"
 )
 
@@ -107,7 +108,7 @@ func (s *Settler) record(ctx context.Context, rows []store.OutboxRow) (map[strin
 		stored[e.Key] = e
 	}
 	if len(c.Fresh) > 0 {
-		s.log.Info("credits delivered", zap.Int("entries", len(c.Fresh)), zap.Int64("amount", sum),
+		s.log.Named(configs.MoneyLogger).Info("credits delivered", zap.Int("entries", len(c.Fresh)), zap.Int64("amount", sum),
 			zap.Int64("first_seq", c.Fresh[0].Seq), zap.Int("redelivered", len(c.Existing)))
 	}
 	return stored, nil

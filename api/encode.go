@@ -119,6 +119,15 @@ func (p Problem) AppendJSON(b []byte) []byte {
 			b = appendJSONString(b, f.v)
 		}
 	}
+	if l := p.Limit; l != nil {
+		b = append(b, `,"limit":{"name":`...)
+		b = appendJSONString(b, l.Name)
+		b = append(b, `,"value":`...)
+		b = strconv.AppendInt(b, l.Value, 10)
+		b = append(b, `,"resets_at":`...)
+		b = appendJSONString(b, l.ResetsAt)
+		b = append(b, '}')
+	}
 	return append(b, "}\n"...)
 }
 

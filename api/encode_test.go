@@ -28,7 +28,9 @@ func TestHandEncodersMatchEncodingJSON(t *testing.T) {
 	var vals []jsonAppender
 	for _, s := range awkward {
 		vals = append(vals, OpenJSON{Status: s, Amount: 12345}, GrabJSON{CanOpen: s == "", Reason: s},
-			Problem{Type: "about:blank", Title: s, Status: 409, Code: s, Detail: s, Field: s, Instance: s, RequestID: s})
+			Problem{Type: "about:blank", Title: s, Status: 409, Code: s, Detail: s, Field: s, Instance: s, RequestID: s},
+			Problem{Type: "about:blank", Title: "Forbidden", Status: 403, Code: "daily_limit", Detail: s,
+				Limit: &ProblemLimit{Name: s, Value: 1000, ResetsAt: s}})
 	}
 	vals = append(vals, OpenJSON{Status: "opened", Amount: -1}, OpenJSON{Amount: 1<<63 - 1}, PingJSON{OK: true}, PingJSON{},
 		Problem{Type: "about:blank", Title: "Conflict", Status: 409, Code: "sold_out"}, GrabJSON{})

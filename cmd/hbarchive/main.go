@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -21,18 +22,25 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := cron.Run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Environ())
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Environ(), cron.Knobs{})
 	stop()
+	os.Exit(code)
+}
+
+// run runs the command line with knobs (a test's; none in the binary) and
+// returns the exit code: 0, 2 usage, 3 locked, 1 any other failure.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, environ []string, k cron.Knobs) int {
+	err := cron.RunWith(ctx, args, stdout, stderr, environ, k)
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintln(stderr, "hbarchive:", err)
 	switch {
-	case err == nil:
 	case errors.Is(err, cron.ErrUsage):
-		fmt.Fprintln(os.Stderr, "hbarchive:", err)
-		os.Exit(2)
+		return 2
 	case errors.Is(err, archive.ErrLocked):
-		fmt.Fprintln(os.Stderr, "hbarchive:", err)
-		os.Exit(3)
+		return 3
 	default:
-		fmt.Fprintln(os.Stderr, "hbarchive:", err)
-		os.Exit(1)
+		return 1
 	}
 }

@@ -1,8 +1,9 @@
 package main
 
 // The real hbarchive binary against a private MariaDB: exit codes (2 usage,
-// 3 locked, 1 failure), a run stopped by HB_ARCHIVE_FAULT=after-copy between
-// the verified copy and the purge, and the rerun that finishes it with
+// 3 locked, 1 failure), a run stopped between the verified copy and the
+// purge (the command line run in process with a failing AfterCopy knob: the
+// binary has no fault hook), and the binary's rerun that finishes it with
 // exact counts.
 
 import (
@@ -22,6 +23,7 @@ import (
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/e2e/harness/clustertest"
 	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
+	"github.com/hongbao-dev/hongbao/set/archive/cron"
 	"github.com/hongbao-dev/hongbao/store"
 	"github.com/hongbao-dev/hongbao/store/fence"
 	"github.com/hongbao-dev/hongbao/store/sqldb"
@@ -111,7 +113,7 @@ func (f *fixture) create(at time.Time, b hongbao.Bucket, seq int, total int64, c
 
 // run runs the binary with a clean environment plus extra and returns its
 // exit code and output.
-func run(t *testing.T, bin string, extra []string, args ...string) (int, string, string) {
+func runBin(t *testing.T, bin string, extra []string, args ...string) (int, string, string) {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(clustertest.Environ(), extra...)
@@ -197,7 +199,7 @@ func TestHbarchiveBinary(t *testing.T) {
 			{[]string{"run", "--as-of", "2026-13-01", "--config", cfg}, "--as-of"},
 			{[]string{"run", "--set", "nope", "--config", cfg}, "nope"},
 		} {
-			code, _, stderr := run(t, bin, nil, c.args...)
+			code, _, stderr := runBin(t, bin, nil, c.args...)
 			if code != 2 || !strings.Contains(stderr, c.says) {
 				t.Errorf("hbarchive %v: exit %d, stderr %q; want 2 saying %q", c.args, code, stderr, c.says)
 			}
@@ -217,7 +219,7 @@ func TestHbarchiveBinary(t *testing.T) {
 		if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK('hb_archive:a', 0)").Scan(&got); err != nil || got != 1 {
 			t.Fatalf("GET_LOCK: %d, %v", got, err)
 		}
-		code, stdout, stderr := run(t, bin, nil, "run", "--as-of", "2025-04-19", "--config", cfg)
+		code, stdout, stderr := runBin(t, bin, nil, "run", "--as-of", "2025-04-19", "--config", cfg)
 		if code != 3 || !strings.HasPrefix(stderr, "hbarchive: SET a: ") ||
 			!strings.HasSuffix(stderr, "SET a: another hbarchive run is in progress for this SET\n") || stdout != "" {
 			t.Errorf("locked run: exit %d, stdout %q, stderr %q; want 3 and a clear message", code, stdout, stderr)
@@ -236,7 +238,12 @@ func TestHbarchiveBinary(t *testing.T) {
 	})
 
 	t.Run("fault after copy, then rerun", func(t *testing.T) {
-		code, stdout, stderr := run(t, bin, []string{"HB_ARCHIVE_FAULT=after-copy"}, "run", "--as-of", "2025-04-19", "--config", cfg)
+		var outBuf, errBuf bytes.Buffer
+		code := run(context.Background(), []string{"run", "--as-of", "2025-04-19", "--config", cfg}, &outBuf, &errBuf, clustertest.Environ(),
+			cron.Knobs{AfterCopy: func(d store.Day) error {
+				return fmt.Errorf("injected fault after copying %s %s", d.Table.Packets(), d.Date.Format(time.DateOnly))
+			}})
+		stdout, stderr := outBuf.String(), errBuf.String()
 		if code != 1 || !strings.Contains(stderr, "injected fault after copying db_00.t_7_03 2025-03-03") {
 			t.Fatalf("faulted run: exit %d, stdout %q, stderr %q; want 1 after copying db_00.t_7_03", code, stdout, stderr)
 		}
@@ -258,7 +265,7 @@ func TestHbarchiveBinary(t *testing.T) {
 			t.Error("reads changed after the fault")
 		}
 
-		code, stdout, stderr = run(t, bin, nil, "run", "--as-of", "2025-04-19", "--config", cfg)
+		code, stdout, stderr = runBin(t, bin, nil, "run", "--as-of", "2025-04-19", "--config", cfg)
 		if code != 0 || !strings.Contains(stdout, "SET a: archived 3 days (6 packets), skipped 0, kept 0") {
 			t.Fatalf("rerun: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 		}
@@ -281,7 +288,7 @@ func TestHbarchiveBinary(t *testing.T) {
 			t.Error("archived packets read differently")
 		}
 
-		code, stdout, _ = run(t, bin, nil, "status", "--as-of", "2025-04-19", "--config", cfg)
+		code, stdout, _ = runBin(t, bin, nil, "status", "--as-of", "2025-04-19", "--config", cfg)
 		if code != 0 || strings.Count(stdout, " archived ") != 3 || !strings.Contains(stdout, "db_00_archive.t_7_20250303") {
 			t.Errorf("status: exit %d\n%s", code, stdout)
 		}

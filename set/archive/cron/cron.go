@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
@@ -36,14 +35,28 @@ flags: --config FILE  --set NAME  --as-of YYYY-MM-DD  --dry-run  --retention-day
 // ErrUsage marks a bad command line.
 var ErrUsage = errors.New("usage")
 
+// Knobs are a test's hooks into a run, set in process (the zero Knobs:
+// none, as the binaries run it).
+type Knobs struct {
+	// AfterCopy, when set, runs after each day's verified copy and before
+	// its purge (archive.Archiver.AfterCopy): an error stops the run there,
+	// as a crash between the two would.
+	AfterCopy func(store.Day) error
+}
+
 // Run is the archival cron's command line, shared by hbarchive
-// and hbctl archive. HB_ARCHIVE_FAULT=after-copy makes a run stop between
-// the verified copy and the purge of its first day (for crash tests).
+// and hbctl archive.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer, environ []string) error {
+	return RunWith(ctx, args, stdout, stderr, environ, Knobs{})
+}
+
+// RunWith is Run with a test's knobs.
+func RunWith(ctx context.Context, args []string, stdout, stderr io.Writer, environ []string, k Knobs) error {
 	o, err := parseArgs(args, stderr, environ)
 	if err != nil {
 		return err
 	}
+	o.knobs = k
 	sets, err := settings.Sets(ctx, o.cfg) // the meta database's, when there is one
 	if err != nil {
 		return err
@@ -78,7 +91,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, environ [
 	}
 	var errs []error
 	for _, sc := range sets {
-		err := o.archiveOne(ctx, sc, meta, log, stdout, stderr, environ, &runs)
+		err := o.archiveOne(ctx, sc, meta, log, stdout, stderr, &runs)
 		switch {
 		case errors.Is(err, archive.ErrLocked):
 			errs = append(errs, err) // it names the SET already
@@ -120,6 +133,7 @@ type options struct {
 	// stmtDir is where a run writes the previous day's wallet statement
 	// ("": none).
 	stmtDir string
+	knobs   Knobs
 }
 
 // parseArgs parses a command line and loads its configuration.
@@ -169,7 +183,7 @@ func parseArgs(args []string, stderr io.Writer, environ []string) (options, erro
 // archiveOne runs the command on SET sc, with its archiver's pools open
 // for the time it takes.
 func (o options) archiveOne(ctx context.Context, sc configs.Set, meta *sql.DB, log *zap.Logger, stdout, stderr io.Writer,
-	environ []string, runs *[]metrics.ArchiveRun) error {
+	runs *[]metrics.ArchiveRun) error {
 	a, closeAll, err := newArchiver(sc, o.cfg, o.days, meta)
 	if err != nil {
 		return err
@@ -179,11 +193,7 @@ func (o options) archiveOne(ctx context.Context, sc configs.Set, meta *sql.DB, l
 	if f, ok := os.Stderr.Stat(); ok == nil && f.Mode()&os.ModeCharDevice != 0 && stderr == os.Stderr {
 		a.Progress = stderr
 	}
-	if lookupEnv(environ, "HB_ARCHIVE_FAULT") == "after-copy" {
-		a.AfterCopy = func(d store.Day) error {
-			return fmt.Errorf("injected fault after copying %s %s", d.Table.Packets(), d.Date.Format(time.DateOnly))
-		}
-	}
+	a.AfterCopy = o.knobs.AfterCopy
 	return archiveSet(ctx, o.cmd, a, o.cfg, sc, o.asOf, o.dryRun, stdout, runs)
 }
 
@@ -261,16 +271,6 @@ func archiveSet(ctx context.Context, cmd string, a *archive.Archiver, cfg *confi
 		lastRun(out, cfg.Archive.Textfile, sc.Name)
 	}
 	return nil
-}
-
-// lookupEnv returns the value of name in environ (os.Environ form).
-func lookupEnv(environ []string, name string) string {
-	for _, kv := range environ {
-		if k, v, ok := strings.Cut(kv, "="); ok && k == name {
-			return v
-		}
-	}
-	return ""
 }
 
 // ownedBuckets are the buckets of SET name in the topology, or every bucket

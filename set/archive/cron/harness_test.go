@@ -9,9 +9,12 @@ package cron_test
 
 import (
 	"bytes"
+	"fmt"
+	"time"
 
 	"github.com/hongbao-dev/hongbao/e2e/harness/archivetest"
 	"github.com/hongbao-dev/hongbao/set/archive/cron"
+	"github.com/hongbao-dev/hongbao/store"
 )
 
 // command runs the archive command line in process with environ env
@@ -20,4 +23,10 @@ func command(f *archivetest.Fixture, env []string, args ...string) (stdout, stde
 	var out, errOut bytes.Buffer
 	err = cron.Run(f.Ctx, args, &out, &errOut, env)
 	return out.String(), errOut.String(), err
+}
+
+// FaultAfterCopy is an AfterCopy knob that stops a run after a day's
+// verified copy, naming the day.
+func FaultAfterCopy(d store.Day) error {
+	return fmt.Errorf("injected fault after copying %s %s", d.Table.Packets(), d.Date.Format(time.DateOnly))
 }

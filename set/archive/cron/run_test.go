@@ -1,12 +1,14 @@
 package cron_test
 
 import (
+	"bytes"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/hongbao-dev/hongbao/e2e/harness/archivetest"
 	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
+	"github.com/hongbao-dev/hongbao/set/archive/cron"
 )
 
 // TestArchiveCommandRun runs the archiver through the command line with a
@@ -51,19 +53,19 @@ func TestArchiveCommandRun(t *testing.T) {
 	}
 }
 
-// TestArchiveCommandFaultFromEnviron: cron.Run takes its environment
-// as an argument (configuration overrides come from it), so
-// HB_ARCHIVE_FAULT given there must stop the run after the copy too.
-func TestArchiveCommandFaultFromEnviron(t *testing.T) {
+// TestArchiveCommandFaultKnob: a run whose AfterCopy knob fails (a crash
+// between a day's verified copy and its purge) stops there: no day purged.
+func TestArchiveCommandFaultKnob(t *testing.T) {
 	t.Parallel()
 	f := archivetest.New(t)
 	ids := f.FourDays()
 	f.Settle(f.Funded(ids)...)
 	want := f.Model(ids...)
 	cfg := f.Config(7, "")
-	_, _, err := command(f, []string{"HB_ARCHIVE_FAULT=after-copy"}, "run", "--as-of", "2025-04-19", "--config", cfg)
+	var out, errOut bytes.Buffer
+	err := cron.RunWith(f.Ctx, []string{"run", "--as-of", "2025-04-19", "--config", cfg}, &out, &errOut, nil, cron.Knobs{AfterCopy: FaultAfterCopy})
 	if err == nil || !strings.Contains(err.Error(), "injected fault after copying") {
-		t.Errorf("run with HB_ARCHIVE_FAULT=after-copy in its environ: %v, want the injected fault", err)
+		t.Errorf("run with a failing AfterCopy knob: %v, want the injected fault", err)
 	}
 	archived := 0
 	for d := range want {

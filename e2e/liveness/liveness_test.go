@@ -25,8 +25,9 @@ import (
 	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
-// bound is what the fix promises: a vanished peer is noticed within it
-// (19 s measured; replication.TCPKeepalive* on the server).
+// bound is what the fixes promise: a vanished peer is noticed within it
+// (19 s to 22 s measured; replication.TCPKeepalive* on the server,
+// sqldb's keepalive and TCP_USER_TIMEOUT on clients).
 const bound = 30 * time.Second
 
 // testNet is a Net of hosts named names, removed when the test ends. Its
@@ -223,5 +224,92 @@ func TestVanishedClientReleasesLocks(t *testing.T) {
 			t.Fatalf("the vanished client's locks still held after %v (want released within %v)", time.Since(start).Round(time.Second), bound)
 		}
 		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// TestVanishedServerFailsQueries: the MariaDB's host vanishes while a
+// client waits on a statement (SELECT SLEEP: the server was busy, its
+// socket quiet) and while another connection is idle; a statement sent
+// to the vanished server then and the one in flight both return an error
+// within bound, neither hangs. Before sqldb's keepalive and
+// TCP_USER_TIMEOUT: neither returned within 60 s (Go's keepalive gives up
+// after 150 s; a statement never acknowledged is retransmitted for about
+// 15 min).
+func TestVanishedServerFailsQueries(t *testing.T) {
+	t.Parallel()
+	hs := testNet(t, "db")
+	dbHost := hs[0]
+	db := open(t, startMariaDB(t, dbHost), 2)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	idle, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	busy, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	if err := idle.PingContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	type result struct {
+		what string
+		err  error
+		took time.Duration
+	}
+	results := make(chan result, 2)
+	sleeping := make(chan struct{})
+	go func() {
+		close(sleeping)
+		start := time.Now()
+		_, err := busy.ExecContext(ctx, "DO SLEEP(600)")
+		results <- result{"a statement in flight", err, time.Since(start)}
+	}()
+	<-sleeping
+	// The sleep has reached the server when the processlist shows it.
+	for {
+		var n int
+		if err := idle.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE 'DO SLEEP%'").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := dbHost.Isolate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	isolated := time.Now()
+	go func() {
+		start := time.Now()
+		var one int
+		err := idle.QueryRowContext(ctx, "SELECT 1").Scan(&one)
+		results <- result{"a statement sent after", err, time.Since(start)}
+	}()
+	timeout := time.NewTimer(bound + 5*time.Second)
+	defer timeout.Stop()
+	for range 2 {
+		select {
+		case r := <-results:
+			if r.err == nil {
+				t.Errorf("%s: answered by a vanished server", r.what)
+			} else if r.took > bound {
+				t.Errorf("%s: error after %v (want within %v): %v", r.what, r.took.Round(100*time.Millisecond), bound, r.err)
+			} else {
+				t.Logf("%s: error after %v: %v", r.what, r.took.Round(100*time.Millisecond), r.err)
+			}
+		case <-timeout.C:
+			t.Errorf("a statement still waits on the vanished server %v after it vanished (want an error within %v)",
+				time.Since(isolated).Round(time.Second), bound)
+			cancel() // the driver closes the connections: the goroutines return
+			<-results
+			<-results
+			return
+		}
 	}
 }

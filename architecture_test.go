@@ -21,7 +21,7 @@ const module = "github.com/hongbao-dev/hongbao"
 var harnesses = []string{"e2e", "e2e/harness/dbtest", "e2e/harness/clustertest", "e2e/harness/archivetest",
 	"e2e/harness/browsertest", "e2e/harness/packettest",
 	"e2e/packets", "e2e/failover", "e2e/metrics", "e2e/replication", "e2e/face", "e2e/dev",
-	"e2e/harness/etcdtest", "e2e/harness/hosts"}
+	"e2e/harness/etcdtest", "e2e/harness/hosts", "e2e/liveness"}
 
 // goPackage is what `go list -json` says of a package.
 type goPackage struct {

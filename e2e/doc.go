@@ -20,7 +20,8 @@
 // signatures, coalescing, abuse limits, invalid requests), e2e/failover (a
 // server killed during opens, a bucket moved under load), e2e/metrics
 // (what Prometheus sees of a loaded cluster), e2e/replication (reads from
-// a SET's replica), e2e/face (the red-packet page and the operator
+// a SET's replica), e2e/liveness (a host that vanishes without closing
+// its connections: its sessions, locks and waits end within seconds), e2e/face (the red-packet page and the operator
 // dashboard in a real browser) and e2e/dev (the dev cluster of `make up`
 // and its supervisor). cmd/hbctl's and cmd/hbserver's whole-cluster tests
 // stay beside their commands, which they drive.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -48,11 +49,20 @@ const lockCheck = 2 * time.Second
 var ErrCoreBusy = errors.New("another core failover, rejoin or watch holds the core failover lock")
 
 // CoreLock is the core failover lock, held on the members in conns.
+//
+// Its sessions have the operator's wait_timeout (Reparenter.Idle): a
+// holder that hangs loses the lock when they have been quiet that long.
+// A live holder's keeper pings them three times per wait_timeout, so a
+// failover, however long, keeps its lock.
 type CoreLock struct {
+	mu    sync.Mutex // one statement at a time on each connection
 	conns []lockConn
 	// Unlocked names the members it is not held on (they did not
 	// answer), with why.
 	Unlocked []string
+
+	stop   context.CancelFunc // ends the keeper
+	keeper sync.WaitGroup
 }
 
 type lockConn struct {
@@ -92,7 +102,41 @@ func (r *Reparenter) LockCore(ctx context.Context, dsns []string) (*CoreLock, er
 		return nil, fmt.Errorf("core failover lock: no core member answers: %s", strings.Join(down, "; "))
 	}
 	l.Unlocked = down
+	kctx, cancel := context.WithCancel(context.Background())
+	l.stop = cancel
+	every := r.idle() / 3
+	l.keeper.Go(func() { l.keep(kctx, every) })
 	return l, nil
+}
+
+// keep pings the lock's connections every period until ctx ends, so that
+// their sessions are never idle for the operator's wait_timeout. A ping
+// that fails is left to Held, which the failover calls before each step.
+func (l *CoreLock) keep(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		l.mu.Lock()
+		for _, c := range l.conns {
+			pctx, cancel := context.WithTimeout(ctx, lockCheck)
+			_ = c.conn.PingContext(pctx) // see above
+			cancel()
+		}
+		l.mu.Unlock()
+	}
+}
+
+// stopKeeper ends the keeper and waits for it.
+func (l *CoreLock) stopKeeper() {
+	if l.stop != nil {
+		l.stop()
+	}
+	l.keeper.Wait()
 }
 
 // lockOn tries GET_LOCK on dsn's member, on a connection kept for the
@@ -121,6 +165,8 @@ func (f *op) lockOn(ctx context.Context, dsn string) (c lockConn, got bool, err 
 // Held reports (nil) whether one of the lock's connections still holds
 // it.
 func (l *CoreLock) Held(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	var why []string
 	for _, c := range l.conns {
 		cctx, cancel := context.WithTimeout(ctx, lockCheck)
@@ -137,6 +183,9 @@ func (l *CoreLock) Held(ctx context.Context) error {
 
 // Release drops the lock where it is held.
 func (l *CoreLock) Release() {
+	l.stopKeeper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	for _, c := range l.conns {
 		_, _ = c.conn.ExecContext(context.Background(), "SELECT RELEASE_LOCK(?)", coreLockKey)
 		c.conn.Close()

@@ -1,10 +1,12 @@
 package failover
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
 	"net"
+	"strconv"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -37,7 +39,26 @@ type Reparenter struct {
 	Leases *lease.Client
 	// Holder names this process to the actors its lease refuses.
 	Holder string
+	// Idle is wait_timeout of every operator session the Reparenter
+	// opens (0: operatorIdle); a test shortens it.
+	Idle time.Duration
 }
+
+// operatorIdle is wait_timeout of the operator's sessions: MariaDB ends a
+// session idle that long. An actor that hangs (SIGSTOP, a host whose
+// kernel still answers keepalives but whose processes are stuck) thus
+// gives back its sessions, and the core failover lock they hold, after a
+// minute instead of MariaDB's default 8 h, and another actor can fail
+// the core over. A long failover is not cut short by it: a holder keeps
+// its lock's connections busy while it holds it (CoreLock's keeper), and
+// the other operator sessions are never quiet between statements for
+// long (a MASTER_GTID_WAIT that waits is a statement running, not an
+// idle session). interactive_timeout only applies to clients that say
+// they are interactive (the mariadb CLI), never to Go's driver.
+const operatorIdle = time.Minute
+
+// idle is the operator sessions' wait_timeout (see operatorIdle).
+func (r *Reparenter) idle() time.Duration { return cmp.Or(r.Idle, operatorIdle) }
 
 // New returns a Reparenter acting as cfg's operator account.
 func New(cfg configs.Replication) *Reparenter {
@@ -146,6 +167,10 @@ func (r *Reparenter) adminTimeouts(dsn string, dial, read, write time.Duration) 
 	}
 	c.User, c.Passwd, c.DBName = r.cfg.AdminUser, r.cfg.AdminPassword, ""
 	c.Timeout, c.ReadTimeout, c.WriteTimeout = dial, read, write
+	if c.Params == nil {
+		c.Params = map[string]string{}
+	}
+	c.Params["wait_timeout"] = strconv.Itoa(max(1, int(r.idle()/time.Second)))
 	return sqldb.OpenDial(c.FormatDSN(), 2, r.Dial)
 }
 

@@ -1,6 +1,7 @@
 package replication
 
 import (
+	"cmp"
 	"strconv"
 	"time"
 )
@@ -11,9 +12,13 @@ import (
 // a replicated database, its role. Args is its command line: the one
 // place MariaDB's server options are written down.
 type Server struct {
-	DataDir  string // --datadir; a member's binary log is DataDir/binlog
-	Socket   string // --socket
-	Port     int    // on 127.0.0.1
+	DataDir string // --datadir; a member's binary log is DataDir/binlog
+	Socket  string // --socket
+	Port    int    // on Bind
+	// Bind is --bind-address: "" for 127.0.0.1 (the dev cluster and the
+	// harnesses, one machine); a host of its own (a network namespace
+	// in a test of network faults) binds its own address.
+	Bind     string
 	PidFile  string // "" for MariaDB's default
 	TmpDir   string // "" for MariaDB's default
 	LogError string // the error log
@@ -44,6 +49,16 @@ type Member struct {
 
 // Args returns the server's mariadbd options.
 //
+// A client that vanishes (its host loses power, a partition) sends no FIN
+// or RST: its session, and with it an open transaction's row locks, its
+// GET_LOCKs and a bucket's freeze, would live until Linux's keepalive
+// (2 h) or wait_timeout (8 h) noticed. The server probes an idle
+// connection after TCPKeepaliveTime, then every TCPKeepaliveInterval, and
+// drops it after TCPKeepaliveProbes unanswered: a vanished client's
+// session is killed within 20 s (19 s measured, e2e/liveness). A live
+// client's kernel answers the probes even while the client is busy or
+// stopped: nothing alive is cut.
+//
 // Durable commits (the redo log flushed at every commit, doublewrite on):
 // an open answered "opened" must survive a crash. The open path is point
 // reads and writes by primary key: the optimizer need not read column
@@ -60,7 +75,7 @@ type Member struct {
 // gets one, and the server wedges for good (seen in the chaos run).
 func (s Server) Args() []string {
 	args := []string{"--no-defaults", "--datadir=" + s.DataDir, "--socket=" + s.Socket,
-		"--port=" + strconv.Itoa(s.Port), "--bind-address=127.0.0.1"}
+		"--port=" + strconv.Itoa(s.Port), "--bind-address=" + cmp.Or(s.Bind, "127.0.0.1")}
 	if s.PidFile != "" {
 		args = append(args, "--pid-file="+s.PidFile)
 	}
@@ -70,7 +85,10 @@ func (s Server) Args() []string {
 	if s.User != "" {
 		args = append(args, "--user="+s.User)
 	}
-	args = append(args, "--skip-name-resolve")
+	args = append(args, "--skip-name-resolve",
+		"--tcp-keepalive-time="+strconv.Itoa(int(TCPKeepaliveTime/time.Second)),
+		"--tcp-keepalive-interval="+strconv.Itoa(int(TCPKeepaliveInterval/time.Second)),
+		"--tcp-keepalive-probes="+strconv.Itoa(TCPKeepaliveProbes))
 	threads := "one-thread-per-connection"
 	if m := s.Member; m != nil {
 		for _, a := range ServerArgs(m.ServerID, m.SemiSyncTimeout, m.Primary) {
@@ -93,6 +111,16 @@ func (s Server) Args() []string {
 		"--max-connections=2000", "--table-open-cache=20000", "--table-definition-cache=20000",
 		"--open-files-limit=65535", "--log-error="+s.LogError)
 }
+
+// The keepalive of every connection of a hongbao MariaDB (see Args): the
+// first probe after TCPKeepaliveTime idle, then one every
+// TCPKeepaliveInterval; the connection is dropped after TCPKeepaliveProbes
+// unanswered, 19 s after a client vanished.
+const (
+	TCPKeepaliveTime     = 10 * time.Second
+	TCPKeepaliveInterval = 3 * time.Second
+	TCPKeepaliveProbes   = 3
+)
 
 // ReadOnlyArg is the option that makes a server read-only (a replica: the
 // application's account cannot write through it) or not.

@@ -57,9 +57,20 @@ func connectorDial(dsn string, dial func(ctx context.Context, network, addr stri
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 3 * time.Second
 	}
-	if dial != nil {
-		cfg.DialFunc = dial
+	// A write waits only when the server stopped reading (a paused or
+	// wedged mariadbd: its kernel still acknowledges, so neither the
+	// keepalive nor TCP_USER_TIMEOUT ends it); every statement is small
+	// enough to leave at once. No default read timeout: a live server may
+	// rightly take long to answer (a semi-sync commit waits for its
+	// replica forever by design, MASTER_GTID_WAIT, a big copy), and a
+	// vanished one is noticed by the connection's keepalive (liveDial).
+	// Callers that want a bound on answers set readTimeout in the DSN
+	// (the failover's operator pools, the group's probes) or use a
+	// context.
+	if cfg.WriteTimeout == 0 {
+		cfg.WriteTimeout = 30 * time.Second
 	}
+	cfg.DialFunc = liveDial(dial)
 	c, err := mysql.NewConnector(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("schema: connector: %w", err)

@@ -99,6 +99,7 @@ func TestFaces(t *testing.T) {
 
 	checkAudience(t, c, b)
 	checkWallet(t, home, 888, shots)
+	checkStatement(t, home, 888, 2*devGrant-888)
 	testRain(t, c, late, a, shots)
 
 	t.Run("dashboard", func(t *testing.T) { testDashboard(t, c, b, shots) })
@@ -280,6 +281,36 @@ func checkWallet(t *testing.T, tab *browsertest.Tab, sent int64, shots []string)
 	want := strconv.FormatInt(2*devGrant-sent, 10)
 	if fen := browsertest.Wait[string](tab, `(() => { const b = document.querySelector("#balance"); return b.dataset.fen === "`+want+`" && b.dataset.fen; })()`); fen != want {
 		t.Errorf("after a top-up the wallet shows %s fen, want %s", fen, want)
+	}
+}
+
+// checkStatement: the "This month" tab shows the user's statement of the
+// month: a fresh user's opening balance 0, the packet sent as one debit of
+// exactly sent, a closing balance of exactly balance (the wallet's now),
+// and the closing balance is the opening plus every row the page shows.
+func checkStatement(t *testing.T, tab *browsertest.Tab, sent, balance int64) {
+	t.Helper()
+	tab.Do(chromedp.Click(chromedp.CSS(`.tabs button[data-kind="statement"]`)))
+	closing := browsertest.Wait[string](tab, `document.querySelector("#st-closing .money")?.dataset.fen`)
+	fen := func(id string) int64 {
+		v, err := strconv.ParseInt(browsertest.Eval[string](tab, `document.querySelector("#`+id+` .money")?.dataset.fen || "x"`), 10, 64)
+		if err != nil {
+			t.Fatalf("statement row #%s: %v", id, err)
+		}
+		return v
+	}
+	if got := fen("st-opening"); got != 0 {
+		t.Errorf("a fresh user's opening balance shows %d fen, want 0", got)
+	}
+	if got, n := fen("st-send"), browsertest.Eval[string](tab, `document.querySelector("#st-send").textContent`); got != -sent || !strings.Contains(n, "×1") {
+		t.Errorf("the statement's sends: %d fen (%q), want -%d in one entry", got, n, sent)
+	}
+	if closing != strconv.FormatInt(balance, 10) {
+		t.Errorf("the statement's closing balance is %s fen, want the wallet's %d", closing, balance)
+	}
+	sum := browsertest.Eval[float64](tab, `[...document.querySelectorAll("#history li:not(#st-opening):not(#st-closing) .money")].reduce((s, m) => s + Number(m.dataset.fen), 0)`)
+	if int64(sum) != balance-fen("st-opening") {
+		t.Errorf("the rows sum to %v fen, want closing less opening: %d", sum, balance-fen("st-opening"))
 	}
 }
 

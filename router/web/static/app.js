@@ -345,6 +345,7 @@
     const show = async (kind) => {
       for (const b of tabs.children) b.className = b.dataset.kind === kind ? "on" : "";
       list.replaceChildren(el("li", { class: "empty", text: "…" }));
+      if (kind === "statement") return statement(list);
       try {
         const h = await api("GET", "/v1/me/" + kind + "?limit=20", undefined, { tries: 3 });
         list.replaceChildren(...(h.items.length ? h.items.map((it) => el("li", {},
@@ -353,11 +354,30 @@
           : [el("li", { class: "empty", text: kind === "sent" ? "Nothing sent yet." : "Nothing received yet." })]));
       } catch (p) { if (!handleAuth(p)) list.replaceChildren(el("li", { class: "empty", text: human(p) })); }
     };
-    for (const [kind, label] of [["received", "Received"], ["sent", "Sent"]]) {
+    for (const [kind, label] of [["received", "Received"], ["sent", "Sent"], ["statement", "This month"]]) {
       tabs.append(el("button", { type: "button", "data-kind": kind, text: label, onclick: () => show(kind) }));
     }
     show("received");
     return el("div", { class: "card" }, el("h2", { text: "History" }), tabs, list);
+  }
+
+  // statement fills list with the user's statement of this month (the
+  // cluster's): the opening balance, each kind's count and sum, the
+  // closing balance; what finance reconciles, as the user sees it.
+  const kinds = { topup: "Top-ups", send: "Sent", open: "Received", refund: "Refunded", void: "Voided" };
+  async function statement(list) {
+    try {
+      const s = await api("GET", "/v1/me/statement", undefined, { tries: 3 });
+      const mine = s.balances.find((b) => b.user === session.user) || { opening: 0, closing: 0 };
+      const money = (fen, id) => el("span", { class: "money", id, "data-fen": fen, text: (fen < 0 ? "-¥" : "¥") + yuan(Math.abs(fen)) });
+      const rows = [el("li", { id: "st-opening" }, "Opening balance, " + s.day, money(mine.opening))];
+      for (const [k, label] of Object.entries(kinds)) {
+        const t = s.totals[k];
+        if (t && t.n) rows.push(el("li", { id: "st-" + k }, label + " ×" + t.n, money(t.sum)));
+      }
+      rows.push(el("li", { id: "st-closing" }, "Closing balance", money(mine.closing)));
+      list.replaceChildren(...rows);
+    } catch (p) { if (!handleAuth(p)) list.replaceChildren(el("li", { class: "empty", text: human(p) })); }
   }
 
   function when(rfc) {

@@ -11,9 +11,13 @@ import (
 // a replicated database, its role. Args is its command line: the one
 // place MariaDB's server options are written down.
 type Server struct {
-	DataDir  string // --datadir; a member's binary log is DataDir/binlog
-	Socket   string // --socket
-	Port     int    // on 127.0.0.1
+	DataDir string // --datadir; a member's binary log is DataDir/binlog
+	Socket  string // --socket
+	Port    int    // TCP port, on Bind
+	// Bind is the address it listens on: "" for 127.0.0.1 (one host);
+	// a host's own address when the cluster's hosts are apart (make up
+	// HOSTS=1), where replicas and clients reach it from other hosts.
+	Bind     string
 	PidFile  string // "" for MariaDB's default
 	TmpDir   string // "" for MariaDB's default
 	LogError string // the error log
@@ -59,8 +63,12 @@ type Member struct {
 // replica's own reconnection waits for a worker to authenticate it, never
 // gets one, and the server wedges for good (seen in the chaos run).
 func (s Server) Args() []string {
+	bind := s.Bind
+	if bind == "" {
+		bind = "127.0.0.1"
+	}
 	args := []string{"--no-defaults", "--datadir=" + s.DataDir, "--socket=" + s.Socket,
-		"--port=" + strconv.Itoa(s.Port), "--bind-address=127.0.0.1"}
+		"--port=" + strconv.Itoa(s.Port), "--bind-address=" + bind}
 	if s.PidFile != "" {
 		args = append(args, "--pid-file="+s.PidFile)
 	}

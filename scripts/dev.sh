@@ -809,8 +809,8 @@ case "${1:-}" in
   bench) shift; bench "$@" ;;
   bench-e2e) shift; bench_deps; down; bench_env; bench_e2e "$@" ;;
   chaos) shift; chaos "$@" ;;
-  infra) deps; infra ;;
-  reseed) shift; reseed "$@" ;;
+  infra) deps; hosts_up; infra ;;
+  reseed) shift; hosts_load; reseed "$@" ;;
   test-env) test_env; env | grep '^HB_TEST_' | sed "s/^\([^=]*\)=\(.*\)$/export \1='\2'/" ;;
   *) sed -n '2,17p' "$0"; exit 2 ;;
 esac

@@ -13,6 +13,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -119,9 +120,14 @@ func Up(ctx context.Context, name string, prefix netip.Prefix, run string) (*Fil
 	return f, nil
 }
 
-// Present: every namespace of f still exists (make up again after make
-// up: the hosts are kept).
+// Present: every namespace of f and its bridge still exist here (make up
+// again after make up: the hosts are kept). Namespaces whose bridge is
+// gone (made from a network namespace that no longer exists) reach
+// nothing: they are made again.
 func (f *File) Present() bool {
+	if _, err := net.InterfaceByName("hb" + f.Net); err != nil {
+		return false
+	}
 	for _, h := range f.Hosts {
 		if _, err := os.Stat("/run/netns/" + h.NetNS); err != nil {
 			return false

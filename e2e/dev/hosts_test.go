@@ -60,7 +60,7 @@ func devHostsInner(t *testing.T) {
 	run := os.Getenv("HB_DEV_RUN")
 	// Namespace names are machine-wide (/run/netns): one of this test's own.
 	netName := "t" + strconv.Itoa(os.Getpid()%100000)
-	dev := func(args ...string) error {
+	dev := func(ctx context.Context, args ...string) error {
 		cmd := exec.CommandContext(ctx, "scripts/dev.sh", args...)
 		cmd.Dir = filepath.Join("..", "..")
 		cmd.Env = append(os.Environ(), "HB_HOSTS=1", "HB_HOSTS_NET="+netName, "HB_MARIADB_BUFFER_POOL=128M")
@@ -70,9 +70,17 @@ func devHostsInner(t *testing.T) {
 		}
 		return nil
 	}
-	t.Cleanup(func() { _ = dev("down") })
+	// Not ctx: it is cancelled before cleanups run, and a failed make up
+	// must not leave its hosts and processes behind.
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := dev(ctx, "down"); err != nil {
+			t.Error(err)
+		}
+	})
 	began := time.Now()
-	if err := dev("up"); err != nil {
+	if err := dev(ctx, "up"); err != nil {
 		for _, log := range []string{"etcd-e1.log", "server-a1.log", "router-r1.log", "mariadb-a-replica.log"} {
 			if b, err := os.ReadFile(filepath.Join(run, "hosts", log)); err == nil {
 				t.Logf("%s (end):\n%s", log, tail(b, 1500))
@@ -105,7 +113,7 @@ func devHostsInner(t *testing.T) {
 	if len(pids) != len(f.Hosts) {
 		t.Errorf("%d pid files for %d hosts", len(pids), len(f.Hosts))
 	}
-	if err := dev("down"); err != nil {
+	if err := dev(ctx, "down"); err != nil {
 		t.Fatal(err)
 	}
 	checkGone(t, f, netName, pids)

@@ -1,13 +1,13 @@
 # hongbao: `make run` starts everything, `make test` tests everything.
 .PHONY: run up down test test-short fuzz build deps bench bench-compare bench-e2e bench-rebalance chaos
 
-run: ## start the dev cluster in the foreground; Ctrl-C stops it
-	@scripts/dev.sh run
+run: ## start the dev cluster in the foreground; Ctrl-C stops it (HOSTS=1: each process on a host of its own)
+	@HB_HOSTS=$(HOSTS) scripts/dev.sh run
 
-up: ## start the dev cluster in the background
-	@scripts/dev.sh up
+up: ## start the dev cluster in the background (HOSTS=1: each process on a network namespace of its own)
+	@HB_HOSTS=$(HOSTS) scripts/dev.sh up
 
-down: ## stop the dev cluster
+down: ## stop the dev cluster, hosts and etcd included
 	@scripts/dev.sh down
 
 test: ## vet + unit and integration tests with -race against real MariaDB and memcached

@@ -21,7 +21,7 @@ const module = "github.com/hongbao-dev/hongbao"
 var harnesses = []string{"e2e", "e2e/harness/dbtest", "e2e/harness/clustertest", "e2e/harness/archivetest",
 	"e2e/harness/browsertest", "e2e/harness/packettest",
 	"e2e/packets", "e2e/failover", "e2e/metrics", "e2e/replication", "e2e/face", "e2e/dev",
-	"e2e/harness/etcdtest", "e2e/harness/hosts", "e2e/liveness"}
+	"e2e/harness/etcdtest", "e2e/harness/hosts", "e2e/liveness", "e2e/harness/devhosts"}
 
 // goPackage is what `go list -json` says of a package.
 type goPackage struct {
@@ -73,7 +73,7 @@ func documented(t *testing.T) map[string][]string {
 	}
 	defer f.Close()
 	row := regexp.MustCompile("^\\| `([a-z/]+)`[^|]*\\|([^|]*)\\|")
-	name := regexp.MustCompile("`([a-z/]+)`")
+	name := regexp.MustCompile("`([a-z0-9/]+)`")
 	out := map[string][]string{}
 	var order []string
 	sc := bufio.NewScanner(f)
@@ -87,9 +87,10 @@ func documented(t *testing.T) map[string][]string {
 			imports = append(imports, n[1])
 		}
 		slices.Sort(imports)
-		// Arrows point up the table: every import is a row above.
+		// Arrows point up the table: every import is a row above, but
+		// a harness's (cmd/hbdev's e2e/harness/devhosts), which has none.
 		for _, imp := range imports {
-			if !slices.Contains(order, imp) {
+			if !slices.Contains(order, imp) && !slices.Contains(harnesses, imp) {
 				t.Errorf("docs/ARCHITECTURE.md: %s imports %s, which is not above it in the table", m[1], imp)
 			}
 		}

@@ -54,7 +54,8 @@ order = [n for n in order if n in pkgs]
 placed, result = set(), []
 while order:
     for n in order:
-        if all(i in placed for i in pkgs[n]):
+        # a harness imported (cmd/hbdev's e2e/harness/devhosts) has no row to wait for
+        if all(i in placed or i not in pkgs for i in pkgs[n]):
             result.append(n); placed.add(n); order.remove(n); break
     else:
         sys.exit("import cycle among: " + " ".join(order))

@@ -7,7 +7,8 @@
 #
 #   scripts/dev.sh deps        install MariaDB, memcached, Prometheus (promtool) and Chromium if missing
 #   scripts/dev.sh up          start the dev cluster in the background (idempotent)
-#   scripts/dev.sh down        stop it (idempotent)
+#                              HB_HOSTS=1 (make up HOSTS=1): each process on a host of its own
+#   scripts/dev.sh down        stop it, hosts included (idempotent)
 #   scripts/dev.sh run         up, print how to use it, stop everything on Ctrl-C
 #   scripts/dev.sh bench       the design comparison, then bench-e2e (make bench-compare)
 #   scripts/dev.sh bench-e2e   only the end-to-end bench: wrk through the router vs bare HTTP ceilings
@@ -19,9 +20,32 @@ export PATH="$PATH:/usr/sbin:/sbin:/usr/local/go/bin"
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # HB_DEV_RUN: another directory for the pid files, logs and data (a test's
 # private cluster); .run by default.
-RUN="${HB_DEV_RUN:-$ROOT/.run}"
+BASE="${HB_DEV_RUN:-$ROOT/.run}"
+RUN="$BASE"
 CONFIG="${HB_CONFIG:-$ROOT/configs/dev.yaml}"
+# HB_HOSTS=1 (make up HOSTS=1): every process on a host of its own, a
+# network namespace with its own address on one bridge (hbdev hosts-up,
+# e2e/harness/devhosts), reachable from here. Its data is apart, in
+# BASE/hosts (MariaDB's data holds addresses: its primary's, its
+# accounts'); the map of hosts is BASE/hosts.json; the configuration,
+# CONFIG with the hosts' addresses, BASE/hosts/dev.yaml. ADDR and NS are
+# each process's host address and namespace (by KIND-NAME).
+HOSTS_JSON="$BASE/hosts.json"
+HOSTS=""
+[ "${HB_HOSTS:-0}" = 0 ] || HOSTS=1
+SRC_CONFIG="$CONFIG"
+if [ -n "$HOSTS" ]; then RUN="$BASE/hosts" CONFIG="$BASE/hosts/dev.yaml"; fi
+declare -A ADDR=() NS=()
+API=http://127.0.0.1:8080
 mkdir -p "$RUN"
+
+# addr KIND-NAME: the address of the host a process runs on (127.0.0.1
+# on one host).
+addr() { echo "${ADDR[$1]:-127.0.0.1}"; }
+
+# on KIND-NAME: the words that run a command on the process's host
+# (nothing on one host).
+on() { [ -z "${NS[$1]:-}" ] || echo "ip netns exec ${NS[$1]}"; }
 
 as_root_opt() { [ "$(id -u)" = 0 ] && echo "$1" || true; }
 
@@ -151,7 +175,7 @@ demoted() {
 start_replication() {
   [ -f "$RUN/mariadb-$1/master.info" ] || return 0
   [ -x "$RUN/bin/hbctl" ] || build
-  "$RUN/bin/hbctl" replica start -config "$CONFIG" "127.0.0.1:$2" >>"$RUN/mariadb-$1.log" 2>&1 ||
+  "$RUN/bin/hbctl" replica start -config "$CONFIG" "$(addr "mariadb-$1"):$2" >>"$RUN/mariadb-$1.log" 2>&1 ||
     { tail -5 "$RUN/mariadb-$1.log" >&2; echo "mariadb $1: its replication did not start (above)" >&2; exit 1; }
 }
 
@@ -174,12 +198,17 @@ mariadb_start() {
   local member=(-thread-pool) out opts
   # shellcheck disable=SC2207 # flags without spaces
   [ -n "$id" ] && member=($(member_args "$name" "$dir" "$id"))
+  # Its role as started, for hosts.json (hbdev hosts-roles).
+  if [ -n "$id" ]; then
+    case " ${member[*]} " in *" -primary=true "*) echo primary ;; *) echo replica ;; esac >"$RUN/mariadb-$name.role"
+  fi
   [ -d "$dir/mysql" ] || mariadb_install "$name" "$dir"
-  out=$(hbdev mariadbd-args -datadir "$dir" -socket "$sock" -port "$port" -pid-file "$pid" \
+  out=$(hbdev mariadbd-args -datadir "$dir" -socket "$sock" -port "$port" -bind "$(addr "mariadb-$name")" -pid-file "$pid" \
     -log-error "$RUN/mariadb-$name.log" -user "$(as_root_opt root)" -buffer-pool "${HB_MARIADB_BUFFER_POOL:-1G}" \
     -redo-log 512M "${member[@]}") || exit 1
   mapfile -t opts <<<"$out"
-  setsid mariadbd "${opts[@]}" </dev/null >/dev/null 2>&1 &
+  # shellcheck disable=SC2046 # on's words
+  setsid $(on "mariadb-$name") mariadbd "${opts[@]}" </dev/null >/dev/null 2>&1 &
   local i
   for i in $(seq 1 300); do
     command mariadb --no-defaults -uroot --socket="$sock" -e 'SELECT 1' >/dev/null 2>&1 && break
@@ -189,15 +218,17 @@ mariadb_start() {
   # yet would wait, and a replica's own GTIDs would break strict mode.
   # GRANT ALL includes READ ONLY ADMIN in MariaDB 10.11, which would let the
   # application write through read_only: the failover's fence. It is revoked.
+  # On hosts apart, clients and replicas come from the other hosts: any host.
+  local h=127.0.0.1; [ -z "$HOSTS" ] || h=%
   command mariadb --no-defaults -uroot --socket="$sock" -e "
     SET sql_log_bin = 0;
-    CREATE USER IF NOT EXISTS 'hongbao'@'127.0.0.1' IDENTIFIED BY 'hongbao';
-    GRANT ALL ON *.* TO 'hongbao'@'127.0.0.1';
-    REVOKE READ ONLY ADMIN ON *.* FROM 'hongbao'@'127.0.0.1';
-    CREATE USER IF NOT EXISTS 'repl'@'127.0.0.1' IDENTIFIED BY 'repl';
-    GRANT REPLICATION SLAVE, REPLICATION SLAVE ADMIN, BINLOG MONITOR ON *.* TO 'repl'@'127.0.0.1';
-    CREATE USER IF NOT EXISTS 'hbadmin'@'127.0.0.1' IDENTIFIED BY 'hbadmin';
-    GRANT ALL ON *.* TO 'hbadmin'@'127.0.0.1' WITH GRANT OPTION;" ||
+    CREATE USER IF NOT EXISTS 'hongbao'@'$h' IDENTIFIED BY 'hongbao';
+    GRANT ALL ON *.* TO 'hongbao'@'$h';
+    REVOKE READ ONLY ADMIN ON *.* FROM 'hongbao'@'$h';
+    CREATE USER IF NOT EXISTS 'repl'@'$h' IDENTIFIED BY 'repl';
+    GRANT REPLICATION SLAVE, REPLICATION SLAVE ADMIN, BINLOG MONITOR ON *.* TO 'repl'@'$h';
+    CREATE USER IF NOT EXISTS 'hbadmin'@'$h' IDENTIFIED BY 'hbadmin';
+    GRANT ALL ON *.* TO 'hbadmin'@'$h' WITH GRANT OPTION;" ||
     { tail -20 "$RUN/mariadb-$name.log"; echo "mariadb $name did not start" >&2; exit 1; }
   [ -z "$id" ] || start_replication "$name" "$port"
 }
@@ -270,7 +301,7 @@ mariadb_replica() {
   command mariadb --no-defaults -uroot --socket="$sock" <"$dump"
   command mariadb --no-defaults -uroot --socket="$sock" -e "
     SET GLOBAL gtid_slave_pos = '$gtid';
-    CHANGE MASTER TO MASTER_HOST = '127.0.0.1', MASTER_PORT = $pport, MASTER_USER = 'repl', MASTER_PASSWORD = 'repl',
+    CHANGE MASTER TO MASTER_HOST = '$(addr "mariadb-$primary")', MASTER_PORT = $pport, MASTER_USER = 'repl', MASTER_PASSWORD = 'repl',
       MASTER_USE_GTID = slave_pos, MASTER_CONNECT_RETRY = 1;
     START SLAVE;" || { echo "replica $name did not start replicating" >&2; exit 1; }
   rm -f "$dir.new-replica" "$dump"
@@ -281,7 +312,8 @@ memcached_start() {
   local name=$1 port=$2
   local pid="$RUN/memcached-$name.pid"
   alive "$pid" && return 0
-  memcached -l 127.0.0.1 -p "$port" -d -P "$pid" -m 64 -c 4096 $(as_root_opt "-u root") \
+  # shellcheck disable=SC2046 # on's words
+  $(on "memcached-$name") memcached -l "$(addr "memcached-$name")" -p "$port" -d -P "$pid" -m 64 -c 4096 $(as_root_opt "-u root") \
     >"$RUN/memcached-$name.log" 2>&1
   local i; for i in $(seq 1 50); do alive "$pid" && return 0; sleep 0.1; done
   echo "memcached $name did not start" >&2; exit 1
@@ -301,7 +333,10 @@ build() {
 # supervisor (hbdev start, see cmd/hbdev) that starts it again whenever it
 # exits: the binary's pid is in .run/KIND-NAME.pid, its supervisor's in
 # .run/sup-KIND-NAME.pid, both log to .run/KIND-NAME.log.
-proc() { local kind=$1 name=$2; shift 2; hbdev start -run "$RUN" "$kind" "$name" "$@"; }
+# On hosts apart it runs on its host (ip netns exec, which execs it: the pid
+# is the binary's).
+# shellcheck disable=SC2046 # on's words
+proc() { local kind=$1 name=$2; shift 2; hbdev start -run "$RUN" "$kind" "$name" $(on "$kind-$name") "$@"; }
 
 wait_http() { hbdev wait-http "$1"; } # wait_http URL
 
@@ -348,7 +383,7 @@ rejoin_old_primaries() {
     for m in "$set" "$set-replica"; do
       port=$(member "$m" | cut -d' ' -f1)
       [ "$port" != "$want" ] && [ ! -f "$RUN/mariadb-$m/master.info" ] && [ ! -f "$RUN/mariadb-$m.new-replica" ] || continue
-      echo "SET $set: its MySQL is 127.0.0.1:$want since a failover, and $m (127.0.0.1:$port) replicates from nobody: hbctl set rejoin $set" >&2
+      echo "SET $set: its MySQL is port $want since a failover, and $m (port $port) replicates from nobody: hbctl set rejoin $set" >&2
       if ! "$RUN/bin/hbctl" set rejoin "$set" -config "$CONFIG" >>"$RUN/rejoin.log" 2>&1; then
         tail -5 "$RUN/rejoin.log" >&2
         echo "SET $set: $m could not rejoin (above). Seed it again from the primary, then make up:" >&2
@@ -375,7 +410,7 @@ rejoin_core() {
   echo "the core group has two writable members (an old primary back after hbctl core failover): hbctl core rejoin" >&2
   if ! "$RUN/bin/hbctl" core rejoin -config "$CONFIG" >>"$RUN/rejoin.log" 2>&1; then
     tail -5 "$RUN/rejoin.log" >&2
-    primary=$("$RUN/bin/hbctl" core status -config "$CONFIG" 2>/dev/null | sed -n 's/^core group: primary 127.0.0.1:\([0-9]*\) .*/\1/p')
+    primary=$("$RUN/bin/hbctl" core status -config "$CONFIG" 2>/dev/null | sed -n 's/^core group: primary [0-9.]*:\([0-9]*\) .*/\1/p')
     m=core; [ "$(member_at "$primary")" = core ] && m=core-replica
     echo "the old core primary $m could not rejoin (above). Seed it again from the primary, then make up:" >&2
     echo "  scripts/dev.sh reseed $m $(member_at "$primary")" >&2
@@ -410,9 +445,9 @@ reseed() {
 # the fleet, owning nothing until `hbctl rebalance apply` moves buckets to it.
 spare_set() {
   if ! "$RUN/bin/hbctl" set list -config "$CONFIG" --json | grep -q '"name": "c"'; then
-    "$RUN/bin/hbctl" set add c -config "$CONFIG" --servers 127.0.0.1:8085,127.0.0.1:8086 \
-      --mysql "hongbao:hongbao@tcp(127.0.0.1:3336)/" --replicas "hongbao:hongbao@tcp(127.0.0.1:3337)/" \
-      --memcached 127.0.0.1:11241 >>"$RUN/topology.log"
+    "$RUN/bin/hbctl" set add c -config "$CONFIG" --servers "$(addr server-c1):8085,$(addr server-c2):8086" \
+      --mysql "hongbao:hongbao@tcp($(addr mariadb-c):3336)/" --replicas "hongbao:hongbao@tcp($(addr mariadb-c-replica):3337)/" \
+      --memcached "$(addr memcached-c):11241" >>"$RUN/topology.log"
   fi
 }
 
@@ -420,30 +455,91 @@ spare_set() {
 # profile of its life to .run/NAME.cpu.pprof (go tool pprof reads it).
 profile() { [ -n "${HB_PROFILE:-}" ] && echo "-cpuprofile=$RUN/$1.cpu.pprof" || true; }
 
+# hosts_up: with HB_HOSTS=1, the hosts (made once, kept by a second make
+# up), hosts.json and the configuration with their addresses; ADDR and NS
+# loaded. Nothing on one host.
+hosts_up() {
+  [ -n "$HOSTS" ] || return 0
+  hbdev hosts-up -run "$RUN" -json "$HOSTS_JSON" -net "${HB_HOSTS_NET:-hbd}" -prefix "${HB_HOSTS_PREFIX:-10.88.0.0/24}" \
+    -config "$SRC_CONFIG" -out "$CONFIG" || { echo "could not make the hosts (HOSTS=1 needs root and iproute2)" >&2; exit 1; }
+  hosts_load
+}
+
+# hosts_load: ADDR, NS and API from hosts.json, with HB_HOSTS=1.
+hosts_load() {
+  [ -n "$HOSTS" ] && [ -f "$HOSTS_JSON" ] || return 0
+  local out
+  out=$(hbdev hosts-env "$HOSTS_JSON") || exit 1
+  eval "$out"
+}
+
+# etcd_start: a three-member etcd (set/lease: one hbwatch or hbctl at a
+# time fails a group over or moves a bucket; the config's etcd.endpoints),
+# client ports 2379, 2479, 2579 and peer ports one above, data in
+# RUN/etcd-eN, supervised like the project's processes. A member's data
+# holds its cluster: the initial-cluster flags count only on its first start.
+etcd_start() {
+  local i initial="" c p
+  for i in 1 2 3; do initial+="${initial:+,}e$i=http://$(addr "etcd-e$i"):$((2280 + 100 * i))"; done
+  for i in 1 2 3; do
+    c="$(addr "etcd-e$i"):$((2279 + 100 * i))" p="$(addr "etcd-e$i"):$((2280 + 100 * i))"
+    proc etcd "e$i" etcd --name "e$i" --data-dir "$RUN/etcd-e$i" \
+      --listen-client-urls "http://$c" --advertise-client-urls "http://$c" \
+      --listen-peer-urls "http://$p" --initial-advertise-peer-urls "http://$p" \
+      --initial-cluster "$initial" --initial-cluster-state new --initial-cluster-token hongbao-dev --logger zap
+  done
+  # /health answers once a leader is elected: three members starting
+  # together on a loaded machine may take a few elections.
+  for i in 1 2 3; do
+    c="http://$(addr "etcd-e$i"):$((2279 + 100 * i))/health"
+    wait_http "$c" 2>/dev/null || wait_http "$c" 2>/dev/null || wait_http "$c"
+  done
+}
+
+# server NAME SET PORT ADMIN: a SET server on its host's address.
+server() {
+  local a; a=$(addr "server-$1")
+  # shellcheck disable=SC2046 # profile's flag or nothing
+  proc server "$1" "$RUN/bin/hbserver" -config "$CONFIG" -set "$2" -listen "$a:$3" -admin "$a:$4" $(profile "server-$1")
+}
+
+# settler SET ADMIN
+settler() { proc settler "$1" "$RUN/bin/hbsettler" -config "$CONFIG" -set "$1" -admin "$(addr "settler-$1"):$2"; }
+
 up() {
   deps
   build
+  hosts_up
+  etcd_start
   infra
   rejoin_core
   rejoin_old_primaries
   "$RUN/bin/hbctl" topology init -config "$CONFIG" >"$RUN/topology.log"
   # Each process has its admin listener (metrics, health, pprof) on
-  # loopback: the public port + 1000 (settlers 9085, 9086).
-  proc server a1 "$RUN/bin/hbserver" -config "$CONFIG" -set a -listen 127.0.0.1:8081 -admin 127.0.0.1:9081 $(profile server-a1)
-  proc server a2 "$RUN/bin/hbserver" -config "$CONFIG" -set a -listen 127.0.0.1:8082 -admin 127.0.0.1:9082 $(profile server-a2)
-  proc server b1 "$RUN/bin/hbserver" -config "$CONFIG" -set b -listen 127.0.0.1:8083 -admin 127.0.0.1:9083 $(profile server-b1)
-  proc server b2 "$RUN/bin/hbserver" -config "$CONFIG" -set b -listen 127.0.0.1:8084 -admin 127.0.0.1:9084 $(profile server-b2)
-  proc settler a "$RUN/bin/hbsettler" -config "$CONFIG" -set a -admin 127.0.0.1:9085
-  proc settler b "$RUN/bin/hbsettler" -config "$CONFIG" -set b -admin 127.0.0.1:9086
+  # its host: the public port + 1000 (settlers 9085, 9086).
+  server a1 a 8081 9081
+  server a2 a 8082 9082
+  server b1 b 8083 9083
+  server b2 b 8084 9084
+  settler a 9085
+  settler b 9086
   spare_set
-  proc server c1 "$RUN/bin/hbserver" -config "$CONFIG" -set c -listen 127.0.0.1:8085 -admin 127.0.0.1:9087
-  proc server c2 "$RUN/bin/hbserver" -config "$CONFIG" -set c -listen 127.0.0.1:8086 -admin 127.0.0.1:9088
-  proc settler c "$RUN/bin/hbsettler" -config "$CONFIG" -set c -admin 127.0.0.1:9089
-  proc router r1 "$RUN/bin/hbrouter" -config "$CONFIG" -listen 127.0.0.1:8080 -admin 127.0.0.1:9080 $(profile router-r1)
+  server c1 c 8085 9087
+  server c2 c 8086 9088
+  settler c 9089
+  local r; r=$(addr router-r1)
+  # shellcheck disable=SC2046 # profile's flag or nothing
+  proc router r1 "$RUN/bin/hbrouter" -config "$CONFIG" -listen "$r:8080" -admin "$r:9080" $(profile router-r1)
   # The failover watchdog over every replicated SET and the core group
-  # (the watch section of the config; its rule: set/failover/watch.go).
-  proc watch w1 "$RUN/bin/hbwatch" -config "$CONFIG" -admin 127.0.0.1:9090
-  local p; for p in 8081 8082 8083 8084 8085 8086 8080; do wait_http "http://127.0.0.1:$p/readyz"; done
+  # (the watch section of the config; its rule: set/failover/watch.go),
+  # taking its leases in etcd.
+  proc watch w1 "$RUN/bin/hbwatch" -config "$CONFIG" -admin "$(addr watch-w1):9090"
+  local s p
+  for s in a1:8081 a2:8082 b1:8083 b2:8084 c1:8085 c2:8086; do
+    p=${s#*:} s=${s%:*}
+    wait_http "http://$(addr "server-$s"):$p/readyz"
+  done
+  wait_http "http://$r:8080/readyz"
   # The day tables of today and tomorrow, after the processes are up and in
   # the background: over some 4,000 tables this takes minutes under load, and
   # the store creates a missing table on its first use anyway.
@@ -451,14 +547,24 @@ up() {
     setsid "$RUN/bin/hbctl" schema ensure -config "$CONFIG" --days 1 </dev/null >>"$RUN/ensure.log" 2>&1 &
     echo $! >"$RUN/ensure.pid"
   fi
+  [ -z "$HOSTS" ] || hbdev hosts-roles "$HOSTS_JSON" "$RUN"
 }
 
 # down: the supervisors first (each stops its process), then any process
-# left without one, the background schema ensure, memcached and MariaDB;
-# the test instances belong to make test (hbdev down).
-down() { hbdev down -run "$RUN"; }
+# left without one, the background schema ensure, etcd, memcached and
+# MariaDB; the test instances belong to make test (hbdev down). Both the
+# one-host cluster and the hosts' (BASE/hosts), whichever runs, and then
+# the hosts themselves: their namespaces and bridge.
+down() {
+  hbdev down -run "$BASE"
+  if [ -f "$HOSTS_JSON" ] || [ -d "$BASE/hosts" ]; then
+    hbdev down -run "$BASE/hosts"
+    hbdev hosts-down "$HOSTS_JSON"
+  fi
+}
 
 usage_info() {
+  [ -z "$HOSTS" ] || { usage_hosts; return; }
   local token
   token=$("$RUN/bin/hbctl" token -config "$CONFIG" --user 42 2>/dev/null | tail -1)
   cat <<INFO
@@ -484,6 +590,9 @@ Admin listeners (loopback only): /metrics (Prometheus), /livez, /readyz, /debug/
   settler a   http://127.0.0.1:9085/metrics   b :9086   c :9089
   hbwatch w1  http://127.0.0.1:9090/metrics   (the failover watchdog: armed groups, last probes, failovers)
 
+etcd (hbwatch's and hbctl's leases: one actor at a time per group and bucket): 127.0.0.1:2379, :2479, :2579
+  (data $RUN/etcd-e1..3; etcd.endpoints in configs/dev.yaml)
+
 The meta and wallet databases: the core group, 127.0.0.1:3346 -> 3347 (.run/bin/hbctl core status;
 hbctl core failover promotes its replica, every process follows it).
 SETs a and b own the buckets; SET c owns none yet. Grow the fleet onto it, live:
@@ -495,6 +604,28 @@ SETs a and b own the buckets; SET c owns none yet. Grow the fleet onto it, live:
   profile:    go tool pprof http://127.0.0.1:9081/debug/pprof/profile?seconds=10
 Alerts: deploy/prometheus/hongbao.rules.yml   dashboard: deploy/grafana/hongbao.json
 INFO
+}
+
+# usage_hosts: usage_info for HB_HOSTS=1: the hosts and their addresses.
+usage_hosts() {
+  local token k
+  token=$("$RUN/bin/hbctl" token -config "$CONFIG" --user 42 2>/dev/null | tail -1)
+  cat <<INFO
+
+hongbao is up on hosts of its own (HOSTS=1).  API: $API   logs: $RUN/*.log
+Each process runs in a network namespace of its own, on the bridge hb${HB_HOSTS_NET:-hbd}
+(${HB_HOSTS_PREFIX:-10.88.0.0/24}); this namespace reaches every host. The map: $HOSTS_JSON
+The configuration with the hosts' addresses: $CONFIG (give hbctl -config $CONFIG).
+
+  TOKEN=$token
+  curl -s -X POST $API/v1/packets -H "Authorization: Bearer \$TOKEN" \\
+       -H 'Content-Type: application/json' -d '{"total":1000,"count":10,"type":"random","greeting":"恭喜发财"}'
+  $RUN/bin/hbctl set list -config $CONFIG
+  ip netns exec ${NS[server-a1]} ss -tlnp      # a host's own view
+
+Hosts (process: address; ports as on one host: router 8080/9080, servers 8081.., MariaDB 3316.., etcd 2379/2479/2579):
+INFO
+  for k in $(printf '%s\n' "${!ADDR[@]}" | sort); do printf '  %-22s %s\n' "$k" "${ADDR[$k]}"; done
 }
 
 # Test instances: their own ports and data, apart from the dev cluster.
@@ -678,8 +809,8 @@ case "${1:-}" in
   bench) shift; bench "$@" ;;
   bench-e2e) shift; bench_deps; down; bench_env; bench_e2e "$@" ;;
   chaos) shift; chaos "$@" ;;
-  infra) deps; infra ;;
-  reseed) shift; reseed "$@" ;;
+  infra) deps; hosts_up; infra ;;
+  reseed) shift; hosts_load; reseed "$@" ;;
   test-env) test_env; env | grep '^HB_TEST_' | sed "s/^\([^=]*\)=\(.*\)$/export \1='\2'/" ;;
-  *) sed -n '2,14p' "$0"; exit 2 ;;
+  *) sed -n '2,17p' "$0"; exit 2 ;;
 esac

@@ -9,7 +9,7 @@ import (
 // down stops the dev cluster whose pid files are in -run, in the order
 // that leaves nothing restarting what was stopped: the supervisors first
 // (each stops its process), then any process left without one and the
-// background schema ensure, then memcached and MariaDB. The test
+// background schema ensure, then etcd, then memcached and MariaDB. The test
 // instances (*-test-*) are left alone: they belong to make test.
 func down(args []string) error {
 	fs := flag.NewFlagSet("down", flag.ContinueOnError)
@@ -20,6 +20,8 @@ func down(args []string) error {
 	for _, group := range [][]string{
 		{"sup-router-*.pid", "sup-server-*.pid", "sup-settler-*.pid", "sup-watch-*.pid"},
 		{"router-*.pid", "server-*.pid", "settler-*.pid", "watch-*.pid", "ensure.pid"},
+		// etcd after hbwatch, whose leases it holds
+		{"sup-etcd-*.pid", "etcd-*.pid"},
 		{"memcached-*.pid", "mariadb-*.pid"},
 	} {
 		for _, glob := range group {

@@ -14,9 +14,14 @@
 //	hbdev stop PIDFILE...                      TERM, then KILL, until gone
 //	hbdev down -run DIR                        stop the dev cluster (make down)
 //	hbdev wait-http URL                        until URL answers 2xx (10 s)
+//	hbdev hosts-up -run DIR -json FILE ...      make up HOSTS=1's hosts, hosts.json, config
+//	hbdev hosts-env HOSTS.JSON                  each process's address and namespace, for bash
+//	hbdev hosts-roles HOSTS.JSON RUN            the MariaDBs' roles into hosts.json
+//	hbdev hosts-down HOSTS.JSON                 remove the hosts (make down)
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 )
@@ -59,6 +64,14 @@ func main() {
 			usage()
 		}
 		err = waitHTTP(args[0])
+	case "hosts-up":
+		err = hostsUp(context.Background(), args)
+	case "hosts-env":
+		err = hostsEnv(args)
+	case "hosts-roles":
+		err = hostsRoles(args)
+	case "hosts-down":
+		err = hostsDown(context.Background(), args)
 	default:
 		usage()
 	}
@@ -69,6 +82,6 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: hbdev mariadbd-args|start|supervise|alive|running|stop|down|wait-http ... (see go doc ./cmd/hbdev)")
+	fmt.Fprintln(os.Stderr, "usage: hbdev mariadbd-args|start|supervise|alive|running|stop|down|wait-http|hosts-up|hosts-env|hosts-roles|hosts-down ... (see go doc ./cmd/hbdev)")
 	os.Exit(2)
 }

@@ -18,7 +18,8 @@ func mariadbdArgs(args []string) error {
 	var timeout string
 	fs.StringVar(&s.DataDir, "datadir", "", "data directory")
 	fs.StringVar(&s.Socket, "socket", "", "Unix socket")
-	fs.IntVar(&s.Port, "port", 0, "TCP port on 127.0.0.1")
+	fs.IntVar(&s.Port, "port", 0, "TCP port")
+	fs.StringVar(&s.Bind, "bind", "", "address to listen on (default 127.0.0.1; a host's own with make up HOSTS=1)")
 	fs.StringVar(&s.PidFile, "pid-file", "", "pid file")
 	fs.StringVar(&s.LogError, "log-error", "", "error log")
 	fs.StringVar(&s.User, "user", "", `--user ("root" when run as root)`)

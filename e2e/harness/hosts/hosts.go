@@ -266,3 +266,21 @@ func (h *Host) within(fn func() error) error {
 	}()
 	return <-done
 }
+
+// Remove undoes New and Add for a Net made by another process (make up
+// made it and has exited; make down removes it): the namespaces named and
+// the bridge of name. Ones already gone are no error, so that it may run
+// again after a partial removal.
+func Remove(ctx context.Context, name string, namespaces []string) error {
+	var errs []error
+	for _, ns := range namespaces {
+		if _, err := os.Stat("/run/netns/" + ns); err != nil {
+			continue
+		}
+		errs = append(errs, run(ctx, "", "ip", "netns", "del", ns))
+	}
+	if _, err := net.InterfaceByName("hb" + name); err == nil {
+		errs = append(errs, run(ctx, "", "ip", "link", "del", "hb"+name))
+	}
+	return errors.Join(errs...)
+}

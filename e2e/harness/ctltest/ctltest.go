@@ -20,7 +20,10 @@ import (
 	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 )
 
-// users numbers the test's users apart from other tests'.
+// users numbers the test's users apart from other tests': a random start
+// (dbtest.FreshUser) because the e2e packages are test processes of their
+// own, run at once on the shared MariaDB, and a sequence after it because
+// a test's load needs thousands of users, none seen twice.
 var users atomic.Int64
 
 func init() { users.Store(int64(dbtest.FreshUser()) >> 8) }

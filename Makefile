@@ -33,7 +33,7 @@ bench-e2e: ## only the end-to-end part: wrk through the router vs bare HTTP ceil
 	@scripts/dev.sh bench-e2e
 
 bench-rebalance: ## a third of a loaded fleet's buckets onto a new SET and back: freezes, copy rate (BENCHMARKS.md)
-	@unshare -n bash -c 'ip link set lo up; eval "$$(scripts/dev.sh test-env)"; HB_TEST_MARIADB_BUFFER_POOL=$${HB_TEST_MARIADB_BUFFER_POOL:-256M} go test -run "^$$" -bench BenchmarkRebalance -benchtime 1x -timeout 40m -v ./cmd/hbctl $(if $(BENCHFLAGS),-args $(BENCHFLAGS))'
+	@unshare -n bash -c 'ip link set lo up; eval "$$(scripts/dev.sh test-env)"; HB_TEST_MARIADB_BUFFER_POOL=$${HB_TEST_MARIADB_BUFFER_POOL:-256M} go test -run "^$$" -bench BenchmarkRebalance -benchtime 1x -timeout 40m -v ./e2e/rebalance $(if $(BENCHFLAGS),-args $(BENCHFLAGS))'
 
 chaos: ## the chaos run (cmd/hbchaos, a few minutes): 2,000 clients, kill -9 of every kind of process, checks; writes RELIABILITY.md
 	@scripts/dev.sh chaos -markdown RELIABILITY.md $(CHAOSFLAGS)

@@ -19,8 +19,9 @@ const module = "github.com/hongbao-dev/hongbao"
 // tests); ARCHITECTURE.md names them apart. scripts/archtable.py takes the
 // same list as its arguments.
 var harnesses = []string{"e2e", "e2e/harness/dbtest", "e2e/harness/clustertest", "e2e/harness/archivetest",
-	"e2e/harness/browsertest", "e2e/harness/packettest",
+	"e2e/harness/browsertest", "e2e/harness/packettest", "e2e/harness/ctltest",
 	"e2e/packets", "e2e/failover", "e2e/metrics", "e2e/replication", "e2e/face", "e2e/dev",
+	"e2e/rebalance", "e2e/verify", "e2e/watch", "e2e/archive", "e2e/crash",
 	"e2e/harness/etcdtest", "e2e/harness/hosts", "e2e/liveness", "e2e/harness/devhosts"}
 
 // goPackage is what `go list -json` says of a package.

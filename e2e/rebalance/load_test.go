@@ -1,4 +1,4 @@
-package main_test
+package rebalance_test
 
 import (
 	"bufio"
@@ -11,6 +11,7 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/e2e/harness/clustertest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/ctltest"
 )
 
 // TestRebalanceUnderLoad is the operator's story with clients sending and
@@ -29,7 +30,7 @@ func TestRebalanceUnderLoad(t *testing.T) {
 	spare := c.Spares[0].Name
 	before := map[hongbao.PacketID]map[hongbao.UserID]int64{}
 	for _, b := range []hongbao.Bucket{3, 250, 501, 777, 998} {
-		id, shares := sendInto(t, c, b, 3, 3)
+		id, shares := ctltest.SendInto(t, c, b, 3, 3)
 		before[id] = shares
 	}
 
@@ -89,21 +90,21 @@ func TestRebalanceUnderLoad(t *testing.T) {
 	out := c.MustCtl(t, "rebalance", "apply", "--parallel", "8", "--grace", "500ms")
 	applied := time.Since(began)
 	freezes := freezesOf(t, out)
-	if n := len(bucketsOf(t, c, spare)); n != len(plan.Moves) {
+	if n := len(ctltest.BucketsOf(t, c, spare)); n != len(plan.Moves) {
 		t.Fatalf("SET %s owns %d buckets after the apply, the plan moved %d", spare, n, len(plan.Moves))
 	}
 	began = time.Now()
 	out = c.MustCtl(t, "set", "drain", spare, "--parallel", "8", "--grace", "500ms")
 	drained := time.Since(began)
 	freezes = append(freezes, freezesOf(t, out)...)
-	if n := len(bucketsOf(t, c, spare)); n != 0 {
+	if n := len(ctltest.BucketsOf(t, c, spare)); n != 0 {
 		t.Fatalf("SET %s owns %d buckets after the drain", spare, n)
 	}
 	seen := l.window(from, time.Now())
 	close(stop)
 	wg.Wait()
 	t.Logf("clients during the rebalance and the drain: %v", seen)
-	waitOutbox(t, c)
+	ctltest.WaitOutbox(t, c)
 	if out, err := c.Ctl("set", "remove", spare); err != nil {
 		t.Fatalf("set remove %s: %v\n%s", spare, err, out)
 	}
@@ -138,16 +139,16 @@ func TestRebalanceUnderLoad(t *testing.T) {
 	}
 	lost := 0
 	for _, a := range l.acks {
-		owner := ownerOf(t, c, a.id.Bucket())
-		if got := sharesOn(t, c, owner, a.id)[a.user]; got != a.amount {
+		owner := ctltest.OwnerOf(t, c, a.ID.Bucket())
+		if got := ctltest.SharesOn(t, c, owner, a.ID)[a.User]; got != a.Amount {
 			lost++
 			if lost <= 5 {
-				t.Errorf("user %s was answered %d fen of %s; SET %s holds %d", a.user, a.amount, a.id, owner, got)
+				t.Errorf("user %s was answered %d fen of %s; SET %s holds %d", a.User, a.Amount, a.ID, owner, got)
 			}
 		}
 	}
 	for id, shares := range before {
-		sameShares(t, "a packet sold out before the rebalance", sharesOn(t, c, ownerOf(t, c, id.Bucket()), id), shares)
+		ctltest.SameShares(t, "a packet sold out before the rebalance", ctltest.SharesOn(t, c, ctltest.OwnerOf(t, c, id.Bucket()), id), shares)
 	}
 	c.CheckInvariants(t)
 	t.Logf("%d acknowledged opens checked, %d lost", len(l.acks), lost)

@@ -1,4 +1,4 @@
-package main_test
+package verify_test
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/e2e/harness/clustertest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/ctltest"
 )
 
 // TestVerifyNamesThePackets: when the sums disagree, hbctl verify names the
@@ -20,13 +21,13 @@ import (
 func TestVerifyNamesThePackets(t *testing.T) {
 	// No settlers: the outbox rows stay where they are.
 	c := clustertest.Start(t, clustertest.Options{NoSettlers: true, DevGrant: 1_000_000})
-	bs := bucketsOf(t, c, "a")
-	created, _ := sendInto(t, c, bs[0], 5, 2)
-	owed, _ := sendInto(t, c, bs[1], 4, 1)
-	fine, _ := sendInto(t, c, bs[2], 3, 3)
+	bs := ctltest.BucketsOf(t, c, "a")
+	created, _ := ctltest.SendInto(t, c, bs[0], 5, 2)
+	owed, _ := ctltest.SendInto(t, c, bs[1], 4, 1)
+	fine, _ := ctltest.SendInto(t, c, bs[2], 3, 3)
 	c.CheckInvariants(t)
 
-	ghost := user()
+	ghost := ctltest.User()
 	now := time.Now().UTC()
 	for _, q := range []string{
 		fmt.Sprintf("INSERT INTO ledger (entry_key, user_id, amount, kind, packet_id, created_at) VALUES ('%s', %d, 50, 'open', %d, NOW(3))",

@@ -1,4 +1,4 @@
-package main_test
+package failover_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hongbao-dev/hongbao/e2e/harness/clustertest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/ctltest"
 	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
@@ -23,9 +24,9 @@ func TestFailoverBrokenReplicaLink(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{DevGrant: 1_000_000_000, Replicated: []string{"b"}})
 	b := c.Set("b")
 	old, replica := b.Group.Primary, b.Group.Replicas[0]
-	l := &timedLoad{}
+	l := &ctltest.TimedLoad{}
 	stop := make(chan struct{})
-	wg := l.run(c, 16, stop)
+	wg := l.Run(c, 16, stop)
 	time.Sleep(3 * time.Second)
 	rdb, err := sqldb.Open(replica.DSN, 1)
 	if err != nil {
@@ -49,7 +50,7 @@ func TestFailoverBrokenReplicaLink(t *testing.T) {
 	time.Sleep(4 * time.Second)
 	close(stop)
 	wg.Wait()
-	l.check(t, c, "b", cut)
+	l.Check(t, c, "b", cut)
 	// The old primary holds what waited; none of it may be readable by
 	// the application there (it is not readable anywhere else).
 	app, err := sqldb.Open(old.AppDSN(), 1)

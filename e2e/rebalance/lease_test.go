@@ -1,4 +1,4 @@
-package main_test
+package rebalance_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hongbao-dev/hongbao/e2e/harness/clustertest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/ctltest"
 	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 	"github.com/hongbao-dev/hongbao/e2e/harness/etcdtest"
 	"github.com/hongbao-dev/hongbao/set/lease"
@@ -34,9 +35,9 @@ func TestMoverTakesTheBucketLease(t *testing.T) {
 		return lc
 	}
 	a, b := c.Sets[0].Name, c.Sets[1].Name
-	buckets := bucketsOf(t, c, a)
+	buckets := ctltest.BucketsOf(t, c, a)
 	moveWith := func(bucket int, knobs move.Knobs) error {
-		op, err := operator(c)
+		op, err := ctltest.Operator(c)
 		if err != nil {
 			return err
 		}
@@ -54,7 +55,7 @@ func TestMoverTakesTheBucketLease(t *testing.T) {
 	// leases, once nobody else holds the bucket: it must move it.
 	finish := func(t *testing.T, bucket int) {
 		t.Helper()
-		op, err := operator(c)
+		op, err := ctltest.Operator(c)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -67,13 +68,13 @@ func TestMoverTakesTheBucketLease(t *testing.T) {
 		if err := op.Mover(1, 2500*time.Millisecond).Apply(ctx, r); err != nil {
 			t.Fatalf("apply after the other actor was gone: %v", err)
 		}
-		if got := ownerOf(t, c, buckets[bucket]); got != b {
+		if got := ctltest.OwnerOf(t, c, buckets[bucket]); got != b {
 			t.Errorf("bucket %d is on %s after the apply, want %s", buckets[bucket], got, b)
 		}
 	}
 
 	t.Run("held elsewhere", func(t *testing.T) {
-		sendInto(t, c, buckets[0], 5, 1)
+		ctltest.SendInto(t, c, buckets[0], 5, 1)
 		other, err := dial().TryAcquire(ctx, "bucket/"+strconv.Itoa(int(buckets[0])), "a mover on host 2")
 		if err != nil {
 			t.Fatal(err)
@@ -82,7 +83,7 @@ func TestMoverTakesTheBucketLease(t *testing.T) {
 		if !errors.Is(err, lease.ErrBusy) {
 			t.Fatalf("a move of a leased bucket: %v, want lease.ErrBusy", err)
 		}
-		if got := ownerOf(t, c, buckets[0]); got != a {
+		if got := ctltest.OwnerOf(t, c, buckets[0]); got != a {
 			t.Errorf("bucket %d is on %s after a refused move, want %s", buckets[0], got, a)
 		}
 		if n := dbtest.Count(t, c.DB(b), "SELECT COUNT(*) FROM hb_fence.owned WHERE set_name = ? AND bucket = ?", b, int(buckets[0])); n != 0 {
@@ -95,7 +96,7 @@ func TestMoverTakesTheBucketLease(t *testing.T) {
 	})
 
 	t.Run("lost in the freeze", func(t *testing.T) {
-		sendInto(t, c, buckets[1], 5, 1)
+		ctltest.SendInto(t, c, buckets[1], 5, 1)
 		taker := dial()
 		name := "bucket/" + strconv.Itoa(int(buckets[1]))
 		err := moveWith(1, move.Knobs{At: func(_ context.Context, step string) error {
@@ -112,7 +113,7 @@ func TestMoverTakesTheBucketLease(t *testing.T) {
 		if !errors.Is(err, lease.ErrLost) {
 			t.Fatalf("a mover that lost its lease: %v, want lease.ErrLost", err)
 		}
-		if got := ownerOf(t, c, buckets[1]); got != a {
+		if got := ctltest.OwnerOf(t, c, buckets[1]); got != a {
 			t.Errorf("bucket %d is on %s after the mover lost its lease, want %s", buckets[1], got, a)
 		}
 		if n := dbtest.Count(t, c.DB(b), "SELECT COUNT(*) FROM hb_fence.owned WHERE set_name = ? AND bucket = ?", b, int(buckets[1])); n != 0 {

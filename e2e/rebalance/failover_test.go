@@ -1,4 +1,4 @@
-package main_test
+package rebalance_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/e2e/harness/clustertest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/ctltest"
 	"github.com/hongbao-dev/hongbao/set/topology"
 )
 
@@ -44,18 +45,18 @@ func TestMoveFollowsFailover(t *testing.T) {
 				from, to = to, from
 			}
 			moves, packets := twoMoves(t, c, from, to)
-			knobs, pause := pauseAt(tc.pausedAt)
-			t.Cleanup(pause.release)
+			knobs, pause := ctltest.PauseAt(tc.pausedAt)
+			t.Cleanup(pause.Release)
 			done := make(chan error, 1)
-			go func() { done <- applyIn(c, knobs) }()
-			pause.wait(t, done, "the apply")
+			go func() { done <- ctltest.ApplyIn(c, knobs) }()
+			pause.Wait(t, done, "the apply")
 			b := c.Set("b")
 			if err := b.Group.Primary.Pause(); err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = b.Group.Primary.Resume() })
 			c.MustCtl(t, "set", "failover", b.Name)
-			pause.release()
+			pause.Release()
 			select {
 			case err := <-done:
 				if err != nil {
@@ -71,27 +72,27 @@ func TestMoveFollowsFailover(t *testing.T) {
 			if m := c.Follow(t, b.Name); m == b.Group.Primary {
 				t.Fatal("SET b's MySQL is still its old primary after the failover")
 			}
-			if st := rebalanceStatus(t, c); st.State != "done" || st.Done != 2 {
+			if st := ctltest.RebalanceStatus(t, c); st.State != "done" || st.Done != 2 {
 				t.Errorf("after the apply: %v", st)
 			}
 			for _, m := range moves {
-				if got := ownerOf(t, c, m.Bucket); got != to {
+				if got := ctltest.OwnerOf(t, c, m.Bucket); got != to {
 					t.Errorf("bucket %d is on %s, want %s", m.Bucket, got, to)
 				}
 			}
 			for id, shares := range packets {
-				u := user()
+				u := ctltest.User()
 				o := c.Client.Retrying(20*time.Second).Open(u, id.String())
 				if o.Status != http.StatusOK || o.Body.Status != hongbao.Opened {
 					t.Fatalf("open after the move: %v", o)
 				}
 				shares[u] = o.Body.Amount
-				sameShares(t, "on the target", sharesOn(t, c, to, id), shares)
-				if n := len(sharesOn(t, c, to, id)); n != len(shares) {
+				ctltest.SameShares(t, "on the target", ctltest.SharesOn(t, c, to, id), shares)
+				if n := len(ctltest.SharesOn(t, c, to, id)); n != len(shares) {
 					t.Errorf("the target holds %d shares of %s, %d were answered", n, id, len(shares))
 				}
 			}
-			waitOutbox(t, c)
+			ctltest.WaitOutbox(t, c)
 			c.CheckInvariants(t)
 		})
 	}
@@ -106,8 +107,8 @@ func twoMoves(t *testing.T, c *clustertest.Cluster, from, to string) ([]topology
 	ctx := context.Background()
 	var moves []topology.Move
 	packets := map[hongbao.PacketID]map[hongbao.UserID]int64{}
-	for _, bucket := range bucketsOf(t, c, from)[4:6] {
-		id, shares := sendInto(t, c, bucket, 10, 3)
+	for _, bucket := range ctltest.BucketsOf(t, c, from)[4:6] {
+		id, shares := ctltest.SendInto(t, c, bucket, 10, 3)
 		packets[id] = shares
 		moves = append(moves, topology.Move{Bucket: bucket, From: from, To: to})
 	}

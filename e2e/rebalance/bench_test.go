@@ -1,4 +1,4 @@
-package main_test
+package rebalance_test
 
 import (
 	"database/sql"
@@ -13,6 +13,7 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/e2e/harness/clustertest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/ctltest"
 	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 )
 
@@ -33,7 +34,7 @@ func BenchmarkRebalance(b *testing.B) {
 	c := clustertest.Start(b, clustertest.Options{DevGrant: 1_000_000_000, Spare: 1, SweepAfter: 30 * time.Second})
 	spare := c.Spares[0].Name
 	for _, s := range c.Sets {
-		for _, bucket := range bucketsOf(b, c, s.Name) {
+		for _, bucket := range ctltest.BucketsOf(b, c, s.Name) {
 			fill(b, c, s.Name, bucket, *fillFlag)
 		}
 	}

@@ -1,4 +1,4 @@
-package main_test
+package rebalance_test
 
 import (
 	"errors"
@@ -9,6 +9,7 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/e2e/harness/clustertest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/ctltest"
 	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 	"github.com/hongbao-dev/hongbao/set/topology"
 )
@@ -23,17 +24,17 @@ import (
 func TestMoveKilledAtEachStep(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{DevGrant: 1_000_000})
 	a, b := c.Sets[0].Name, c.Sets[1].Name
-	own := bucketsOf(t, c, a)
+	own := ctltest.BucketsOf(t, c, a)
 	cl := c.Client.Retrying(10 * time.Second)
 	for i, step := range []string{"copying", "frozen", "disowning", "published"} {
 		t.Run(step, func(t *testing.T) {
 			bucket := own[7*i+3]
-			id, shares := sendInto(t, c, bucket, 10, 3)
-			if err := moveIn(c, bucket, b, killAt(step)); !errors.Is(err, errKilled) {
+			id, shares := ctltest.SendInto(t, c, bucket, 10, 3)
+			if err := ctltest.MoveIn(c, bucket, b, ctltest.KillAt(step)); !errors.Is(err, ctltest.ErrKilled) {
 				t.Fatalf("mover killed at %s: %v", step, err)
 			}
 			killed := time.Now()
-			u := user()
+			u := ctltest.User()
 			o := cl.Open(u, id.String())
 			if o.Status != http.StatusOK || o.Body.Status != hongbao.Opened {
 				t.Fatalf("open right after the kill at %s: %v", step, o)
@@ -44,31 +45,31 @@ func TestMoveKilledAtEachStep(t *testing.T) {
 			if step == "disowning" || step == "published" {
 				want = b // published: by the mover, or by a's servers for it
 			}
-			if got := ownerOf(t, c, bucket); got != want {
+			if got := ctltest.OwnerOf(t, c, bucket); got != want {
 				t.Errorf("after the kill at %s bucket %d is on %s, want %s", step, bucket, got, want)
 			}
 
 			out := c.MustCtl(t, "rebalance", "apply")
-			if st := rebalanceStatus(t, c); st.State != "done" || st.Done != 1 {
+			if st := ctltest.RebalanceStatus(t, c); st.State != "done" || st.Done != 1 {
 				t.Errorf("after apply: %v\n%s", st, out)
 			}
-			if got := ownerOf(t, c, bucket); got != b {
+			if got := ctltest.OwnerOf(t, c, bucket); got != b {
 				t.Fatalf("after apply bucket %d is on %s, want %s", bucket, got, b)
 			}
-			sameShares(t, "on the target", sharesOn(t, c, b, id), shares)
-			if n := len(sharesOn(t, c, b, id)); n != len(shares) {
+			ctltest.SameShares(t, "on the target", ctltest.SharesOn(t, c, b, id), shares)
+			if n := len(ctltest.SharesOn(t, c, b, id)); n != len(shares) {
 				t.Errorf("the target holds %d shares of %s, %d were answered", n, id, len(shares))
 			}
 			if left := dbtest.ReadPacket(t, c.DB(a), id); left != nil {
 				t.Errorf("the source still holds packet %s after the move finished", id)
 			}
-			u = user()
+			u = ctltest.User()
 			if o := cl.Open(u, id.String()); o.Status != http.StatusOK || o.Body.Status != hongbao.Opened {
 				t.Errorf("open after the move: %v", o)
 			}
 		})
 	}
-	waitOutbox(t, c)
+	ctltest.WaitOutbox(t, c)
 	c.CheckInvariants(t)
 }
 
@@ -79,49 +80,35 @@ func TestMoveKilledAtEachStep(t *testing.T) {
 func TestMoveStopsOnVerifyMismatch(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{DevGrant: 1_000_000})
 	a, b := c.Sets[0].Name, c.Sets[1].Name
-	bucket := bucketsOf(t, c, a)[11]
-	id, shares := sendInto(t, c, bucket, 10, 4)
-	knobs, pause := pauseAt(topology.Frozen)
-	t.Cleanup(pause.release)
+	bucket := ctltest.BucketsOf(t, c, a)[11]
+	id, shares := ctltest.SendInto(t, c, bucket, 10, 4)
+	knobs, pause := ctltest.PauseAt(topology.Frozen)
+	t.Cleanup(pause.Release)
 	done := make(chan error, 1)
-	go func() { done <- moveIn(c, bucket, b, knobs) }()
-	pause.wait(t, done, "the move to the freeze")
+	go func() { done <- ctltest.MoveIn(c, bucket, b, knobs) }()
+	pause.Wait(t, done, "the move to the freeze")
 	_, details := dbtest.Tables(t, id)
 	if _, err := c.DB(b).Exec("UPDATE "+details+" SET amount = amount + 1 WHERE packet_id = ? LIMIT 1", id); err != nil {
 		t.Fatal(err)
 	}
-	pause.release()
+	pause.Release()
 	if err := <-done; err == nil || !strings.Contains(err.Error(), "differs") || !strings.Contains(err.Error(), details) {
 		t.Fatalf("the mover after a tampered target: %v, want a failure naming %s", err, details)
 	}
-	if got := ownerOf(t, c, bucket); got != a {
+	if got := ctltest.OwnerOf(t, c, bucket); got != a {
 		t.Fatalf("bucket %d is on %s after the failed move, want %s", bucket, got, a)
 	}
-	st := rebalanceStatus(t, c)
+	st := ctltest.RebalanceStatus(t, c)
 	if st.State != "failed" || len(st.List) != 1 || st.List[0].Step != "failed" || !strings.Contains(st.List[0].Error, details) {
 		t.Errorf("journal after the failed move: %v %+v", st, st.List)
 	}
-	u := user()
+	u := ctltest.User()
 	o := c.Client.Retrying(10*time.Second).Open(u, id.String())
 	if o.Status != http.StatusOK || o.Body.Status != hongbao.Opened {
 		t.Fatalf("open on the source after the failed move: %v", o)
 	}
 	shares[u] = o.Body.Amount
-	sameShares(t, "on the source", sharesOn(t, c, a, id), shares)
-	waitOutbox(t, c)
+	ctltest.SameShares(t, "on the source", ctltest.SharesOn(t, c, a, id), shares)
+	ctltest.WaitOutbox(t, c)
 	c.CheckInvariants(t)
-}
-
-// waitOutbox waits until every SET's outbox is delivered, for hbctl verify.
-func waitOutbox(t testing.TB, c *clustertest.Cluster) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for _, s := range append(c.Sets, c.Spares...) {
-		for dbtest.Count(t, c.DB(s.Name), "SELECT COUNT(*) FROM hb_set.outbox") > 0 {
-			if time.Now().After(deadline) {
-				t.Fatalf("SET %s's outbox not delivered in 30 s", s.Name)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
 }

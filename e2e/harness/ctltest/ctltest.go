@@ -1,8 +1,10 @@
-package main_test
-
-// The harness of hbctl's cluster tests: a cluster of real processes
-// (e2e/harness/clustertest), packets sent into chosen buckets, their shares as
-// each SET's MySQL holds them, and the journal as hbctl shows it.
+// Package ctltest is the harness of the whole-cluster tests that drive
+// hbctl (e2e/rebalance, e2e/verify, e2e/failover, e2e/watch, e2e/archive):
+// a cluster of real processes (e2e/harness/clustertest), packets sent into
+// chosen buckets, their shares as each SET's MySQL holds them, the journal
+// as hbctl shows it, a load of sends and opens timed through a fault, and
+// the mover run in the test's process with knobs at its steps.
+package ctltest
 
 import (
 	"encoding/json"
@@ -18,15 +20,19 @@ import (
 	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 )
 
-// users numbers the test's users apart from other tests'.
+// users numbers the test's users apart from other tests': a random start
+// (dbtest.FreshUser) because the e2e packages are test processes of their
+// own, run at once on the shared MariaDB, and a sequence after it because
+// a test's load needs thousands of users, none seen twice.
 var users atomic.Int64
 
 func init() { users.Store(int64(dbtest.FreshUser()) >> 8) }
 
-func user() hongbao.UserID { return hongbao.UserID(users.Add(1)) }
+// User is a user no other test uses.
+func User() hongbao.UserID { return hongbao.UserID(users.Add(1)) }
 
-// ownerOf returns the SET owning bucket b in the meta database.
-func ownerOf(t testing.TB, c *clustertest.Cluster, b hongbao.Bucket) string {
+// OwnerOf returns the SET owning bucket b in the meta database.
+func OwnerOf(t testing.TB, c *clustertest.Cluster, b hongbao.Bucket) string {
 	t.Helper()
 	var name string
 	if err := c.Meta().QueryRow("SELECT set_name FROM hb_meta.buckets WHERE bucket = ?", int(b)).Scan(&name); err != nil {
@@ -35,8 +41,8 @@ func ownerOf(t testing.TB, c *clustertest.Cluster, b hongbao.Bucket) string {
 	return name
 }
 
-// bucketsOf lists the buckets SET name owns.
-func bucketsOf(t testing.TB, c *clustertest.Cluster, name string) []hongbao.Bucket {
+// BucketsOf lists the buckets SET name owns.
+func BucketsOf(t testing.TB, c *clustertest.Cluster, name string) []hongbao.Bucket {
 	t.Helper()
 	rows, err := c.Meta().Query("SELECT bucket FROM hb_meta.buckets WHERE set_name = ? ORDER BY bucket", name)
 	if err != nil {
@@ -54,14 +60,14 @@ func bucketsOf(t testing.TB, c *clustertest.Cluster, name string) []hongbao.Buck
 	return bs
 }
 
-// sendInto sends a packet of count shares into bucket b through the
+// SendInto sends a packet of count shares into bucket b through the
 // router and opens opens of them; it returns the packet and the shares
 // the router answered.
-func sendInto(t testing.TB, c *clustertest.Cluster, b hongbao.Bucket, count, opens int) (hongbao.PacketID, map[hongbao.UserID]int64) {
+func SendInto(t testing.TB, c *clustertest.Cluster, b hongbao.Bucket, count, opens int) (hongbao.PacketID, map[hongbao.UserID]int64) {
 	t.Helper()
-	sender := user()
+	sender := User()
 	cl := c.Client.Retrying(10 * time.Second)
-	r := cl.Send(sender, hongbao.SendRequest{Total: int64(100 * count), Count: count, Type: hongbao.Random}, keyInto(sender, b))
+	r := cl.Send(sender, hongbao.SendRequest{Total: int64(100 * count), Count: count, Type: hongbao.Random}, KeyInto(sender, b))
 	if r.Status != http.StatusCreated && r.Status != http.StatusOK {
 		t.Fatalf("send into bucket %d: %v", b, r)
 	}
@@ -71,7 +77,7 @@ func sendInto(t testing.TB, c *clustertest.Cluster, b hongbao.Bucket, count, ope
 	}
 	shares := map[hongbao.UserID]int64{}
 	for range opens {
-		u := user()
+		u := User()
 		o := cl.Open(u, id.String())
 		if o.Status != http.StatusOK || o.Body.Status != hongbao.Opened {
 			t.Fatalf("open %s: %v", id, o)
@@ -81,8 +87,8 @@ func sendInto(t testing.TB, c *clustertest.Cluster, b hongbao.Bucket, count, ope
 	return id, shares
 }
 
-// keyInto returns an Idempotency-Key that puts sender's send into bucket b.
-func keyInto(sender hongbao.UserID, b hongbao.Bucket) string {
+// KeyInto returns an Idempotency-Key that puts sender's send into bucket b.
+func KeyInto(sender hongbao.UserID, b hongbao.Bucket) string {
 	for i := 0; ; i++ {
 		key := "k-" + strconv.Itoa(i) + "-" + sender.String()
 		if hongbao.BucketFor(sender, []byte(key)) == b {
@@ -91,9 +97,9 @@ func keyInto(sender hongbao.UserID, b hongbao.Bucket) string {
 	}
 }
 
-// sharesOn reads packet id's shares from SET set's MySQL (nil: no such
+// SharesOn reads packet id's shares from SET set's MySQL (nil: no such
 // packet there).
-func sharesOn(t testing.TB, c *clustertest.Cluster, set string, id hongbao.PacketID) map[hongbao.UserID]int64 {
+func SharesOn(t testing.TB, c *clustertest.Cluster, set string, id hongbao.PacketID) map[hongbao.UserID]int64 {
 	t.Helper()
 	p := dbtest.ReadPacket(t, c.DB(set), id)
 	if p == nil {
@@ -102,8 +108,8 @@ func sharesOn(t testing.TB, c *clustertest.Cluster, set string, id hongbao.Packe
 	return p.Shares
 }
 
-// sameShares fails unless got holds every share of want with its amount.
-func sameShares(t testing.TB, what string, got, want map[hongbao.UserID]int64) {
+// SameShares fails unless got holds every share of want with its amount.
+func SameShares(t testing.TB, what string, got, want map[hongbao.UserID]int64) {
 	t.Helper()
 	for u, a := range want {
 		if got[u] != a {
@@ -112,8 +118,8 @@ func sameShares(t testing.TB, what string, got, want map[hongbao.UserID]int64) {
 	}
 }
 
-// status reads `hbctl rebalance status --json`.
-type status struct {
+// Status reads `hbctl rebalance status --json`.
+type Status struct {
 	ID        int64          `json:"id"`
 	Kind      string         `json:"kind"`
 	State     string         `json:"state"`
@@ -130,16 +136,16 @@ type status struct {
 	} `json:"list"`
 }
 
-func rebalanceStatus(t testing.TB, c *clustertest.Cluster) status {
+func RebalanceStatus(t testing.TB, c *clustertest.Cluster) Status {
 	t.Helper()
 	out := c.MustCtl(t, "rebalance", "status", "--json")
-	var s status
+	var s Status
 	if err := json.Unmarshal([]byte(out), &s); err != nil {
 		t.Fatalf("rebalance status --json: %v\n%s", err, out)
 	}
 	return s
 }
 
-func (s status) String() string {
+func (s Status) String() string {
 	return fmt.Sprintf("rebalance %d (%s) %s: %d/%d done, steps %v", s.ID, s.Kind, s.State, s.Done, s.Moves, s.Steps)
 }

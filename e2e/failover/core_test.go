@@ -1,4 +1,4 @@
-package main_test
+package failover_test
 
 import (
 	"context"
@@ -11,13 +11,10 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/e2e/harness/clustertest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/ctltest"
 	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
-
-// devGrant is what every sender of these tests is credited on its first
-// send (dev_grant), so balances can be checked exactly.
-const devGrant = 1_000_000_000
 
 // TestCoreFailoverKilledPrimary: the core group (the meta and wallet
 // databases: a primary and 2 replicas) loses its primary (kill -9) under a
@@ -27,16 +24,16 @@ const devGrant = 1_000_000_000
 // error (503s retried), no acknowledged send or open is lost, every
 // wallet balance is exact and hbctl verify holds.
 func TestCoreFailoverKilledPrimary(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{DevGrant: devGrant, Core: 2})
+	c := clustertest.Start(t, clustertest.Options{DevGrant: ctltest.DevGrant, Core: 2})
 	l, killed, took := failoverUnderLoad(t, c, c.Core.Primary, []string{"core", "failover"},
 		"does not answer", "promoted 127.0.0.1:", "1 replica(s) follow it", "failover epoch")
-	primary := writableMember(t, c.Core)
+	primary := ctltest.WritableMember(t, c.Core)
 	if primary == nil || primary == c.Core.Primary {
 		t.Fatalf("no replica of the core group was promoted")
 	}
-	checkFollowers(t, c.Core, primary, c.Core.Primary)
+	ctltest.CheckFollowers(t, c.Core, primary, c.Core.Primary)
 	checkMovesLogged(t, c, primary)
-	gap := l.check(t, c, "a", killed)
+	gap := l.Check(t, c, "a", killed)
 	checkSendsAfter(t, l, killed.Add(took))
 	checkBalances(t, c, l)
 	t.Logf("no open acknowledged on SET a for %v after the core primary was killed (hbctl core failover took %v)",
@@ -81,40 +78,20 @@ func logged(log string, parts ...string) bool {
 	return false
 }
 
-// writableMember returns the member of g whose read_only is off (nil: none).
-func writableMember(t *testing.T, g *dbtest.Group) *dbtest.MariaDB {
-	t.Helper()
-	for _, m := range g.Members() {
-		if !m.Running() {
-			continue
-		}
-		db, err := sqldb.Open(m.DSN, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := sqldb.ProbeMember(context.Background(), db)
-		db.Close()
-		if p.Err == nil && p.Writable {
-			return m
-		}
-	}
-	return nil
-}
-
 // checkSendsAfter fails the test unless sends were acknowledged after the
 // failover: the servers debit the wallet on its new primary.
-func checkSendsAfter(t *testing.T, l *timedLoad, after time.Time) {
+func checkSendsAfter(t *testing.T, l *ctltest.TimedLoad, after time.Time) {
 	t.Helper()
 	n := 0
-	for _, s := range l.sends {
-		if s.at.After(after) {
+	for _, s := range l.Sends {
+		if s.At.After(after) {
 			n++
 		}
 	}
 	if n < 10 {
-		t.Errorf("only %d sends acknowledged after the failover (of %d)", n, len(l.sends))
+		t.Errorf("only %d sends acknowledged after the failover (of %d)", n, len(l.Sends))
 	}
-	t.Logf("%d of %d acknowledged sends after the failover", n, len(l.sends))
+	t.Logf("%d of %d acknowledged sends after the failover", n, len(l.Sends))
 }
 
 // checkBalances fails the test unless every balance is what the load's
@@ -122,15 +99,15 @@ func checkSendsAfter(t *testing.T, l *timedLoad, after time.Time) {
 // share, each sender (a fresh user) its grant less its packet's total
 // (every packet was opened whole, so nothing was refunded). Run it once
 // the outbox is delivered.
-func checkBalances(t *testing.T, c *clustertest.Cluster, l *timedLoad) {
+func checkBalances(t *testing.T, c *clustertest.Cluster, l *ctltest.TimedLoad) {
 	t.Helper()
 	ctx := context.Background()
 	want := map[hongbao.UserID]int64{}
-	for _, s := range l.sends {
-		want[s.from] += devGrant - 500
+	for _, s := range l.Sends {
+		want[s.From] += ctltest.DevGrant - 500
 	}
-	for _, a := range l.acks {
-		want[a.user] += a.amount
+	for _, a := range l.Acks {
+		want[a.User] += a.Amount
 	}
 	bad := 0
 	for u, w := range want {
@@ -155,8 +132,8 @@ func checkBalances(t *testing.T, c *clustertest.Cluster, l *timedLoad) {
 // the old layout every send fails: its debit cannot reach the wallet), and
 // verify holds once it is back.
 func TestLosingSetAKeepsSetBSending(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{DevGrant: devGrant, Core: 1})
-	onB := bucketsOf(t, c, "b")
+	c := clustertest.Start(t, clustertest.Options{DevGrant: ctltest.DevGrant, Core: 1})
+	onB := ctltest.BucketsOf(t, c, "b")
 	if len(onB) < 3 {
 		t.Fatalf("SET b owns %d buckets", len(onB))
 	}
@@ -164,7 +141,7 @@ func TestLosingSetAKeepsSetBSending(t *testing.T) {
 	a.Stop()
 	cl := c.Client.Retrying(10 * time.Second)
 	for _, b := range onB[:3] {
-		id, shares := sendInto(t, c, b, 4, 4)
+		id, shares := ctltest.SendInto(t, c, b, 4, 4)
 		for u, amount := range shares {
 			if w := cl.Wallet(u); w.Status != http.StatusOK {
 				t.Errorf("wallet of %s (opened %d fen of %s) with SET a down: %v", u, amount, id, w)
@@ -174,7 +151,7 @@ func TestLosingSetAKeepsSetBSending(t *testing.T) {
 	if err := a.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	waitOutbox(t, c)
+	ctltest.WaitOutbox(t, c)
 	c.CheckInvariants(t)
 }
 
@@ -186,26 +163,26 @@ func TestLosingSetAKeepsSetBSending(t *testing.T) {
 // debit is there and not on the old one. hbctl core rejoin makes it a
 // replica of the new primary, and hbctl core status says so.
 func TestCoreRejoin(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{DevGrant: devGrant, Sets: 1, ServersPerSet: 1, Core: 1})
+	c := clustertest.Start(t, clustertest.Options{DevGrant: ctltest.DevGrant, Sets: 1, ServersPerSet: 1, Core: 1})
 	p, r := c.Core.Primary, c.Core.Replicas[0]
-	bs := bucketsOf(t, c, "a")
-	sendInto(t, c, bs[0], 2, 2)
-	waitOutbox(t, c)
+	bs := ctltest.BucketsOf(t, c, "a")
+	ctltest.SendInto(t, c, bs[0], 2, 2)
+	ctltest.WaitOutbox(t, c)
 	p.Stop()
 	out := c.MustCtl(t, "core", "failover", "--accept-single-copy")
 	t.Logf("hbctl core failover --accept-single-copy:\n%s", out)
 	if !strings.Contains(out, "--accept-single-copy: it replicates asynchronously") {
 		t.Errorf("failover of a core group with one replica does not warn that it writes on one machine:\n%s", out)
 	}
-	if writableMember(t, c.Core) != r {
+	if ctltest.WritableMember(t, c.Core) != r {
 		t.Fatal("the core group's replica is not writable after the failover")
 	}
-	sendInto(t, c, bs[1], 2, 2)
+	ctltest.SendInto(t, c, bs[1], 2, 2)
 
 	if err := p.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	id, _ := sendInto(t, c, bs[2], 2, 2)
+	id, _ := ctltest.SendInto(t, c, bs[2], 2, 2)
 	for _, m := range []struct {
 		db   *dbtest.MariaDB
 		want int
@@ -223,7 +200,7 @@ func TestCoreRejoin(t *testing.T) {
 
 	out = c.MustCtl(t, "core", "rejoin")
 	t.Logf("hbctl core rejoin:\n%s", out)
-	checkFollowers(t, c.Core, r, nil)
+	ctltest.CheckFollowers(t, c.Core, r, nil)
 	st := c.MustCtl(t, "core", "status")
 	t.Logf("hbctl core status:\n%s", st)
 	for _, want := range []string{fmt.Sprintf("primary 127.0.0.1:%d", r.Port), fmt.Sprintf("127.0.0.1:%d: read-only", p.Port),
@@ -232,6 +209,6 @@ func TestCoreRejoin(t *testing.T) {
 			t.Errorf("hbctl core status lacks %q", want)
 		}
 	}
-	waitOutbox(t, c)
+	ctltest.WaitOutbox(t, c)
 	c.CheckInvariants(t)
 }

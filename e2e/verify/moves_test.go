@@ -1,4 +1,4 @@
-package main_test
+package verify_test
 
 import (
 	"database/sql"
@@ -8,6 +8,7 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/e2e/harness/clustertest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/ctltest"
 	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 )
 
@@ -22,7 +23,7 @@ import (
 func TestVerifyDuringHandover(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{DevGrant: 1_000_000})
 	a, b := c.Sets[0].Name, c.Sets[1].Name
-	own := bucketsOf(t, c, a)
+	own := ctltest.BucketsOf(t, c, a)
 	for i, tc := range []struct {
 		step    string // the mover's pause point
 		fences  int    // fences holding the bucket there
@@ -33,7 +34,7 @@ func TestVerifyDuringHandover(t *testing.T) {
 	} {
 		t.Run(tc.step, func(t *testing.T) {
 			bucket := own[20+i]
-			id, _ := sendInto(t, c, bucket, 10, 4)
+			id, _ := ctltest.SendInto(t, c, bucket, 10, 4)
 			resume := pauseMove(t, c, bucket, b, tc.step)
 			if got := fencesHolding(t, c, bucket); got != tc.fences {
 				t.Fatalf("paused at %s: %d fences hold bucket %d, want %d", tc.step, got, bucket, tc.fences)
@@ -43,7 +44,7 @@ func TestVerifyDuringHandover(t *testing.T) {
 			tamper(t, c, c.DB(tc.counted).Exec, "UPDATE "+details+" SET amount = amount + 1 WHERE packet_id = ? LIMIT 1",
 				"UPDATE "+details+" SET amount = amount - 1 WHERE packet_id = ? LIMIT 1", int64(id), "packet "+id.String())
 			resume()
-			if got := ownerOf(t, c, bucket); got != b {
+			if got := ctltest.OwnerOf(t, c, bucket); got != b {
 				t.Fatalf("bucket %d on %s after the move, want %s", bucket, got, b)
 			}
 			c.CheckInvariants(t)
@@ -58,7 +59,7 @@ func TestVerifyDuringHandover(t *testing.T) {
 // after reading again for its 10 s, fails naming the bucket, never OK.
 func verifyRefusesAStuckHandover(t *testing.T, c *clustertest.Cluster, bucket hongbao.Bucket, from, to string) {
 	t.Helper()
-	sendInto(t, c, bucket, 10, 4)
+	ctltest.SendInto(t, c, bucket, 10, 4)
 	var version int64
 	if err := c.DB(from).QueryRow("SELECT version FROM hb_fence.owned WHERE set_name = ? AND bucket = ?", from, int(bucket)).Scan(&version); err != nil {
 		t.Fatal(err)
@@ -89,16 +90,16 @@ func verifyRefusesAStuckHandover(t *testing.T, c *clustertest.Cluster, bucket ho
 // resume lets it go on and waits for it to succeed.
 func pauseMove(t *testing.T, c *clustertest.Cluster, bucket hongbao.Bucket, to, step string) (resume func()) {
 	t.Helper()
-	knobs, pause := pauseAt(step)
+	knobs, pause := ctltest.PauseAt(step)
 	done := make(chan error, 1)
-	go func() { done <- moveIn(c, bucket, to, knobs) }()
+	go func() { done <- ctltest.MoveIn(c, bucket, to, knobs) }()
 	// A test that fails while the move is paused lets it go on, so that
 	// no mover waits after it.
-	t.Cleanup(pause.release)
-	pause.wait(t, done, "the move of bucket "+strconv.Itoa(int(bucket)))
+	t.Cleanup(pause.Release)
+	pause.Wait(t, done, "the move of bucket "+strconv.Itoa(int(bucket)))
 	return func() {
 		t.Helper()
-		pause.release()
+		pause.Release()
 		if err := <-done; err != nil {
 			t.Fatalf("move of bucket %d to %s after the pause at %s: %v", bucket, to, step, err)
 		}

@@ -1,4 +1,4 @@
-package main_test
+package rebalance_test
 
 import (
 	"bufio"
@@ -12,6 +12,7 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/e2e/harness/clustertest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/ctltest"
 	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 	"github.com/hongbao-dev/hongbao/schema"
 )
@@ -24,12 +25,12 @@ import (
 func TestMoveBigBucket(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{DevGrant: 1_000_000})
 	a, b := c.Sets[0].Name, c.Sets[1].Name
-	bucket := bucketsOf(t, c, a)[42]
+	bucket := ctltest.BucketsOf(t, c, a)[42]
 	const n = 100_000
 	table := fill(t, c, a, bucket, n)
 
 	var mu sync.Mutex
-	var acks []opened
+	var acks []ctltest.Opened
 	var errs []string
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -43,11 +44,11 @@ func TestMoveBigBucket(t *testing.T) {
 					return
 				default:
 				}
-				id, u := ids[i%len(ids)], user()
+				id, u := ids[i%len(ids)], ctltest.User()
 				o := cl.Open(u, id.String())
 				mu.Lock()
 				if o.Status == http.StatusOK && o.Body.Status == hongbao.Opened {
-					acks = append(acks, opened{id, u, o.Body.Amount})
+					acks = append(acks, ctltest.Opened{ID: id, User: u, Amount: o.Body.Amount})
 				} else if o.Status != http.StatusOK && o.Code != "sold_out" {
 					errs = append(errs, o.String())
 				}
@@ -99,8 +100,8 @@ func TestMoveBigBucket(t *testing.T) {
 		t.Error("no open acknowledged during the move")
 	}
 	for _, k := range acks {
-		if got := sharesOn(t, c, b, k.id)[k.user]; got != k.amount {
-			t.Errorf("user %s was answered %d fen of %s; the target holds %d", k.user, k.amount, k.id, got)
+		if got := ctltest.SharesOn(t, c, b, k.ID)[k.User]; got != k.Amount {
+			t.Errorf("user %s was answered %d fen of %s; the target holds %d", k.User, k.Amount, k.ID, got)
 		}
 	}
 }

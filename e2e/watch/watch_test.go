@@ -1,4 +1,4 @@
-package main_test
+package watch_test
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/hongbao-dev/hongbao/configs"
 	"github.com/hongbao-dev/hongbao/e2e/harness/clustertest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/ctltest"
 	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 	"github.com/hongbao-dev/hongbao/set/failover"
 	"github.com/hongbao-dev/hongbao/set/topology"
@@ -213,13 +214,9 @@ func waitPrimary(t *testing.T, c *clustertest.Cluster, old string, since time.Ti
 
 // waitAcks waits until the load has acknowledged more opens than when
 // called (at most a minute).
-func waitAcks(t *testing.T, l *timedLoad, more int) {
+func waitAcks(t *testing.T, l *ctltest.TimedLoad, more int) {
 	t.Helper()
-	count := func() int {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		return len(l.acks)
-	}
+	count := l.Acked
 	want := count() + more
 	deadline := time.Now().Add(time.Minute)
 	for count() < want {
@@ -242,9 +239,9 @@ func TestWatchKilledPrimary(t *testing.T) {
 	b := c.Set("b")
 	w := startWatch(t, c, nil, after, "--accept-single-copy")
 	old, _ := metaSet(t, c, "b")
-	l := &timedLoad{}
+	l := &ctltest.TimedLoad{}
 	stop := make(chan struct{})
-	wg := l.run(c, 8, stop)
+	wg := l.Run(c, 8, stop)
 	// Enough opens on either side of the kill, however busy the machine.
 	waitAcks(t, l, 120)
 	b.Group.Primary.Stop()
@@ -264,9 +261,9 @@ func TestWatchKilledPrimary(t *testing.T) {
 	if m := c.Follow(t, "b"); m != b.Group.Replicas[0] {
 		t.Fatalf("SET b's MySQL is port %d, want its replica's %d", m.Port, b.Group.Replicas[0].Port)
 	}
-	id, shares := sendInto(t, c, bucketsOf(t, c, "b")[0], 3, 2)
-	sameShares(t, "a packet sent after the failover, on the new primary", dbtest.CheckPacket(t, c.DB("b"), id).Shares, shares)
-	gap := l.check(t, c, "b", killed)
+	id, shares := ctltest.SendInto(t, c, ctltest.BucketsOf(t, c, "b")[0], 3, 2)
+	ctltest.SameShares(t, "a packet sent after the failover, on the new primary", dbtest.CheckPacket(t, c.DB("b"), id).Shares, shares)
+	gap := l.Check(t, c, "b", killed)
 	t.Logf("SET b without acknowledged opens for %v after the kill", gap.Round(time.Millisecond))
 
 	log := readLog(t, w)
@@ -343,12 +340,12 @@ func TestWatchNoFailover(t *testing.T) {
 			if p, r := metaSet(t, c, "b"); p != old || r != oldReplicas {
 				t.Errorf("the meta database has SET b on %q with replicas %q; want %q with %q", p, r, old, oldReplicas)
 			}
-			checkFollowers(t, g, g.Primary, nil)
-			sendInto(t, c, bucketsOf(t, c, "b")[0], 2, 2)
+			ctltest.CheckFollowers(t, g, g.Primary, nil)
+			ctltest.SendInto(t, c, ctltest.BucketsOf(t, c, "b")[0], 2, 2)
 		})
 	}
 	stopLocalWatch(t, w)
-	waitOutbox(t, c)
+	ctltest.WaitOutbox(t, c)
 	c.CheckInvariants(t)
 }
 
@@ -363,7 +360,7 @@ func TestWatchNoFlap(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{DevGrant: 1_000_000_000, Replicated: []string{"b"}, Replicas: 2, ServersPerSet: 1})
 	g := c.Set("b").Group
 	w := startWatch(t, c, nil, after)
-	sendInto(t, c, bucketsOf(t, c, "b")[0], 2, 2)
+	ctltest.SendInto(t, c, ctltest.BucketsOf(t, c, "b")[0], 2, 2)
 	old, _ := metaSet(t, c, "b")
 	g.Primary.Stop()
 	waitPrimary(t, c, old, time.Now(), after+20*time.Second)
@@ -375,8 +372,8 @@ func TestWatchNoFlap(t *testing.T) {
 			other = r
 		}
 	}
-	checkFollowers(t, g, second, g.Primary)
-	sendInto(t, c, bucketsOf(t, c, "b")[0], 2, 2) // SET b writes, each commit on two machines
+	ctltest.CheckFollowers(t, g, second, g.Primary)
+	ctltest.SendInto(t, c, ctltest.BucketsOf(t, c, "b")[0], 2, 2) // SET b writes, each commit on two machines
 
 	primary, replicas := metaSet(t, c, "b")
 	from := len(readLog(t, w))
@@ -445,21 +442,21 @@ func TestWatchNoFlap(t *testing.T) {
 // disarmed (its only replica is the dead old primary).
 func TestCoreWatch(t *testing.T) {
 	const after = 2 * time.Second
-	c := clustertest.Start(t, clustertest.Options{DevGrant: devGrant, Sets: 1, ServersPerSet: 1, Core: 1})
+	c := clustertest.Start(t, clustertest.Options{DevGrant: ctltest.DevGrant, Sets: 1, ServersPerSet: 1, Core: 1})
 	p, r := c.Core.Primary, c.Core.Replicas[0]
 	w := startWatching(t, c, nil, "core", "watch", "--after", after.String(), "--accept-single-copy")
-	bs := bucketsOf(t, c, "a")
-	sendInto(t, c, bs[0], 2, 2)
-	waitOutbox(t, c)
+	bs := ctltest.BucketsOf(t, c, "a")
+	ctltest.SendInto(t, c, bs[0], 2, 2)
+	ctltest.WaitOutbox(t, c)
 	p.Stop()
 	killed := time.Now()
 	waitLog(t, w, "automatic failover done", after+20*time.Second)
 	t.Logf("the core group failed over %v after its primary's kill", time.Since(killed).Round(time.Millisecond))
-	if m := writableMember(t, c.Core); m != r {
+	if m := ctltest.WritableMember(t, c.Core); m != r {
 		t.Fatalf("the writable member of the core group is %v, want its replica (port %d)", m, r.Port)
 	}
-	sendInto(t, c, bs[1], 2, 2)
-	waitOutbox(t, c)
+	ctltest.SendInto(t, c, bs[1], 2, 2)
+	ctltest.WaitOutbox(t, c)
 	waitLog(t, w, "disarmed after the automatic failover", 10*time.Second)
 	for _, want := range []string{"the primary is dead: failing over", "failover epoch", fmt.Sprintf(`"new_primary":"127.0.0.1:%d"`, r.Port)} {
 		if !strings.Contains(readLog(t, w), want) {

@@ -1,4 +1,4 @@
-package main
+package archive_test
 
 // The real hbarchive binary against a private MariaDB: exit codes (2 usage,
 // 3 locked, 1 failure), a run stopped between the verified copy and the

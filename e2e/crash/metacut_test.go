@@ -1,4 +1,4 @@
-package main
+package crash_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package main_test
+package rebalance_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/e2e/harness/clustertest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/ctltest"
 	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 	"github.com/hongbao-dev/hongbao/set/move"
 )
@@ -27,10 +28,10 @@ func TestMoveKilledAtClaim(t *testing.T) {
 	const expiry = 25 * time.Second
 	c := clustertest.Start(t, clustertest.Options{Sets: 3, Expiry: expiry, SweepAfter: 2 * time.Second, DevGrant: 1_000_000})
 	a, target := c.Sets[0].Name, c.Sets[2].Name
-	bucket := bucketsOf(t, c, a)[5]
+	bucket := ctltest.BucketsOf(t, c, a)[5]
 	sent := time.Now()
-	id, shares := sendInto(t, c, bucket, 10, 2)
-	if err := moveIn(c, bucket, target, killAt(move.StepClaimed)); !errors.Is(err, errKilled) {
+	id, shares := ctltest.SendInto(t, c, bucket, 10, 2)
+	if err := ctltest.MoveIn(c, bucket, target, ctltest.KillAt(move.StepClaimed)); !errors.Is(err, ctltest.ErrKilled) {
 		t.Fatalf("mover killed at claimed: %v", err)
 	}
 	if n := dbtest.Count(t, c.DB(target), "SELECT COUNT(*) FROM hb_fence.owned WHERE set_name = ? AND bucket = ?", target, int(bucket)); n != 1 {
@@ -38,21 +39,21 @@ func TestMoveKilledAtClaim(t *testing.T) {
 	}
 	cl := c.Client.Retrying(10 * time.Second)
 	for range 3 {
-		u := user()
+		u := ctltest.User()
 		o := cl.Open(u, id.String())
 		if o.Status != http.StatusOK || o.Body.Status != hongbao.Opened {
 			t.Fatalf("open after the kill: %v", o)
 		}
 		shares[u] = o.Body.Amount
 	}
-	if got := ownerOf(t, c, bucket); got != a {
+	if got := ctltest.OwnerOf(t, c, bucket); got != a {
 		t.Fatalf("bucket %d is on %s after the kill at claimed, want %s (the source kept it)", bucket, got, a)
 	}
 	truth := dbtest.ReadPacket(t, c.DB(a), id)
 	if truth == nil || truth.RemainingCount != 5 {
 		t.Fatalf("the source holds %+v, want packet %s with 5 shares left", truth, id)
 	}
-	sameShares(t, "on the source", truth.Shares, shares)
+	ctltest.SameShares(t, "on the source", truth.Shares, shares)
 
 	// Past the expiry, the settlers refund; wait for the refund and every
 	// outbox to drain (a row stuck there is the bug).
@@ -101,15 +102,15 @@ func TestMoveKilledAtClaim(t *testing.T) {
 	// The move sent back to catching up is finished by the next apply:
 	// its claim is made again and kept.
 	out := c.MustCtl(t, "rebalance", "apply")
-	if got := ownerOf(t, c, bucket); got != target {
+	if got := ctltest.OwnerOf(t, c, bucket); got != target {
 		t.Fatalf("after apply bucket %d is on %s, want %s\n%s", bucket, got, target, out)
 	}
 	time.Sleep(time.Second) // two rounds of the servers' stale-claim removal
 	if n := dbtest.Count(t, c.DB(target), "SELECT COUNT(*) FROM hb_fence.owned WHERE set_name = ? AND bucket = ?", target, int(bucket)); n != 1 {
 		t.Errorf("after the move SET %s has %d claims of bucket %d, want 1", target, n, bucket)
 	}
-	sameShares(t, "on the target", sharesOn(t, c, target, id), shares)
-	waitOutbox(t, c)
+	ctltest.SameShares(t, "on the target", ctltest.SharesOn(t, c, target, id), shares)
+	ctltest.WaitOutbox(t, c)
 	c.CheckInvariants(t)
 }
 
@@ -123,39 +124,39 @@ func TestMoveKilledAtClaim(t *testing.T) {
 func TestMoveLostItsJournalStep(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{DevGrant: 1_000_000})
 	a, b := c.Sets[0].Name, c.Sets[1].Name
-	bucket := bucketsOf(t, c, a)[9]
-	id, _ := sendInto(t, c, bucket, 10, 2)
-	knobs, pause := pauseAt(move.StepClaimed)
-	t.Cleanup(pause.release)
+	bucket := ctltest.BucketsOf(t, c, a)[9]
+	id, _ := ctltest.SendInto(t, c, bucket, 10, 2)
+	knobs, pause := ctltest.PauseAt(move.StepClaimed)
+	t.Cleanup(pause.Release)
 	done := make(chan error, 1)
-	go func() { done <- moveIn(c, bucket, b, knobs) }()
-	pause.wait(t, done, "the move")
+	go func() { done <- ctltest.MoveIn(c, bucket, b, knobs) }()
+	pause.Wait(t, done, "the move")
 	if _, err := c.Meta().Exec("UPDATE hb_meta.moves SET step = 'catching_up', lease_until = NULL WHERE bucket = ? AND step = 'disowning'", int(bucket)); err != nil {
 		t.Fatal(err)
 	}
-	pause.release()
+	pause.Release()
 	if err := <-done; err == nil || !strings.Contains(err.Error(), "not published") {
 		t.Fatalf("the mover after its move lost its step: %v, want a failure saying it was not published", err)
 	}
 	time.Sleep(4 * time.Second) // past the 3 s grace a cleanup would have waited
 	if dbtest.ReadPacket(t, c.DB(a), id) == nil {
-		t.Errorf("the source's copy of packet %s was deleted, the topology still naming %s", id, ownerOf(t, c, bucket))
+		t.Errorf("the source's copy of packet %s was deleted, the topology still naming %s", id, ctltest.OwnerOf(t, c, bucket))
 	}
-	if st := rebalanceStatus(t, c); len(st.List) != 1 || st.List[0].Step == "published" || st.List[0].Step == "done" {
+	if st := ctltest.RebalanceStatus(t, c); len(st.List) != 1 || st.List[0].Step == "published" || st.List[0].Step == "done" {
 		t.Errorf("journal: %v %+v; want the move not recorded published", st, st.List)
 	}
 	// As the error says, the next apply finishes the move.
 	out := c.MustCtl(t, "rebalance", "apply")
-	if got := ownerOf(t, c, bucket); got != b {
+	if got := ctltest.OwnerOf(t, c, bucket); got != b {
 		t.Fatalf("after apply bucket %d is on %s, want %s\n%s", bucket, got, b, out)
 	}
-	u := user()
+	u := ctltest.User()
 	if o := c.Client.Retrying(10*time.Second).Open(u, id.String()); o.Status != http.StatusOK || o.Body.Status != hongbao.Opened {
 		t.Errorf("open after the move: %v", o)
 	}
 	if p := dbtest.ReadPacket(t, c.DB(b), id); p == nil || len(p.Shares) != 3 {
 		t.Errorf("the target holds %+v, want packet %s with 3 shares", p, id)
 	}
-	waitOutbox(t, c)
+	ctltest.WaitOutbox(t, c)
 	c.CheckInvariants(t)
 }

@@ -1,14 +1,11 @@
-package main_test
+package failover_test
 
 import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"net/http"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,130 +13,11 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/e2e/harness/clustertest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/ctltest"
 	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 	"github.com/hongbao-dev/hongbao/store/replication"
 	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
-
-// ack is an open the router acknowledged, and when.
-type ack struct {
-	opened
-	at time.Time
-}
-
-// timedLoad sends packets of 5 shares and opens them through the router,
-// retrying 503s and lost answers for up to 20 s as an app does, keeping
-// every acknowledged open with its time and every final error.
-type timedLoad struct {
-	mu     sync.Mutex
-	acks   []ack
-	sent   []hongbao.PacketID
-	sends  []sendAck // sent's senders, in the same order
-	errors []string
-}
-
-// sendAck is a send the router acknowledged: by whom, and when.
-type sendAck struct {
-	from hongbao.UserID
-	at   time.Time
-}
-
-func (l *timedLoad) run(c *clustertest.Cluster, workers int, stop <-chan struct{}) *sync.WaitGroup {
-	cl := c.Client.Retrying(20 * time.Second)
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				from := user()
-				r := cl.Send(from, hongbao.SendRequest{Total: 500, Count: 5, Type: hongbao.Random}, fmt.Sprintf("fw%d-%d", w, i))
-				id, err := hongbao.ParsePacketID(r.Body.ID)
-				if r.Status != http.StatusCreated || err != nil {
-					l.fail("send: " + r.String())
-					continue
-				}
-				l.mu.Lock()
-				l.sent = append(l.sent, id)
-				l.sends = append(l.sends, sendAck{from, r.Answered})
-				l.mu.Unlock()
-				for range 5 {
-					u := user()
-					o := cl.Open(u, id.String())
-					// already_opened: a retry of this user's own open, whose
-					// first answer was lost (a timeout under load), tells
-					// the amount committed: acknowledged as well.
-					if o.Status != http.StatusOK || (o.Body.Status != hongbao.Opened && o.Body.Status != hongbao.AlreadyOpened) {
-						l.fail(fmt.Sprintf("open %s: %v", id, o))
-						continue
-					}
-					l.mu.Lock()
-					l.acks = append(l.acks, ack{opened{id, u, o.Body.Amount}, o.Answered})
-					l.mu.Unlock()
-				}
-			}
-		})
-	}
-	return &wg
-}
-
-func (l *timedLoad) fail(s string) {
-	l.mu.Lock()
-	l.errors = append(l.errors, s)
-	l.mu.Unlock()
-}
-
-// check fails the test unless no client saw an error, every acknowledged
-// open is in the MySQL of its SET with its amount, every packet keeps its
-// invariants and hbctl verify holds; it returns the longest time SET set
-// acknowledged no open after since.
-func (l *timedLoad) check(t *testing.T, c *clustertest.Cluster, set string, since time.Time) time.Duration {
-	t.Helper()
-	for i, e := range l.errors {
-		if i == 5 {
-			t.Errorf("... %d client errors in all", len(l.errors))
-			break
-		}
-		t.Errorf("a client saw: %s", e)
-	}
-	waitOutbox(t, c)
-	lost, onSet := 0, 0
-	var times []time.Time
-	for _, a := range l.acks {
-		owner := ownerOf(t, c, a.id.Bucket())
-		if got := sharesOn(t, c, owner, a.id)[a.user]; got != a.amount {
-			lost++
-			if lost <= 5 {
-				t.Errorf("user %s was answered %d fen of %s; SET %s holds %d", a.user, a.amount, a.id, owner, got)
-			}
-		}
-		if owner == set {
-			onSet++
-			if a.at.After(since) {
-				times = append(times, a.at)
-			}
-		}
-	}
-	for _, id := range l.sent {
-		dbtest.CheckPacket(t, c.DB(ownerOf(t, c, id.Bucket())), id) // shares + remaining = total, no user twice
-	}
-	c.CheckInvariants(t)
-	slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
-	gap := time.Duration(0)
-	prev := since
-	for _, at := range times {
-		gap = max(gap, at.Sub(prev))
-		prev = at
-	}
-	if onSet < 50 || len(times) < 10 {
-		t.Errorf("only %d opens acknowledged on SET %s, %d after the fault", onSet, set, len(times))
-	}
-	t.Logf("%d acknowledged opens checked (%d on SET %s), %d lost; %d packets checked", len(l.acks), onSet, set, lost, len(l.sent))
-	return gap
-}
 
 // TestFailoverKilledPrimary: SET b (a primary and 2 replicas) loses its
 // primary MariaDB (kill -9) under load; hbctl set failover promotes the
@@ -156,8 +34,8 @@ func TestFailoverKilledPrimary(t *testing.T) {
 	if m == b.Group.Primary {
 		t.Fatalf("SET b's MySQL after the failover is still its old primary")
 	}
-	checkFollowers(t, b.Group, m, b.Group.Primary)
-	gap := l.check(t, c, "b", killed)
+	ctltest.CheckFollowers(t, b.Group, m, b.Group.Primary)
+	gap := l.Check(t, c, "b", killed)
 	t.Logf("SET b without acknowledged opens for %v after its primary was killed (hbctl set failover took %v)",
 		gap.Round(time.Millisecond), took.Round(time.Millisecond))
 }
@@ -166,11 +44,11 @@ func TestFailoverKilledPrimary(t *testing.T) {
 // -9) after 3 s, runs hbctl with args and checks that its report mentions
 // each of want, lets the load go on for 4 s and stops it. It returns the
 // load, when the primary was killed and how long hbctl took.
-func failoverUnderLoad(t *testing.T, c *clustertest.Cluster, primary *dbtest.MariaDB, args []string, want ...string) (*timedLoad, time.Time, time.Duration) {
+func failoverUnderLoad(t *testing.T, c *clustertest.Cluster, primary *dbtest.MariaDB, args []string, want ...string) (*ctltest.TimedLoad, time.Time, time.Duration) {
 	t.Helper()
-	l := &timedLoad{}
+	l := &ctltest.TimedLoad{}
 	stop := make(chan struct{})
-	wg := l.run(c, 16, stop)
+	wg := l.Run(c, 16, stop)
 	time.Sleep(3 * time.Second)
 	primary.Stop()
 	killed := time.Now()
@@ -186,43 +64,6 @@ func failoverUnderLoad(t *testing.T, c *clustertest.Cluster, primary *dbtest.Mar
 	close(stop)
 	wg.Wait()
 	return l, killed, took
-}
-
-// checkFollowers fails the test unless every member of g but primary and
-// gone replicates from primary, semi-synchronously, and applied all it
-// wrote.
-func checkFollowers(t *testing.T, g *dbtest.Group, primary, gone *dbtest.MariaDB) {
-	t.Helper()
-	ctx := context.Background()
-	pdb, err := sqldb.Open(primary.DSN, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pdb.Close()
-	pos, err := replication.BinlogPos(ctx, pdb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range g.Members() {
-		if m == primary || m == gone {
-			continue
-		}
-		db, err := sqldb.Open(m.DSN, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		st, err := replication.ReplicaStatus(ctx, db)
-		if err != nil || st.MasterPort != primary.Port || st.IORunning != "Yes" || st.SQLRunning != "Yes" {
-			t.Errorf("replica on port %d: %+v %v; want replicating from port %d", m.Port, st, err, primary.Port)
-		} else if err := replication.WaitApplied(ctx, db, pos, 20*time.Second); err != nil {
-			t.Errorf("replica on port %d: %v", m.Port, err)
-		}
-		db.Close()
-	}
-	on, clients, err := replication.SemiSync(ctx, pdb)
-	if err != nil || !on || clients < 1 {
-		t.Errorf("the new primary: semi-sync %v with %d replicas (%v); want on with one at least", on, clients, err)
-	}
 }
 
 // details reads every share visible in a SET database's detail tables.
@@ -286,9 +127,9 @@ func details(t *testing.T, db *sql.DB) map[[2]int64]int64 {
 func TestFailoverPausedPrimary(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{DevGrant: 1_000_000_000, Replicated: []string{"b"}, Replicas: 2})
 	b := c.Set("b")
-	l := &timedLoad{}
+	l := &ctltest.TimedLoad{}
 	stop := make(chan struct{})
-	wg := l.run(c, 16, stop)
+	wg := l.Run(c, 16, stop)
 	time.Sleep(3 * time.Second)
 	if err := b.Group.Primary.Pause(); err != nil {
 		t.Fatal(err)
@@ -302,8 +143,8 @@ func TestFailoverPausedPrimary(t *testing.T) {
 	time.Sleep(4 * time.Second)
 	close(stop)
 	wg.Wait()
-	checkFollowers(t, b.Group, c.Follow(t, "b"), b.Group.Primary)
-	gap := l.check(t, c, "b", paused)
+	ctltest.CheckFollowers(t, b.Group, c.Follow(t, "b"), b.Group.Primary)
+	gap := l.Check(t, c, "b", paused)
 	t.Logf("SET b without acknowledged opens for %v after its primary was paused", gap.Round(time.Millisecond))
 
 	oldDB, err := sqldb.Open(b.Group.Primary.DSN, 2)
@@ -368,10 +209,10 @@ func TestFailoverPausedPrimary(t *testing.T) {
 func TestReplicaDown(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{DevGrant: 1_000_000_000, Replicated: []string{"b"}})
 	b := c.Set("b")
-	bs := bucketsOf(t, c, "b")
-	id, shares := sendInto(t, c, bs[0], 3, 1)
+	bs := ctltest.BucketsOf(t, c, "b")
+	id, shares := ctltest.SendInto(t, c, bs[0], 3, 1)
 	b.Group.Replicas[0].Stop()
-	u := user()
+	u := ctltest.User()
 	began := time.Now()
 	o := c.Client.Open(u, id.String())
 	if o.Status != http.StatusServiceUnavailable || (o.Code != "busy" && o.Code != "unavailable") {
@@ -396,7 +237,7 @@ func TestReplicaDown(t *testing.T) {
 	}
 	shares[u] = o.Body.Amount
 	p := dbtest.CheckPacket(t, primary, id)
-	sameShares(t, "the packet on the primary", p.Shares, shares)
+	ctltest.SameShares(t, "the packet on the primary", p.Shares, shares)
 	if len(p.Shares) != 2 {
 		t.Errorf("packet %s has %d shares; want 2 (one before, one while the replica was down)", id, len(p.Shares))
 	}
@@ -412,8 +253,8 @@ func TestReplicaDown(t *testing.T) {
 	if err := replication.WaitApplied(context.Background(), replica, pos, 20*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	sameShares(t, "the packet on the replica", dbtest.ReadPacket(t, replica, id).Shares, shares)
-	waitOutbox(t, c)
+	ctltest.SameShares(t, "the packet on the replica", dbtest.ReadPacket(t, replica, id).Shares, shares)
+	ctltest.WaitOutbox(t, c)
 	c.CheckInvariants(t)
 }
 
@@ -442,8 +283,8 @@ func TestFailoverSingleReplica(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{DevGrant: 1_000_000_000, Replicated: []string{"b"}})
 	g := c.Set("b").Group
 	p, r := g.Primary, g.Replicas[0]
-	bs := bucketsOf(t, c, "b")
-	id, shares := sendInto(t, c, bs[0], 10, 1)
+	bs := ctltest.BucketsOf(t, c, "b")
+	id, shares := ctltest.SendInto(t, c, bs[0], 10, 1)
 
 	// Default: wait.
 	p.Stop()
@@ -456,7 +297,7 @@ func TestFailoverSingleReplica(t *testing.T) {
 		t.Fatal("SET b's MySQL is not its replica after the failover")
 	}
 	time.Sleep(2 * time.Second) // the servers follow within a second
-	u := user()
+	u := ctltest.User()
 	o := c.Client.Open(u, id.String())
 	if o.Status != http.StatusServiceUnavailable {
 		t.Fatalf("open on the lone promoted primary: %v; want 503 (its commit waits for a replica)", o)
@@ -480,8 +321,8 @@ func TestFailoverSingleReplica(t *testing.T) {
 		t.Fatalf("open after rejoin: %v", o)
 	}
 	shares[u] = o.Body.Amount
-	sameShares(t, "after rejoin", dbtest.CheckPacket(t, c.DB("b"), id).Shares, shares)
-	checkFollowers(t, g, r, nil)
+	ctltest.SameShares(t, "after rejoin", dbtest.CheckPacket(t, c.DB("b"), id).Shares, shares)
+	ctltest.CheckFollowers(t, g, r, nil)
 
 	// --accept-single-copy: the lone primary writes on one machine.
 	r.Stop()
@@ -492,7 +333,7 @@ func TestFailoverSingleReplica(t *testing.T) {
 	}
 	time.Sleep(2 * time.Second)
 	unacked := semiSync(t, c.DB("b"), "Rpl_semi_sync_master_no_tx")
-	u = user()
+	u = ctltest.User()
 	began := time.Now()
 	o = c.Client.Retrying(20*time.Second).Open(u, id.String())
 	if o.Status != http.StatusOK || o.Body.Status != hongbao.Opened {
@@ -512,14 +353,14 @@ func TestFailoverSingleReplica(t *testing.T) {
 	if err := c.DB("b").QueryRow("SELECT @@GLOBAL.rpl_semi_sync_master_wait_no_slave").Scan(&wait); err != nil || wait != 1 {
 		t.Errorf("wait_no_slave after rejoin: %d, %v; want 1", wait, err)
 	}
-	u = user()
+	u = ctltest.User()
 	o = c.Client.Retrying(20*time.Second).Open(u, id.String())
 	if o.Status != http.StatusOK || o.Body.Status != hongbao.Opened {
 		t.Fatalf("open after the second rejoin: %v", o)
 	}
 	shares[u] = o.Body.Amount
-	checkFollowers(t, g, p, nil)
-	sameShares(t, "at the end", dbtest.CheckPacket(t, c.DB("b"), id).Shares, shares)
-	waitOutbox(t, c)
+	ctltest.CheckFollowers(t, g, p, nil)
+	ctltest.SameShares(t, "at the end", dbtest.CheckPacket(t, c.DB("b"), id).Shares, shares)
+	ctltest.WaitOutbox(t, c)
 	c.CheckInvariants(t)
 }

@@ -1,4 +1,4 @@
-package main_test
+package failover_test
 
 import (
 	"database/sql"

@@ -1,4 +1,4 @@
-package main_test
+package archive_test
 
 import (
 	"bufio"
@@ -11,6 +11,7 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/e2e/harness/clustertest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/ctltest"
 	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 )
 
@@ -28,14 +29,14 @@ import (
 // expired. Issue 23, finding 8.
 func TestYoungArchivedPacketAnswersItsOpeners(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{DevGrant: 1_000_000, Sets: 1, ServersPerSet: 1, Expiry: 2 * time.Second})
-	id, shares := sendInto(t, c, bucketsOf(t, c, "a")[0], 5, 2)
+	id, shares := ctltest.SendInto(t, c, ctltest.BucketsOf(t, c, "a")[0], 5, 2)
 	packets, _ := dbtest.Tables(t, id)
 	for deadline := time.Now().Add(60 * time.Second); dbtest.Count(t, c.DB("a"), "SELECT COUNT(*) FROM "+packets+" WHERE id = ? AND closed", id) == 0; time.Sleep(200 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("packet %s not closed by the settler within 60 s of its expiry", id)
 		}
 	}
-	waitOutbox(t, c)
+	ctltest.WaitOutbox(t, c)
 	asOf := time.Now().In(dbtest.Shanghai(t)).AddDate(0, 0, 8).Format(time.DateOnly) // retention 7: today is due
 	c.MustCtl(t, "archive", "run", "--set", "a", "--as-of", asOf)
 	if n := dbtest.Count(t, c.DB("a"), "SELECT COUNT(*) FROM "+packets+" WHERE id = ?", id); n != 0 {
@@ -51,7 +52,7 @@ func TestYoungArchivedPacketAnswersItsOpeners(t *testing.T) {
 				t.Errorf("%s: grab by earlier opener %s of archived %s: %v; want already_opened", when, u, id, g)
 			}
 		}
-		if o := c.Client.Open(user(), id.String()); o.Status != http.StatusGone || o.Code != "expired" {
+		if o := c.Client.Open(ctltest.User(), id.String()); o.Status != http.StatusGone || o.Code != "expired" {
 			t.Errorf("%s: open by a new user of archived %s: %v; want 410 expired", when, id, o)
 		}
 	}

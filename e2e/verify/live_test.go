@@ -1,4 +1,4 @@
-package main_test
+package verify_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/e2e/harness/clustertest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/ctltest"
 )
 
 // hbctl verify tells the truth on a live system (issue 14, problem 5):
@@ -31,14 +32,14 @@ func TestVerifyLive(t *testing.T) {
 	for w := range 12 {
 		wg.Go(func() {
 			for i := 0; ctx.Err() == nil; i++ {
-				sender := user()
+				sender := ctltest.User()
 				r := c.Client.Send(sender, hongbao.SendRequest{Total: 700, Count: 7, Type: hongbao.Random}, fmt.Sprintf("live-%d-%d-%d", sender, w, i))
 				if r.Status != 201 {
 					continue
 				}
 				sent.Add(1)
 				for range 4 + i%4 { // some sold out, most left to expire
-					if o := c.Client.Open(user(), r.Body.ID); o.Status == 200 {
+					if o := c.Client.Open(ctltest.User(), r.Body.ID); o.Status == 200 {
 						opened.Add(1)
 						some.Lock()
 						some.packet = r.Body.ID

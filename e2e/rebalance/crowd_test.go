@@ -1,4 +1,4 @@
-package main_test
+package rebalance_test
 
 import (
 	"fmt"
@@ -14,14 +14,8 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/e2e/harness/clustertest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/ctltest"
 )
-
-// opened is an open the router acknowledged.
-type opened struct {
-	id     hongbao.PacketID
-	user   hongbao.UserID
-	amount int64
-}
 
 // load is a crowd of clients sending packets of 5 shares through the
 // router and opening each share as another user, as an app does: every
@@ -33,7 +27,7 @@ type load struct {
 	think time.Duration
 
 	mu      sync.Mutex
-	acks    []opened
+	acks    []ctltest.Opened
 	errors  []string // every failure
 	wrong   []string // the failures that are not an overloaded machine's
 	busy    int      // the others: no answer, or 503 after 15 s of retries
@@ -56,7 +50,7 @@ func (l *load) run(t testing.TB, c *clustertest.Cluster, clients int, stop <-cha
 	for w := range clients {
 		wg.Go(func() {
 			for i := 0; l.pause(stop); i++ {
-				sender := user()
+				sender := ctltest.User()
 				r := cl.Send(sender, hongbao.SendRequest{Total: 500, Count: 5, Type: hongbao.Random}, fmt.Sprintf("w%d-%d", w, i))
 				if r.Status != http.StatusCreated && r.Status != http.StatusOK {
 					l.fail("send", r.Status, r.Code, r.Err, r.String(), r.Sent)
@@ -75,7 +69,7 @@ func (l *load) run(t testing.TB, c *clustertest.Cluster, clients int, stop <-cha
 					if !l.pause(stop) {
 						return
 					}
-					u := user()
+					u := ctltest.User()
 					o := cl.Open(u, id.String())
 					l.n.Add(1)
 					// After a lost answer the retry (the client's, or the
@@ -89,7 +83,7 @@ func (l *load) run(t testing.TB, c *clustertest.Cluster, clients int, stop <-cha
 					}
 					l.took(o.Sent, o.Answered)
 					l.mu.Lock()
-					l.acks = append(l.acks, opened{id, u, o.Body.Amount})
+					l.acks = append(l.acks, ctltest.Opened{ID: id, User: u, Amount: o.Body.Amount})
 					l.mu.Unlock()
 				}
 			}

@@ -1,4 +1,4 @@
-package main_test
+package rebalance_test
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/e2e/harness/clustertest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/ctltest"
 	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 	"github.com/hongbao-dev/hongbao/schema"
 )
@@ -22,10 +23,10 @@ import (
 func TestArchivedPacketsMoveWithTheirBucket(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{DevGrant: 1_000_000})
 	a, b := c.Sets[0].Name, c.Sets[1].Name
-	own := bucketsOf(t, c, a)
-	archived, _ := sendInto(t, c, own[5], 3, 3)    // sold out, then archived
-	interrupted, _ := sendInto(t, c, own[9], 3, 3) // copied to the archive, not purged
-	waitOutbox(t, c)
+	own := ctltest.BucketsOf(t, c, a)
+	archived, _ := ctltest.SendInto(t, c, own[5], 3, 3)    // sold out, then archived
+	interrupted, _ := ctltest.SendInto(t, c, own[9], 3, 3) // copied to the archive, not purged
+	ctltest.WaitOutbox(t, c)
 	before := map[hongbao.PacketID]string{archived: detail(t, c, archived), interrupted: detail(t, c, interrupted)}
 
 	loc := dbtest.Shanghai(t)
@@ -81,7 +82,7 @@ func TestArchivedPacketsMoveWithTheirBucket(t *testing.T) {
 	if got := detail(t, c, interrupted); got != before[interrupted] {
 		t.Errorf("packet %s after SET %s archived it reads\n%s\nwas\n%s", interrupted, b, got, before[interrupted])
 	}
-	waitOutbox(t, c)
+	ctltest.WaitOutbox(t, c)
 	c.CheckInvariants(t)
 }
 
@@ -89,7 +90,7 @@ func TestArchivedPacketsMoveWithTheirBucket(t *testing.T) {
 // its money and every record, as text to compare.
 func detail(t *testing.T, c *clustertest.Cluster, id hongbao.PacketID) string {
 	t.Helper()
-	r := c.Client.Retrying(10*time.Second).Detail(user(), id.String())
+	r := c.Client.Retrying(10*time.Second).Detail(ctltest.User(), id.String())
 	if r.Status != http.StatusOK {
 		t.Fatalf("detail of %s: %v", id, r)
 	}

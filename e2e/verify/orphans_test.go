@@ -1,4 +1,4 @@
-package main_test
+package verify_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/e2e/harness/clustertest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/ctltest"
 	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 )
 
@@ -93,7 +94,7 @@ func TestVerifyOrphans(t *testing.T) {
 // with 10,000 fen and opens opens of its shares.
 func sendOrphan(t *testing.T, c *clustertest.Cluster, opens int) orphanPacket {
 	t.Helper()
-	p := orphanPacket{sender: user()}
+	p := orphanPacket{sender: ctltest.User()}
 	c.TopUp(t, p.sender, 10_000)
 	cl := c.Client.Retrying(10 * time.Second)
 	r := cl.Send(p.sender, hongbao.SendRequest{Total: 500, Count: 5, Type: hongbao.Random}, "orphan-"+p.sender.String())
@@ -106,7 +107,7 @@ func sendOrphan(t *testing.T, c *clustertest.Cluster, opens int) orphanPacket {
 	}
 	p.left = 500
 	for range opens {
-		o := cl.Open(user(), p.id.String())
+		o := cl.Open(ctltest.User(), p.id.String())
 		if o.Status != http.StatusOK || o.Body.Status != hongbao.Opened {
 			t.Fatalf("open %s: %v", p.id, o)
 		}
@@ -200,21 +201,21 @@ func violations(out string) []string {
 // the load stops and the settlers catch up it passes.
 func TestVerifyNoOrphansWhileMoving(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{Expiry: 2 * time.Second, SweepAfter: 2 * time.Second, DevGrant: 1_000_000_000})
-	buckets := bucketsOf(t, c, c.Sets[0].Name)[:2]
+	buckets := ctltest.BucketsOf(t, c, c.Sets[0].Name)[:2]
 	ctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	var sent, moves atomic.Int64
 	for w := range 6 {
 		wg.Go(func() {
 			for i := 0; ctx.Err() == nil; i++ {
-				sender := user()
-				r := c.Client.Send(sender, hongbao.SendRequest{Total: 500, Count: 5, Type: hongbao.Random}, keyInto(sender, buckets[(w+i)%2]))
+				sender := ctltest.User()
+				r := c.Client.Send(sender, hongbao.SendRequest{Total: 500, Count: 5, Type: hongbao.Random}, ctltest.KeyInto(sender, buckets[(w+i)%2]))
 				if r.Status != http.StatusCreated {
 					continue // busy or moving: the next one
 				}
 				sent.Add(1)
 				for range i % 6 { // some sold out, most left to expire
-					c.Client.Open(user(), r.Body.ID)
+					c.Client.Open(ctltest.User(), r.Body.ID)
 				}
 			}
 		})

@@ -1,4 +1,4 @@
-package main
+package crash_test
 
 // kill -9 of a SET server while opens are in flight, then a restart: every
 // open answered "opened" is in MySQL with the amount the client was told

@@ -1,4 +1,4 @@
-package main_test
+package ctltest
 
 import (
 	"context"
@@ -16,34 +16,34 @@ import (
 
 // The fault tests run the mover in their own process, as hbctl runs it,
 // with knobs at its steps: a kill makes the mover stop dead where it is
-// (errKilled), and the test then closes the pools it gave the mover, as a
+// (ErrKilled), and the test then closes the pools it gave the mover, as a
 // dead process's sockets close; a pause blocks the mover until the test
 // releases it.
 
-// errKilled is a mover killed by a knob, as by kill -9.
-var errKilled = errors.New("killed by the test's knob")
+// ErrKilled is a mover killed by a knob, as by kill -9.
+var ErrKilled = errors.New("killed by the test's knob")
 
-// killAt is knobs that kill the mover when a move reaches step.
-func killAt(step string) move.Knobs {
+// KillAt is knobs that kill the mover when a move reaches step.
+func KillAt(step string) move.Knobs {
 	return move.Knobs{At: func(_ context.Context, s string) error {
 		if s == step {
-			return errKilled
+			return ErrKilled
 		}
 		return nil
 	}}
 }
 
-// paused is a pause of the mover at one step: reached is closed when a
+// Paused is a pause of the mover at one step: reached is closed when a
 // move gets there, and the move (and any later one there) goes on once
-// release is called.
-type paused struct {
+// Release is called.
+type Paused struct {
 	reached, released chan struct{}
 	once, free        sync.Once
 }
 
-// pauseAt is knobs that pause the mover when a move reaches step.
-func pauseAt(step string) (move.Knobs, *paused) {
-	p := &paused{reached: make(chan struct{}), released: make(chan struct{})}
+// PauseAt is knobs that pause the mover when a move reaches step.
+func PauseAt(step string) (move.Knobs, *Paused) {
+	p := &Paused{reached: make(chan struct{}), released: make(chan struct{})}
 	return move.Knobs{At: func(ctx context.Context, s string) error {
 		if s != step {
 			return nil
@@ -58,11 +58,11 @@ func pauseAt(step string) (move.Knobs, *paused) {
 	}}, p
 }
 
-func (p *paused) release() { p.free.Do(func() { close(p.released) }) }
+func (p *Paused) Release() { p.free.Do(func() { close(p.released) }) }
 
-// wait waits until the mover reached the pause, or done delivered the
+// Wait waits until the mover reached the pause, or done delivered the
 // mover's end first (then it fails the test).
-func (p *paused) wait(t *testing.T, done <-chan error, what string) {
+func (p *Paused) Wait(t *testing.T, done <-chan error, what string) {
 	t.Helper()
 	select {
 	case <-p.reached:
@@ -73,9 +73,9 @@ func (p *paused) wait(t *testing.T, done <-chan error, what string) {
 	}
 }
 
-// operator opens what hbctl opens for a rebalance of c: the meta database,
+// Operator opens what hbctl opens for a rebalance of c: the meta database,
 // its journal and the SETs' pools; the caller closes them.
-func operator(c *clustertest.Cluster) (*move.Operator, error) {
+func Operator(c *clustertest.Cluster) (*move.Operator, error) {
 	cfg, err := configs.Load(c.Config, clustertest.Environ())
 	if err != nil {
 		return nil, err
@@ -83,10 +83,10 @@ func operator(c *clustertest.Cluster) (*move.Operator, error) {
 	return move.OpenOperator(context.Background(), cfg.MetaDSN, cfg.CoreMembers(), cfg.Location())
 }
 
-// moveIn is `hbctl topology move --bucket bucket --to to` with knobs, run
+// MoveIn is `hbctl topology move --bucket bucket --to to` with knobs, run
 // in the test's process; its pools are closed when it returns.
-func moveIn(c *clustertest.Cluster, bucket hongbao.Bucket, to string, knobs move.Knobs) error {
-	op, err := operator(c)
+func MoveIn(c *clustertest.Cluster, bucket hongbao.Bucket, to string, knobs move.Knobs) error {
+	op, err := Operator(c)
 	if err != nil {
 		return err
 	}
@@ -101,11 +101,11 @@ func moveIn(c *clustertest.Cluster, bucket hongbao.Bucket, to string, knobs move
 	return op.MoveBucket(ctx, mv, bucket, top.Owner(bucket).Name, to)
 }
 
-// applyIn is `hbctl rebalance apply` continuing the unfinished rebalance,
+// ApplyIn is `hbctl rebalance apply` continuing the unfinished rebalance,
 // with knobs, run in the test's process; its pools are closed when it
-// returns. Like moveIn it fails no test itself: it runs in a goroutine.
-func applyIn(c *clustertest.Cluster, knobs move.Knobs) error {
-	op, err := operator(c)
+// returns. Like MoveIn it fails no test itself: it runs in a goroutine.
+func ApplyIn(c *clustertest.Cluster, knobs move.Knobs) error {
+	op, err := Operator(c)
 	if err != nil {
 		return err
 	}

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/hongbao-dev/hongbao/configs"
 	"github.com/hongbao-dev/hongbao/set/lease"
@@ -46,9 +45,7 @@ func (l leased) Held(ctx context.Context) error {
 // released expires after its TTL).
 func (l leased) Release() {
 	l.HeldLock.Release()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	_ = l.lease.Release(ctx) // its error says only that it expires by itself
+	l.lease.Drop()
 }
 
 // takeLease takes group's lease when the Reparenter has Leases; nil
@@ -74,12 +71,9 @@ func withLease(lock HeldLock, h *lease.Held) HeldLock {
 
 // dropLease releases h when the MySQL lock could not be taken after it.
 func dropLease(h *lease.Held) {
-	if h == nil {
-		return
+	if h != nil {
+		h.Drop()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	_ = h.Release(ctx) // it expires by itself otherwise
 }
 
 // lockSet takes SET name's lease (with Leases) and then its failover lock

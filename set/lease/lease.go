@@ -242,6 +242,14 @@ func (h *Held) Release(ctx context.Context) error {
 	return nil
 }
 
+// Drop is Release within 2 s, for a release nothing depends on (a
+// deferred one): a lease it cannot release expires after its TTL.
+func (h *Held) Drop() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = h.Release(ctx) // its error says only that the lease expires by itself
+}
+
 // revoke gives up a lease not bound to a key we hold, best effort: it
 // expires after its TTL anyway.
 func (c *Client) revoke(id clientv3.LeaseID) {

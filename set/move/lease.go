@@ -3,7 +3,6 @@ package move
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/hongbao-dev/hongbao/set/lease"
 	"github.com/hongbao-dev/hongbao/set/topology"
@@ -49,7 +48,5 @@ func (mv *Mover) dropLease(m *topology.Move) {
 	if !ok {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	_ = h.(*lease.Held).Release(ctx) // its error says only that it expires by itself
+	h.(*lease.Held).Drop()
 }

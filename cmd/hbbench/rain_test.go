@@ -18,7 +18,7 @@ import (
 // and the run ends when the last answer is in, not at wrk's duration.
 func TestRainSendsEachTokenOnce(t *testing.T) {
 	if _, err := exec.LookPath("wrk"); err != nil {
-		t.Skip("wrk is not installed")
+		t.Fatalf("wrk is not installed (scripts/dev.sh bench-e2e and bench install it): %v", err)
 	}
 	var mu sync.Mutex
 	seen := map[string]int{}

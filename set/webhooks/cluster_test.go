@@ -31,9 +31,7 @@ import (
 // event is left; the monthly statement of each sender agrees with the
 // wallet; verify is clean.
 func TestClusterWebhooksUnderKills(t *testing.T) {
-	if testing.Short() {
-		t.Skip("whole cluster")
-	}
+	dbtest.Need(t) // a whole cluster: skipped only under -short
 	r := newReceiver(t)
 	r.down.Store(true)
 	r.delay.Store(int64(20 * time.Millisecond))

@@ -66,6 +66,10 @@ func run(args []string) error {
 	}
 	defer log.Sync() //nolint:errcheck
 	log = log.With(zap.String("listen", addr))
+	// Armed by the stop signal, disarmed once everything below is closed:
+	// a stop takes the shutdown grace and 10 s more at most.
+	var overrun admin.Overrun
+	defer overrun.Disarm()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -127,6 +131,7 @@ func run(args []string) error {
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
+	overrun.Arm(cfg.ShutdownGrace.D()+10*time.Second, log)
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace.D())
 	defer cancel()
 	herr := hs.Shutdown(sctx)

@@ -86,6 +86,9 @@ func run(args []string) error {
 	}
 	defer log.Sync() //nolint:errcheck
 	log = log.With(zap.String("set", sc.Name), zap.String("listen", *listen))
+	// Armed by the stop signal, disarmed once everything below is closed.
+	var overrun admin.Overrun
+	defer overrun.Disarm()
 
 	// Switchable pools: after a failover of the SET's MySQL (a new DSN in
 	// the topology) they dial the new primary, without a restart.
@@ -187,10 +190,14 @@ func run(args []string) error {
 		return err
 	}
 	defer adm.Shutdown(context.Background()) //nolint:errcheck // exiting anyway
-	err = serve(log, *listen, srv, cfg.ShutdownGrace.D(), cfg.Admin.DrainGrace.D())
+	err = serve(log, *listen, srv, cfg.ShutdownGrace.D(), cfg.Admin.DrainGrace.D(), &overrun)
 	stopLoops() // drained: the loops end before the pools close
 	return err
 }
+
+// stopMargin is what a stop may take beyond its drain and shutdown
+// graces: the loops ending and the pools closing.
+const stopMargin = 10 * time.Second
 
 // selfAddr is the address router signatures must name: -advertise, or
 // -listen unless it is a wildcard (0.0.0.0:8081, :8081), which routers
@@ -229,8 +236,9 @@ func followBuckets(ctx context.Context, topo *topology.Watcher, name string, srv
 // serve runs the HTTP server until SIGINT or SIGTERM. Then it turns
 // not-ready first and keeps serving for drain (routers probe /readyz every
 // second and stop sending it packets), then stops taking requests,
-// finishes those in flight and drains every packet queue.
-func serve(log *zap.Logger, addr string, srv *set.Server, grace, drain time.Duration) error {
+// finishes those in flight and drains every packet queue. From the
+// signal on, overrun bounds the whole stop (closing the pools included).
+func serve(log *zap.Logger, addr string, srv *set.Server, grace, drain time.Duration, overrun *admin.Overrun) error {
 	hs := &http.Server{Addr: addr, Handler: srv.Handler(), ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second}
 	ln, err := net.Listen("tcp", addr)
@@ -249,6 +257,7 @@ func serve(log *zap.Logger, addr string, srv *set.Server, grace, drain time.Dura
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
+	overrun.Arm(drain+grace+stopMargin, log)
 	srv.Drain()
 	log.Info("shutting down: not ready; draining after the grace", zap.Duration("drain_grace", drain))
 	time.Sleep(drain)

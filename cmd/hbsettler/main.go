@@ -77,6 +77,11 @@ func run(args []string) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// From the stop signal on, the stop takes the shutdown grace and 10 s
+	// more at most; disarmed once everything below is closed.
+	var overrun admin.Overrun
+	defer overrun.Disarm()
+	context.AfterFunc(ctx, func() { overrun.Arm(cfg.ShutdownGrace.D()+10*time.Second, log) })
 	// A switchable pool: after a failover of the SET's MySQL (a new DSN in
 	// the topology) it dials the new primary, without a restart.
 	live, err := sqldb.OpenSwitch(sc.MySQLDSN, 8)

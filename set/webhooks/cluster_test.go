@@ -32,6 +32,7 @@ import (
 // wallet; verify is clean.
 func TestClusterWebhooksUnderKills(t *testing.T) {
 	dbtest.Need(t) // a whole cluster: skipped only under -short
+	began := time.Now()
 	r := newReceiver(t)
 	r.down.Store(true)
 	r.delay.Store(int64(20 * time.Millisecond))
@@ -129,48 +130,79 @@ func TestClusterWebhooksUnderKills(t *testing.T) {
 	}
 	t.Logf("%d events, %d deliveries", len(want), len(r.got))
 	r.mu.Unlock()
-	checkStatements(t, c, slices.Collect(maps.Keys(senders)))
-	checkDaily(t, c)
+	checkStatements(t, c, slices.Collect(maps.Keys(senders)), began)
+	checkDaily(t, c, began)
 	if out := c.MustCtl(t, "webhook", "list"); strings.Count(strings.TrimSpace(out), "\n") != 0 {
 		t.Errorf("hbctl webhook list after delivery:\n%s", out)
 	}
 	c.CheckInvariants(t)
 }
 
-// checkDaily runs hbctl statement for today: the whole ledger (the
-// cluster is today's), the SETs agreeing to the fen, written to its file.
-func checkDaily(t *testing.T, c *clustertest.Cluster) {
+// checkDaily runs hbctl statement for each day (Asia/Shanghai) the test
+// ran on: one day, or two when it ran over midnight there (16:00 UTC).
+// Together they hold the whole ledger (the cluster is the test's), the SETs
+// agreeing to the fen, each written to its file; so does the archival
+// cron's statement of each of those days.
+func checkDaily(t *testing.T, c *clustertest.Cluster, began time.Time) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "statement.json")
-	day := time.Now().In(dbtest.Shanghai(t)).Format(time.DateOnly)
-	c.MustCtl(t, "statement", "--day", day, "--format", "json", "--out", path)
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var st statement.JSON
-	if err := json.Unmarshal(raw, &st); err != nil {
-		t.Fatal(err)
-	}
 	entries := dbtest.Count(t, c.WalletDB(), "SELECT COUNT(*) FROM ledger")
-	if len(st.Entries) != entries || len(st.Problems) > 0 {
-		t.Errorf("statement of %s: %d entries (ledger %d), problems %v", day, len(st.Entries), entries, st.Problems)
+	var listed, cron int
+	totals, sets := map[string]statement.Total{}, map[string]statement.Total{}
+	for _, day := range testDays(t, began) {
+		path := filepath.Join(t.TempDir(), "statement.json")
+		c.MustCtl(t, "statement", "--day", day, "--format", "json", "--out", path)
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st statement.JSON
+		if err := json.Unmarshal(raw, &st); err != nil {
+			t.Fatal(err)
+		}
+		if len(st.Problems) > 0 {
+			t.Errorf("statement of %s: problems %v", day, st.Problems)
+		}
+		listed += len(st.Entries)
+		for k, v := range st.Totals {
+			totals[k] = statement.Total{N: totals[k].N + v.N, Sum: totals[k].Sum + v.Sum}
+		}
+		for k, v := range st.SETs {
+			sets[k] = statement.Total{N: sets[k].N + v.N, Sum: sets[k].Sum + v.Sum}
+		}
+		// The archival cron writes the previous day's: this one, as of the next.
+		dir := t.TempDir()
+		next, err := time.ParseInLocation(time.DateOnly, day, dbtest.Shanghai(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.MustCtl(t, "archive", "run", "--as-of", next.AddDate(0, 0, 1).Format(time.DateOnly), "--statement-dir", dir)
+		raw, err = os.ReadFile(filepath.Join(dir, "statement-"+day+".csv"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cron += strings.Count(string(raw), "\nentry,")
+	}
+	if listed != entries || cron != entries {
+		t.Errorf("the statements list %d entries, the cron's %d, the ledger has %d", listed, cron, entries)
 	}
 	for _, k := range []string{hongbao.KindSend, hongbao.KindOpen, hongbao.KindRefund} {
-		if st.Totals[k] != st.SETs[k] || st.Totals[k].N == 0 {
-			t.Errorf("%s: ledger %+v, SETs %+v", k, st.Totals[k], st.SETs[k])
+		if totals[k] != sets[k] || totals[k].N == 0 {
+			t.Errorf("%s: ledger %+v, SETs %+v", k, totals[k], sets[k])
 		}
 	}
-	// The archival cron writes the previous day's: today's, as of tomorrow.
-	dir := t.TempDir()
-	tomorrow := time.Now().In(dbtest.Shanghai(t)).AddDate(0, 0, 1).Format(time.DateOnly)
-	c.MustCtl(t, "archive", "run", "--as-of", tomorrow, "--statement-dir", dir)
-	raw, err = os.ReadFile(filepath.Join(dir, "statement-"+day+".csv"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := strings.Count(string(raw), "\nentry,"); n != entries {
-		t.Errorf("the cron's statement of %s lists %d entries, the ledger has %d", day, n, entries)
+}
+
+// testDays is each day in Asia/Shanghai from began's to now's.
+func testDays(t *testing.T, began time.Time) []string {
+	t.Helper()
+	sh := dbtest.Shanghai(t)
+	last := time.Now().In(sh).Format(time.DateOnly)
+	var days []string
+	for d := began.In(sh); ; d = d.AddDate(0, 0, 1) {
+		days = append(days, d.Format(time.DateOnly))
+		if days[len(days)-1] >= last {
+			return days
+		}
 	}
 }
 
@@ -240,27 +272,48 @@ func diff(want map[string]string, got []string) (missing, extra []string) {
 	return missing, extra
 }
 
-// checkStatements reads each sender's statement of the month through the
-// router: its closing balance is the wallet's; a bad month is a 400.
-func checkStatements(t *testing.T, c *clustertest.Cluster, users []hongbao.UserID) {
+// checkStatements reads each sender's statements through the router, of
+// each month the test ran in (two when it ran over a month's end): the
+// first opens at 0, the last closes at the wallet's balance; a bad month is
+// a 400.
+func checkStatements(t *testing.T, c *clustertest.Cluster, users []hongbao.UserID, began time.Time) {
 	t.Helper()
-	month := time.Now().In(dbtest.Shanghai(t)).Format("2006-01")
-	for _, u := range users[:min(len(users), 5)] {
-		rep := c.Do(c.Request(http.MethodGet, c.URL()+"/v1/me/statement?month="+month, u, nil, nil))
-		var st struct {
-			Entries  []json.RawMessage `json:"entries"`
-			Balances []struct {
-				User    string `json:"user"`
-				Opening int64  `json:"opening"`
-				Closing int64  `json:"closing"`
-			} `json:"balances"`
+	var months []string
+	for _, d := range testDays(t, began) {
+		if m := d[:len("2006-01")]; !slices.Contains(months, m) {
+			months = append(months, m)
 		}
-		if rep.Status != http.StatusOK || json.Unmarshal(rep.Raw, &st) != nil || len(st.Balances) != 1 {
-			t.Fatalf("statement of %s: %v", u, rep)
+	}
+	for _, u := range users[:min(len(users), 5)] {
+		var opening, closing int64
+		entries := 0
+		for i, month := range months {
+			rep := c.Do(c.Request(http.MethodGet, c.URL()+"/v1/me/statement?month="+month, u, nil, nil))
+			var st struct {
+				Entries  []json.RawMessage `json:"entries"`
+				Balances []struct {
+					User    string `json:"user"`
+					Opening int64  `json:"opening"`
+					Closing int64  `json:"closing"`
+				} `json:"balances"`
+			}
+			if rep.Status != http.StatusOK || json.Unmarshal(rep.Raw, &st) != nil || len(st.Balances) > 1 || st.Balances == nil && len(st.Entries) > 0 {
+				t.Fatalf("statement of %s for %s: %v", u, month, rep)
+			}
+			entries += len(st.Entries)
+			if len(st.Balances) == 1 {
+				if st.Balances[0].User != u.String() {
+					t.Errorf("statement of %s for %s names %s", u, month, st.Balances[0].User)
+				}
+				if i == 0 {
+					opening = st.Balances[0].Opening
+				}
+				closing = st.Balances[0].Closing
+			}
 		}
 		bal, err := c.Wallet().Balance(t.Context(), u)
-		if err != nil || st.Balances[0].User != u.String() || st.Balances[0].Opening != 0 || st.Balances[0].Closing != bal || len(st.Entries) < 2 {
-			t.Errorf("statement of %s: %s; wallet balance %d (%v)", u, rep.Raw, bal, err)
+		if err != nil || opening != 0 || closing != bal || entries < 2 {
+			t.Errorf("statements of %s for %v: opening %d, closing %d, %d entries; wallet balance %d (%v)", u, months, opening, closing, entries, bal, err)
 		}
 	}
 	for _, bad := range []string{"2026-13", "nov", "2026-11-01"} {

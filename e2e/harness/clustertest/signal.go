@@ -17,7 +17,9 @@ func (p *Process) Signal(sig syscall.Signal) error {
 	return cmd.Process.Signal(sig)
 }
 
-// Wait waits until p exits, at most within.
+// Wait waits until p exits, at most within. A process still running then
+// gets SIGQUIT, so the Go runtime writes every goroutine's stack into its
+// log: a hung shutdown names where it hangs.
 func (p *Process) Wait(within time.Duration) error {
 	p.mu.Lock()
 	done := p.done
@@ -26,6 +28,11 @@ func (p *Process) Wait(within time.Duration) error {
 	case <-done:
 		return nil
 	case <-time.After(within):
-		return fmt.Errorf("clustertest: %s %s still runs after %v", p.Kind, p.Name, within)
 	}
+	_ = p.Signal(syscall.SIGQUIT)
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+	}
+	return fmt.Errorf("clustertest: %s %s still runs after %v (goroutines dumped into %s)", p.Kind, p.Name, within, p.Log)
 }

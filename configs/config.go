@@ -345,6 +345,9 @@ func (c *Config) Check() error {
 	if co := c.Router.Coalesce; co.Batch < 0 || co.Batch > 512 || co.InFlight < 0 {
 		errs = append(errs, errors.New("router.coalesce: batch must be 0 (off) to 512, in_flight not negative"))
 	}
+	if c.Dashboard.AuditEvery < 0 {
+		errs = append(errs, errors.New("dashboard: audit_every must not be negative"))
+	}
 	if c.Admin.DrainGrace < 0 || c.Admin.DrainGrace >= c.ShutdownGrace {
 		errs = append(errs, errors.New("admin: drain_grace must be at least 0 and less than shutdown_grace"))
 	}

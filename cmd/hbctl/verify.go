@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,13 +9,10 @@ import (
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
-	"github.com/hongbao-dev/hongbao/configs"
 	"github.com/hongbao-dev/hongbao/metrics"
 	"github.com/hongbao-dev/hongbao/set/settings"
-	"github.com/hongbao-dev/hongbao/set/topology"
 	"github.com/hongbao-dev/hongbao/store"
 	"github.com/hongbao-dev/hongbao/store/audit"
-	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // cmdVerify runs the money audit (store/audit: invariants 1, 2 and 4
@@ -49,7 +45,7 @@ func cmdVerify(ctx context.Context, e *env, args []string) (err error) {
 		*sweepAfter = cfg.Settle.SweepAfter.D()
 	}
 	before := time.Now().Add(-*sweepAfter) // before any snapshot: a packet younger is no orphan
-	src, closeAll, err := auditSources(ctx, cfg)
+	src, closeAll, err := settings.Audit(ctx, cfg)
 	defer closeAll()
 	if err != nil {
 		return err
@@ -74,54 +70,6 @@ func cmdVerify(ctx context.Context, e *env, args []string) (err error) {
 	}
 	fmt.Fprintln(e.stdout, "OK: every invariant holds")
 	return nil
-}
-
-// auditSources opens the pools of every SET (the meta database's, when
-// there is one) and the meta database. closeAll closes what was opened,
-// even after an error.
-func auditSources(ctx context.Context, cfg *configs.Config) (src audit.Sources, closeAll func(), err error) {
-	var closers []func()
-	closeAll = func() {
-		for i := len(closers) - 1; i >= 0; i-- {
-			closers[i]()
-		}
-	}
-	src.Location = cfg.Location()
-	sets, err := settings.Sets(ctx, cfg)
-	if err != nil {
-		return src, closeAll, err
-	}
-	for _, sc := range sets {
-		db, cold, closeDBs, err := openSetDBs(sc.MySQLDSN, sc.Cold())
-		if err != nil {
-			return src, closeAll, fmt.Errorf("SET %s: %w", sc.Name, err)
-		}
-		closers = append(closers, closeDBs)
-		src.Sets = append(src.Sets, audit.Set{Name: sc.Name, DB: db, Cold: cold})
-	}
-	if cfg.MetaDSN != "" {
-		if src.Meta, err = topology.OpenMeta(ctx, cfg.MetaDSN, cfg.CoreMembers(), false); err != nil {
-			return src, closeAll, err
-		}
-		closers = append(closers, func() { src.Meta.Close() })
-	}
-	return src, closeAll, nil
-}
-
-// openSetDBs opens pools on a SET's MySQL and its archive (one pool when
-// they are the same).
-func openSetDBs(dsn, coldDSN string) (db, cold *sql.DB, closeAll func(), err error) {
-	if db, err = sqldb.Open(dsn, 4); err != nil {
-		return nil, nil, nil, err
-	}
-	if coldDSN == dsn {
-		return db, db, func() { db.Close() }, nil
-	}
-	if cold, err = sqldb.Open(coldDSN, 2); err != nil {
-		db.Close()
-		return nil, nil, nil, err
-	}
-	return db, cold, func() { db.Close(); cold.Close() }, nil
 }
 
 // printReport prints what the audit read; the sums and the violations

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"database/sql"
 	"net/http"
 	"time"
@@ -10,7 +11,9 @@ import (
 	"github.com/hongbao-dev/hongbao/configs"
 	"github.com/hongbao-dev/hongbao/router"
 	"github.com/hongbao-dev/hongbao/router/dashboard"
+	"github.com/hongbao-dev/hongbao/set/settings"
 	"github.com/hongbao-dev/hongbao/set/topology"
+	"github.com/hongbao-dev/hongbao/store/audit"
 )
 
 // devTokenTTL turns the page's dev sign-in and top-up on exactly when the
@@ -25,8 +28,9 @@ func devTokenTTL(cfg *configs.Config) time.Duration {
 
 // newBoard wires the operator dashboard: the admin listeners of every
 // SET's servers and settlers that the configuration lists, the archiver's
-// and verify's textfiles, and the rebalance journal in meta, the meta DB
-// the topology is followed in.
+// and verify's textfiles, the money audit run in this process (on request,
+// and every dashboard.audit_every), and the rebalance journal in meta, the
+// meta DB the topology is followed in.
 func newBoard(cfg *configs.Config, meta *sql.DB, topo *topology.Watcher, health *router.Health, reg *prometheus.Registry) *dashboard.Board {
 	var targets []dashboard.Target
 	for _, s := range cfg.Sets {
@@ -41,7 +45,16 @@ func newBoard(cfg *configs.Config, meta *sql.DB, topo *topology.Watcher, health 
 			targets = append(targets, dashboard.Target{Set: s.Name, Kind: "settler", Name: "settler " + s.Name + string(rune('1'+i)), Admin: adm})
 		}
 	}
-	return dashboard.New(dashboard.Deps{Topology: topo.Current, Moves: topo.Moved, Healthy: health.Healthy, Router: reg,
+	b := dashboard.New(dashboard.Deps{Topology: topo.Current, Moves: topo.Moved, Healthy: health.Healthy, Router: reg,
 		Targets: targets, Archive: cfg.Archive.Textfile, Verify: cfg.Dashboard.VerifyTextfile,
-		Client: &http.Client{Timeout: 800 * time.Millisecond}, Meta: meta})
+		Client: &http.Client{Timeout: 800 * time.Millisecond}, Meta: meta,
+		Audit: func(ctx context.Context) ([]string, error) {
+			rep, err := settings.RunAudit(ctx, cfg, audit.Options{})
+			if err != nil {
+				return nil, err
+			}
+			return rep.Violations(), nil
+		}})
+	b.Register(reg)
+	return b
 }

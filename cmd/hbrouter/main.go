@@ -111,6 +111,7 @@ func run(args []string) error {
 	defer stopLoops()
 	loops.Go(func() { topo.Run(bg) })
 	loops.Go(func() { health.Run(bg, func() []string { return allServers(topo.Current()) }) })
+	loops.Go(func() { board.AuditEvery(bg, cfg.Dashboard.AuditEvery.D()) })
 
 	// Slow clients are cut off: headers within 5 s, the whole request
 	// within 10 s (a late body is answered 408 body_timeout).

@@ -365,7 +365,7 @@ func sendOnSet(t *testing.T, c *clustertest.Cluster, set string) {
 }
 
 // testDashboard runs a load of opens and watches the dashboard: both SETs,
-// the bucket map, a last verify, a running rebalance's progress, and an
+// the bucket map, a last verify, a money audit run from the page, a running rebalance's progress, and an
 // opens/s that moves.
 func testDashboard(t *testing.T, c *clustertest.Cluster, b *browsertest.Browser, shots []string) {
 	verifyOut, verifyErr := c.Ctl("verify", "--textfile", c.VerifyTextfile)
@@ -406,6 +406,12 @@ func testDashboard(t *testing.T, c *clustertest.Cluster, b *browsertest.Browser,
 	}
 	if v := browsertest.Wait[string](tab, `document.querySelector("#verify .pill")?.textContent`); v != wantVerify {
 		t.Errorf("dashboard's last verify %q, hbctl verify said %q:\n%s", v, wantVerify, verifyOut)
+	}
+	// The money audit, run in the router's process on a click, under the
+	// load: it passes, and says so.
+	tab.Do(chromedp.Click(chromedp.CSS("#audit-run")))
+	if v := browsertest.Wait[string](tab, `(() => { const p = document.querySelector("#audit .pill"); return p && p.textContent; })()`); v != "OK" {
+		t.Errorf("dashboard's money audit %q, want OK; violations: %s", v, browsertest.Eval[string](tab, `document.querySelector("#audit-bad").textContent`))
 	}
 	checkRebalance(t, tab, failure)
 	if rows := browsertest.Wait[int](tab, `document.querySelectorAll("#archive tbody tr").length`); rows != 2 {

@@ -77,8 +77,8 @@ func TestVerifyOrphans(t *testing.T) {
 	waitRefund(t, c, recent)
 
 	// Settled: verify passes, a restore finds nothing, no second refund.
-	out = c.CheckInvariants(t)
-	if !strings.Contains(out, "SET "+orphan.set+": 0 orphan packets") {
+	c.CheckInvariants(t)
+	if out := c.MustCtl(t, "verify"); !strings.Contains(out, "SET "+orphan.set+": 0 orphan packets") || !strings.Contains(out, "OK: every invariant holds") {
 		t.Errorf("verify after the refunds:\n%s", out)
 	}
 	if out := c.MustCtl(t, "verify", "--restore-marks", "--sweep-after", "0s"); strings.Contains(out, "restored") {

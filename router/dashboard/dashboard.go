@@ -3,8 +3,9 @@
 // the page, GET /dashboard/status the JSON it polls every second (collected when asked). The
 // status comes from what the CLI and Prometheus read: the topology the
 // router follows, its health probes, every process's admin /metrics and
-// /readyz (scraped at most once a second), the archiver's textfile and the last
-// hbctl verify's textfile, and the newest rebalance of the journal in the
+// /readyz (scraped at most once a second), the archiver's textfile, the money
+// audit run in process (store/audit, on request and every
+// dashboard.audit_every) beside the last hbctl verify's textfile, and the newest rebalance of the journal in the
 // meta DB the topology comes from (read once per collect, within 700 ms).
 package dashboard
 
@@ -46,7 +47,11 @@ type Deps struct {
 	Verify   string                 // the verify textfile; "" for none
 	Client   *http.Client           // for the scrapes
 	Meta     *sql.DB                // the meta DB the topology comes from: the rebalance journal (nil: not shown)
-	Now      func() time.Time
+	// Audit runs the money audit in process (store/audit, as hbctl verify
+	// does) and returns its violations; nil: none is run here, only the
+	// verify textfile is shown.
+	Audit func(ctx context.Context) ([]string, error)
+	Now   func() time.Time
 }
 
 // Board collects the status when asked, at most once a second.
@@ -61,6 +66,10 @@ type Board struct {
 	// journal is the rebalance journal, made at the first collect that
 	// reaches the meta DB.
 	journal *topology.Journal
+
+	auditing sync.Mutex // held while an audit runs (TryLock: one at a time)
+	amu      sync.Mutex // guards audit
+	audit    *Audit
 }
 
 // New returns a Board.
@@ -83,10 +92,13 @@ func (b *Board) Status(ctx context.Context) *Status {
 	if b.last == nil || b.d.Now().Sub(b.last.At) >= 900*time.Millisecond {
 		b.last = b.collect(ctx)
 	}
-	return b.last
+	st := *b.last
+	st.Audit = b.LastAudit() // as of now: an audit's end shows at once
+	return &st
 }
 
-// Handler serves GET /dashboard and GET /dashboard/status; other paths go
+// Handler serves GET /dashboard, GET /dashboard/status and POST
+// /dashboard/audit (the money audit, now); other paths go
 // to next (the admin listener's own mux).
 func (b *Board) Handler(next http.Handler) http.Handler {
 	files, err := fs.Sub(static, "static")
@@ -101,6 +113,7 @@ func (b *Board) Handler(next http.Handler) http.Handler {
 		http.ServeFileFS(w, r, files, "dashboard.html")
 	})
 	mux.Handle("GET /dashboard/app/", http.StripPrefix("/dashboard/app/", http.FileServerFS(files)))
+	mux.HandleFunc("POST /dashboard/audit", b.serveAudit)
 	mux.HandleFunc("GET /dashboard/status", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")

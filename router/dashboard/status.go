@@ -25,6 +25,9 @@ type Status struct {
 	ArchiveNote string      `json:"archive_note,omitempty"`
 	Verify      *Verify     `json:"verify"`
 	VerifyNote  string      `json:"verify_note,omitempty"`
+	// Audit is the last money audit run in process (nil: none yet, or
+	// none configured).
+	Audit *Audit `json:"audit"`
 
 	// Rebalance is the newest rebalance in the journal (nil: none, or the
 	// journal unread); RebalanceNote says why there is none,

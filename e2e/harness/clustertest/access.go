@@ -86,20 +86,6 @@ func (c *Cluster) MustCtl(t testing.TB, args ...string) string {
 	return out
 }
 
-// CheckInvariants runs hbctl verify and fails the test with its output
-// unless it exits 0. Run it on a quiet cluster (outbox drained). It returns
-// the output.
-func (c *Cluster) CheckInvariants(t testing.TB) string {
-	t.Helper()
-	out, err := c.Ctl("verify")
-	if err != nil {
-		t.Errorf("hbctl verify: %v\n%s", err, out)
-	} else if !strings.Contains(out, "OK: every invariant holds") {
-		t.Errorf("hbctl verify exited 0 without saying OK:\n%s", out)
-	}
-	return out
-}
-
 // Credit credits user with amount fen through hbctl wallet credit, as an
 // operator does; a key makes the credit idempotent (--key), "" is none.
 // It is safe from any goroutine.

@@ -106,6 +106,7 @@
       $("#verify").innerHTML = pill(st.verify.ok, "OK", "FAILING");
       $("#verify-s").textContent = "ran " + ago(st.verify.last_run) + (st.verify.last_success ? ", passed " + ago(st.verify.last_success) : "");
     } else { $("#verify").textContent = "none"; $("#verify-s").textContent = st.verify_note || ""; }
+    drawAudit(st.audit);
     drawSets(st);
     drawMap(st);
     drawRebalance(st);
@@ -115,6 +116,35 @@
     const stamp = $("#stamp");
     stamp.className = "stamp";
     stamp.textContent = "updated " + new Date(st.at).toLocaleTimeString() + " · polling every second";
+  }
+
+  // drawAudit shows the last money audit the router ran in process
+  // (store/audit, what hbctl verify prints) and its first violations.
+  function drawAudit(a) {
+    const bad = (a && a.violations) || [];
+    $("#audit-panel").hidden = bad.length === 0;
+    $("#audit-bad").innerHTML = bad.map((v) => "<li>" + esc(v) + "</li>").join("");
+    $("#audit-run").disabled = !!(a && a.running);
+    if (!a || !a.at) {
+      $("#audit").textContent = a && a.running ? "running" : "none";
+      $("#audit-s").textContent = a && a.running ? "the first audit runs now" : "not run yet: run now, or set dashboard.audit_every";
+      return;
+    }
+    $("#audit").innerHTML = a.error ? pill(false, "", "ERROR") : pill(a.ok, "OK", int(a.violation_count) + " violations");
+    $("#audit-s").textContent = (a.running ? "running again now; " : "") + "ran " + ago(a.at) + " in " + num(a.took_s, 1) + " s" +
+      (a.last_ok ? ", passed " + ago(a.last_ok) : "") + (a.error ? ": " + a.error : "");
+  }
+
+  async function runAudit() {
+    const button = $("#audit-run");
+    button.disabled = true;
+    try {
+      const r = await fetch("/dashboard/audit", { method: "POST", cache: "no-store" });
+      const body = await r.json();
+      if (!r.ok && r.status !== 409) throw new Error(body.message || "HTTP " + r.status);
+    } catch (e) {
+      $("#audit-s").textContent = "could not run the audit: " + e.message;
+    }
   }
 
   async function poll() {
@@ -129,5 +159,8 @@
     }
     setTimeout(poll, 1000);
   }
-  document.addEventListener("DOMContentLoaded", poll);
+  document.addEventListener("DOMContentLoaded", () => {
+    $("#audit-run").addEventListener("click", runAudit);
+    poll();
+  });
 })();

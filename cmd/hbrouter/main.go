@@ -68,7 +68,7 @@ func run(args []string) error {
 	log = log.With(zap.String("listen", addr))
 	// Armed by the stop signal, disarmed once everything below is closed:
 	// a stop takes the shutdown grace and 10 s more at most.
-	var overrun admin.Overrun
+	overrun := admin.Overrun{Exit: os.Exit}
 	defer overrun.Disarm()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

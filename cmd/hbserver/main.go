@@ -87,7 +87,7 @@ func run(args []string) error {
 	defer log.Sync() //nolint:errcheck
 	log = log.With(zap.String("set", sc.Name), zap.String("listen", *listen))
 	// Armed by the stop signal, disarmed once everything below is closed.
-	var overrun admin.Overrun
+	overrun := admin.Overrun{Exit: os.Exit}
 	defer overrun.Disarm()
 
 	// Switchable pools: after a failover of the SET's MySQL (a new DSN in

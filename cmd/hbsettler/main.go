@@ -79,7 +79,7 @@ func run(args []string) error {
 	defer stop()
 	// From the stop signal on, the stop takes the shutdown grace and 10 s
 	// more at most; disarmed once everything below is closed.
-	var overrun admin.Overrun
+	overrun := admin.Overrun{Exit: os.Exit}
 	defer overrun.Disarm()
 	context.AfterFunc(ctx, func() { overrun.Arm(cfg.ShutdownGrace.D()+10*time.Second, log) })
 	// A switchable pool: after a failover of the SET's MySQL (a new DSN in

@@ -2,7 +2,6 @@ package admin
 
 import (
 	"bytes"
-	"os"
 	"runtime/pprof"
 	"sync"
 	"time"
@@ -13,11 +12,11 @@ import (
 // Overrun bounds a process's shutdown. A process asked to stop must stop:
 // an init system kills it after its own timeout anyway, and then nobody
 // learns where it hung. Armed when the stop signal arrives, it logs every
-// goroutine's stack and exits with status 1 unless Disarm is called first
+// goroutine's stack and calls Exit(1) unless Disarm is called first
 // (deferred at the top of run, so it runs once everything is closed).
-// The zero value is ready to use.
 type Overrun struct {
-	// Exit ends the process; os.Exit when nil. A knob for tests.
+	// Exit ends the process: the binary's main passes os.Exit (a library
+	// never exits the process itself); nil only logs.
 	Exit func(code int)
 
 	mu    sync.Mutex
@@ -36,7 +35,9 @@ func (o *Overrun) Arm(d time.Duration, log *zap.Logger) {
 		_ = pprof.Lookup("goroutine").WriteTo(&stacks, 2) // into a buffer: cannot fail
 		log.Error("shutdown overran: exiting", zap.Duration("limit", d), zap.String("goroutines", stacks.String()))
 		_ = log.Sync()
-		o.exit(1)
+		if o.Exit != nil {
+			o.Exit(1)
+		}
 	})
 }
 
@@ -47,12 +48,4 @@ func (o *Overrun) Disarm() {
 	if o.timer != nil {
 		o.timer.Stop()
 	}
-}
-
-func (o *Overrun) exit(code int) {
-	if o.Exit != nil {
-		o.Exit(code)
-		return
-	}
-	os.Exit(code)
 }

@@ -303,7 +303,7 @@ func Defaults() *Config {
 		Settle:        Settle{SweepAfter: Duration(30 * time.Second)},
 		Replication:   Replication{AdminUser: "root", User: "repl", WaitApplied: Duration(time.Minute), MaxReplicaLag: Duration(time.Second)},
 		Admin:         Admin{Router: "127.0.0.1:9080", Server: "127.0.0.1:9081", Settler: "127.0.0.1:9082", Watch: "127.0.0.1:9083", DrainGrace: Duration(2 * time.Second)},
-		Watch:         Watch{Interval: Duration(time.Second), After: Duration(10 * time.Second), ProbeTimeout: Duration(time.Second)},
+		Watch:         Watch{Interval: Duration(time.Second), After: Duration(10 * time.Second), ProbeTimeout: Duration(time.Second), Refresh: Duration(5 * time.Second)},
 		Etcd:          Etcd{TTL: Duration(10 * time.Second)},
 		DBConns:       64,
 		ShutdownGrace: Duration(20 * time.Second),

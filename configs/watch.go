@@ -17,12 +17,16 @@ type Watch struct {
 	// primary without a replica write on one machine (hbctl's
 	// --accept-single-copy); false: it waits for a replica.
 	AcceptSingleCopy bool `yaml:"accept_single_copy"`
+	// Refresh is how often hbwatch reads the topology's SETs again: a SET
+	// added or given replicas at run time is watched from then on, without
+	// a restart.
+	Refresh Duration `yaml:"refresh"`
 }
 
 // check validates the watchdog's settings.
 func (w Watch) check() error {
-	if w.Interval <= 0 || w.ProbeTimeout <= 0 || w.After < 2*w.Interval {
-		return errors.New("watch: interval and probe_timeout must be positive, after at least twice interval")
+	if w.Interval <= 0 || w.ProbeTimeout <= 0 || w.Refresh <= 0 || w.After < 2*w.Interval {
+		return errors.New("watch: interval, probe_timeout and refresh must be positive, after at least twice interval")
 	}
 	return nil
 }

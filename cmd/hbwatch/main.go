@@ -85,46 +85,49 @@ func run(ctx context.Context, args, environ []string) error {
 	return adm.Shutdown(sctx)
 }
 
-// daemon is the watchdog over every group: its watchers, the meta
-// database they read the SETs from, and whether it is shutting down.
+// daemon is the watchdog over every group (failover.Watchdog: the core
+// group's watcher and one per replicated SET, followed as the topology
+// changes), the meta database it reads the SETs from, and whether it is
+// shutting down.
 type daemon struct {
 	log      *zap.Logger
-	o        failover.WatchOptions
 	meta     *sql.DB // nil without a meta database
 	r        *failover.Reparenter
-	ws       []*failover.Watcher
+	wd       *failover.Watchdog
+	refresh  time.Duration
 	stopping atomic.Bool
 }
 
-// newDaemon reads the topology and makes a watcher of every replicated
-// SET and of the core group (when it has replicas).
+// newDaemon reads the topology and makes the watchdog: a watcher of every
+// replicated SET, and of the core group when it has replicas.
 func newDaemon(ctx context.Context, cfg *configs.Config, log *zap.Logger, m *metrics.Watch) (*daemon, error) {
 	w := cfg.Watch
-	d := &daemon{log: log, o: failover.WatchOptions{After: w.After.D(), Interval: w.Interval.D(),
-		ProbeTimeout: w.ProbeTimeout.D(), SingleCopy: w.AcceptSingleCopy}}
+	o := failover.WatchOptions{After: w.After.D(), Interval: w.Interval.D(), ProbeTimeout: w.ProbeTimeout.D(), SingleCopy: w.AcceptSingleCopy}
 	r, err := failover.Open(ctx, cfg, log)
 	if err != nil {
 		return nil, fmt.Errorf("etcd: %w", err)
 	}
-	d.r = r
+	d := &daemon{log: log, r: r, refresh: w.Refresh.D()}
 	if cfg.MetaDSN != "" {
-		meta, err := topology.OpenMeta(ctx, cfg.MetaDSN, cfg.CoreMembers(), false)
-		if err != nil {
-			return nil, err
+		if d.meta, err = topology.OpenMeta(ctx, cfg.MetaDSN, cfg.CoreMembers(), false); err != nil {
+			return nil, errors.Join(err, d.Close())
 		}
-		d.meta = meta
-		names, err := failover.ReplicatedSets(ctx, meta)
+	}
+	var fixed []*failover.Watcher
+	if len(cfg.CoreMembers()) > 0 {
+		fixed = append(fixed, r.NewWatcher(r.CoreTarget(cfg), o, log.With(zap.String("group", "core")), m))
+	}
+	d.wd = r.NewWatchdog(d.meta, o, log, m, fixed...)
+	if d.meta != nil {
+		names, err := failover.ReplicatedSets(ctx, d.meta)
 		if err != nil {
 			return nil, errors.Join(fmt.Errorf("the topology's SETs: %w", err), d.Close())
 		}
-		for _, name := range names {
-			d.ws = append(d.ws, r.NewWatcher(r.SetTarget(meta, name), d.o, log.With(zap.String("set", name)), m))
+		if len(names) > 0 {
+			return d, nil
 		}
 	}
-	if len(cfg.CoreMembers()) > 0 {
-		d.ws = append(d.ws, r.NewWatcher(r.CoreTarget(cfg), d.o, log.With(zap.String("group", "core")), m))
-	}
-	if len(d.ws) == 0 {
+	if len(fixed) == 0 {
 		return nil, errors.Join(errors.New("nothing to watch: no SET has replicas and the core group has none (core.replicas)"), d.Close())
 	}
 	return d, nil
@@ -139,7 +142,7 @@ func (d *daemon) Run(ctx context.Context) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		failover.Watch(loops, d.log, d.o, d.ws)
+		d.wd.Run(loops, d.refresh)
 	}()
 	select {
 	case <-ctx.Done():
@@ -157,10 +160,8 @@ func (d *daemon) Ready(context.Context) error {
 	if d.stopping.Load() {
 		return errors.New("shutting down")
 	}
-	for _, w := range d.ws {
-		if !w.Probed() {
-			return errors.New("not every group probed yet")
-		}
+	if !d.wd.Probed() {
+		return errors.New("not every group probed yet")
 	}
 	return nil
 }

@@ -45,7 +45,7 @@ func testConfig(t *testing.T, name string) *configs.Config {
 	cfg := configs.Defaults()
 	cfg.MetaDSN = c.FormatDSN()
 	cfg.Watch = configs.Watch{Interval: configs.Duration(100 * time.Millisecond), After: configs.Duration(time.Second),
-		ProbeTimeout: configs.Duration(200 * time.Millisecond)}
+		ProbeTimeout: configs.Duration(200 * time.Millisecond), Refresh: configs.Duration(100 * time.Millisecond)}
 	return cfg
 }
 

@@ -4,7 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"sync"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"go.uber.org/zap"
@@ -50,20 +50,11 @@ func CheckAutomatic(cfg configs.Replication) error {
 
 // Watch runs every watcher, each in a goroutine it owns, until ctx ends,
 // and returns once they all stopped. A failover under way when ctx ends
-// runs to its end first (Watcher.failover).
+// runs to its end first (Watcher.failover). A Watchdog also follows the
+// topology's SETs.
 func Watch(ctx context.Context, log *zap.Logger, o WatchOptions, ws []*Watcher) {
-	log.Info("watching", zap.Int("groups", len(ws)), zap.Duration("after", o.After), zap.Duration("interval", o.Interval),
-		zap.Duration("probe_timeout", o.ProbeTimeout), zap.Bool("accept_single_copy", o.SingleCopy))
-	if o.SingleCopy {
-		log.Warn("--accept-single-copy: an automatic failover that leaves the promoted primary without a replica lets it " +
-			"acknowledge commits on one machine (asynchronous replication) until a replica connects")
-	}
-	var wg sync.WaitGroup
-	for _, w := range ws {
-		wg.Go(func() { w.Run(ctx) })
-	}
-	wg.Wait()
-	log.Info("stopped")
+	d := &Watchdog{o: o, log: log, fixed: ws}
+	d.Run(ctx, time.Hour) // no topology to read again
 }
 
 // ReplicatedSets names the SETs of the topology that have replicas: the

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/hongbao-dev/hongbao/configs"
 	"github.com/hongbao-dev/hongbao/set/lease"
@@ -84,6 +85,17 @@ func (r *Reparenter) lockSet(ctx context.Context, meta *sql.DB, name string) (He
 		return nil, err
 	}
 	mlock, err := topology.LockFailover(ctx, meta, name)
+	if errors.Is(err, topology.ErrFailoverBusy) && h != nil {
+		// The lease is ours, so whoever holds the MySQL lock lost its
+		// lease: paused, hung or cut off past the TTL, yet its connection
+		// lives. Every step it would still take checks the lease first
+		// and stops; end its session and take the lock.
+		var killed int64
+		mlock, killed, err = topology.TakeOverFailover(ctx, meta, name, 5*time.Second)
+		if err == nil && r.Progress != nil {
+			r.Progress(fmt.Sprintf("SET %s: its failover lock was held by meta connection %d, which holds no lease: that connection was killed and the lock taken over", name, killed))
+		}
+	}
 	if err != nil {
 		dropLease(h)
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 	"github.com/hongbao-dev/hongbao/e2e/harness/etcdtest"
 	"github.com/hongbao-dev/hongbao/set/lease"
+	"github.com/hongbao-dev/hongbao/set/topology"
 	"github.com/hongbao-dev/hongbao/store/replication"
 	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
@@ -97,5 +98,50 @@ func TestFailoverStopsWhenLeaseLost(t *testing.T) {
 	}
 	if got := metaPrimary(t, meta, name); got != g.Primary.AppDSN() {
 		t.Errorf("published %s after the lease was lost", sqldb.Addr(got))
+	}
+}
+
+// TestFailoverTakesOverAHungHoldersLock: a process that holds SET b's
+// failover lock in the meta database but no longer its lease (paused or
+// hung past the TTL, its connection alive) blocks a failover without
+// etcd (ErrFailoverBusy, nothing done); with etcd the actor that takes the
+// lease kills that connection, takes the lock over, says so and fails the
+// SET over.
+func TestFailoverTakesOverAHungHoldersLock(t *testing.T) {
+	ctx := context.Background()
+	etcd := etcdtest.Start(t, 3)
+	name := dbtest.UniqueName("s")
+	g, meta, cfg := replicatedSet(t, name, 1)
+	hung, err := meta.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hung.Close()
+	var got int
+	if err := hung.QueryRowContext(ctx, "SELECT GET_LOCK(?, 0)", "hb_failover:"+name).Scan(&got); err != nil || got != 1 {
+		t.Fatalf("the hung holder's lock: %d %v", got, err)
+	}
+
+	out := &syncBuffer{}
+	if _, err := testReparenter(cfg, out).FailoverSet(ctx, meta, name, Options{SingleCopy: true}); !errors.Is(err, topology.ErrFailoverBusy) {
+		t.Fatalf("failover without etcd beside the held lock: %v, want ErrFailoverBusy\n%s", err, out)
+	}
+	if readOnly(t, g.Primary) || metaPrimary(t, meta, name) != g.Primary.AppDSN() {
+		t.Fatal("a refused failover fenced or published")
+	}
+
+	r := testReparenter(cfg, out)
+	r.Leases = leases(t, etcd)
+	if _, err := r.FailoverSet(ctx, meta, name, Options{SingleCopy: true}); err != nil {
+		t.Fatalf("failover holding the lease: %v\n%s", err, out)
+	}
+	if !contains(out.String(), "which holds no lease: that connection was killed and the lock taken over") {
+		t.Errorf("the takeover was not said:\n%s", out)
+	}
+	if got := metaPrimary(t, meta, name); got != g.Replicas[0].AppDSN() {
+		t.Errorf("SET %s's primary is %s, want the replica %s", name, sqldb.Addr(got), sqldb.Addr(g.Replicas[0].AppDSN()))
+	}
+	if err := hung.PingContext(ctx); err == nil {
+		t.Error("the hung holder's connection still answers")
 	}
 }

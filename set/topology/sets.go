@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/hongbao-dev/hongbao/schema"
 	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
@@ -154,6 +155,50 @@ func LockFailover(ctx context.Context, meta *sql.DB, name string) (*FailoverLock
 		return nil, fmt.Errorf("%w: %s", ErrFailoverBusy, name)
 	}
 	return &FailoverLock{conn: conn, key: key}, nil
+}
+
+// TakeOverFailover takes SET name's failover lock from the connection
+// that holds it: it kills that connection (KILL CONNECTION, allowed on
+// the same account's sessions) and waits up to wait for the lock. Only a
+// caller that knows the holder is no longer entitled to it may call it:
+// one holding the group's etcd lease, which the holder lost (it was
+// paused, hung or cut off past the lease's TTL). A holder that is alive
+// but hung keeps its connection, and with it the lock, for as long as its
+// host answers TCP keepalives; without this nobody could fail the SET
+// over until it dies.
+func TakeOverFailover(ctx context.Context, meta *sql.DB, name string, wait time.Duration) (lock *FailoverLock, killed int64, err error) {
+	key := "hb_failover:" + name
+	var holder sql.NullInt64
+	if err := meta.QueryRowContext(ctx, "SELECT IS_USED_LOCK(?)", key).Scan(&holder); err != nil {
+		return nil, 0, fmt.Errorf("topology: failover lock's holder: %w", err)
+	}
+	if holder.Valid {
+		// It may have ended by itself meanwhile: then the lock is free anyway.
+		if _, err := meta.ExecContext(ctx, fmt.Sprintf("KILL CONNECTION %d", holder.Int64)); err != nil && !isNoSuchThread(err) {
+			return nil, 0, fmt.Errorf("topology: ending the failover lock's holder (connection %d): %w", holder.Int64, err)
+		}
+	}
+	conn, err := meta.Conn(ctx)
+	if err != nil {
+		return nil, 0, fmt.Errorf("topology: failover lock: %w", err)
+	}
+	var got sql.NullInt64
+	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, ?)", key, wait.Seconds()).Scan(&got); err != nil {
+		conn.Close()
+		return nil, 0, fmt.Errorf("topology: failover lock: %w", err)
+	}
+	if got.Int64 != 1 {
+		conn.Close()
+		return nil, 0, fmt.Errorf("%w: %s (still held after its holder's connection %d was killed)", ErrFailoverBusy, name, holder.Int64)
+	}
+	return &FailoverLock{conn: conn, key: key}, holder.Int64, nil
+}
+
+// isNoSuchThread is MariaDB's answer to a KILL of a connection gone
+// (1094, ER_NO_SUCH_THREAD).
+func isNoSuchThread(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1094
 }
 
 // FailoverLock is a SET's failover lock, held (LockFailover).

@@ -93,11 +93,11 @@ func (s cpuSample) split(wall time.Duration) string {
 }
 
 // systemProcs lists the dev cluster's processes from the pid files of
-// scripts/dev.sh in dir: router, servers, settlers, MariaDB, memcached
-// (not the test instances).
+// scripts/dev.sh in dir: router, servers, settlers, MariaDB, memcached,
+// the watchdog and the etcd members (not the test instances).
 func systemProcs(dir string) ([]proc, error) {
 	var ps []proc
-	for _, kind := range []string{"router", "server", "settler", "mariadb", "memcached"} {
+	for _, kind := range []string{"router", "server", "settler", "mariadb", "memcached", "watch", "etcd"} {
 		files, _ := filepath.Glob(filepath.Join(dir, kind+"-*.pid"))
 		for _, f := range files {
 			name := strings.TrimSuffix(filepath.Base(f), ".pid")

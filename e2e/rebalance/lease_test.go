@@ -21,7 +21,10 @@ import (
 // and changes nothing; a mover whose lease is lost in the freeze (it
 // was paused past the TTL, or cut off from the etcd quorum, and another
 // actor took the bucket) stops before its verify and claim: the source keeps the bucket and no
-// claim is left on the target.
+// claim is left on the target. A mover that hangs in its freeze (its
+// host alive) freezes the bucket's writes for its FreezeIdle only: MariaDB
+// closes the quiet session, the freeze rolls back and the source serves;
+// the move fails and a later apply moves the bucket.
 func TestMoverTakesTheBucketLease(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{Sets: 2, DevGrant: 1_000_000})
 	etcd := etcdtest.Start(t, 3)
@@ -36,7 +39,7 @@ func TestMoverTakesTheBucketLease(t *testing.T) {
 	}
 	a, b := c.Sets[0].Name, c.Sets[1].Name
 	buckets := ctltest.BucketsOf(t, c, a)
-	moveWith := func(bucket int, knobs move.Knobs) error {
+	moveWith := func(bucket int, knobs move.Knobs, tune ...func(*move.Mover)) error {
 		op, err := ctltest.Operator(c)
 		if err != nil {
 			return err
@@ -49,6 +52,9 @@ func TestMoverTakesTheBucketLease(t *testing.T) {
 		}
 		mv := op.Mover(1, 2500*time.Millisecond)
 		mv.Knobs = knobs
+		for _, f := range tune {
+			f(mv)
+		}
 		return op.MoveBucket(ctx, mv, buckets[bucket], top.Owner(buckets[bucket]).Name, b)
 	}
 	// finish applies the rebalance a stopped move left unfinished, with
@@ -123,5 +129,32 @@ func TestMoverTakesTheBucketLease(t *testing.T) {
 			t.Fatal(err)
 		}
 		finish(t, 1)
+	})
+
+	t.Run("hung in the freeze", func(t *testing.T) {
+		ctltest.SendInto(t, c, buckets[2], 5, 1)
+		var unfrozen time.Duration
+		err := moveWith(2, move.Knobs{At: func(_ context.Context, step string) error {
+			if step == topology.Frozen {
+				// The mover hangs with the bucket frozen: its session goes
+				// quiet, and a send into the bucket waits (busy, retried).
+				began := time.Now()
+				ctltest.SendInto(t, c, buckets[2], 5, 1)
+				unfrozen = time.Since(began)
+			}
+			return nil
+		}}, func(mv *move.Mover) { mv.FreezeIdle = 2 * time.Second })
+		if err == nil {
+			t.Fatal("a mover whose freeze's session ended while it hung moved the bucket")
+		}
+		if unfrozen > 8*time.Second {
+			t.Errorf("writes into the bucket waited %v for the hung freeze, want about its FreezeIdle (2s)", unfrozen)
+		}
+		t.Logf("writes went through after %v of a hung freeze; the mover: %v", unfrozen, err)
+		if got := ctltest.OwnerOf(t, c, buckets[2]); got != a {
+			t.Errorf("bucket %d is on %s after the hung freeze, want %s", buckets[2], got, a)
+		}
+		finish(t, 2)
+		c.CheckInvariants(t)
 	})
 }

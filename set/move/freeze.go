@@ -1,10 +1,13 @@
 package move
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -19,7 +22,12 @@ import (
 // source serves again), copies the last delta, verifies, and hands over
 // (handOver).
 func (mv *Mover) freeze(ctx context.Context, m *topology.Move, b *migrate.Bucket, version int64) error {
-	tx, err := b.From.Live.BeginTx(ctx, nil)
+	conn, err := idleBounded(ctx, b.From.Live, cmp.Or(mv.FreezeIdle, defaultFreezeIdle))
+	if err != nil {
+		return err
+	}
+	defer restoreIdle(conn)
+	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
@@ -62,6 +70,38 @@ func (mv *Mover) freeze(ctx context.Context, m *topology.Move, b *migrate.Bucket
 		return mv.fail(ctx, m, err)
 	}
 	return mv.handOver(ctx, m, b, tx, version, began, &parts)
+}
+
+// defaultFreezeIdle is Mover.FreezeIdle's default: far above a freeze's
+// quiet moments (a delta, a verify and a claim on other connections take
+// well under a second), far below a bucket frozen for good.
+const defaultFreezeIdle = 30 * time.Second
+
+// idleBounded is a connection of db whose session MariaDB closes after
+// idle without a statement (wait_timeout, whole seconds).
+func idleBounded(ctx context.Context, db *sql.DB, idle time.Duration) (*sql.Conn, error) {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	secs := int64(math.Ceil(idle.Seconds()))
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf("SET SESSION wait_timeout = %d", max(secs, 1))); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("the freeze's session: %w", err)
+	}
+	return conn, nil
+}
+
+// restoreIdle gives conn its server's wait_timeout back and returns it to
+// its pool; a connection that cannot take it back (its session ended) is
+// dropped from the pool instead.
+func restoreIdle(conn *sql.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := conn.ExecContext(ctx, "SET SESSION wait_timeout = @@GLOBAL.wait_timeout"); err != nil {
+		_ = conn.Raw(func(any) error { return driver.ErrBadConn }) // the pool discards it
+	}
+	conn.Close()
 }
 
 // handOver gives the target its fence, commits tx (the source's loss of

@@ -45,6 +45,14 @@ type Mover struct {
 	SmallDelta int64
 	// MaxPasses bounds the catch-up passes before the freeze (default 8).
 	MaxPasses int
+	// FreezeIdle is the freeze's session's wait_timeout (default 30 s,
+	// rounded up to whole seconds): a mover that stops issuing statements
+	// in its freeze (stopped, hung, deadlocked) has MariaDB close the
+	// session after this long, which rolls the freeze back and gives the
+	// bucket's writes back to the source, as its death would. Without it
+	// a process hung on a live host (its kernel answers keepalives) would
+	// keep the bucket frozen until it died.
+	FreezeIdle time.Duration
 	// Log receives what the Fleet's following of the SETs' primaries
 	// says (nil: nothing).
 	Log *zap.Logger

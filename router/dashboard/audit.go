@@ -13,7 +13,7 @@ import (
 // store/audit, what hbctl verify prints), on an operator's request or
 // every dashboard.audit_every.
 type Audit struct {
-	At         time.Time `json:"at"` // when it started
+	At         time.Time `json:"at,omitzero"` // when it started; absent while the first runs
 	TookS      float64   `json:"took_s"`
 	OK         bool      `json:"ok"`
 	Count      int       `json:"violation_count"`

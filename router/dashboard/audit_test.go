@@ -172,3 +172,30 @@ func TestAuditEvery(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// While the first audit runs, the status's audit has no "at" (the page
+// shows "running", not a result of zero violations).
+func TestAuditRunningHasNoTime(t *testing.T) {
+	release, started := make(chan struct{}), make(chan struct{})
+	srv := auditBoard(t, func(ctx context.Context) ([]string, error) { close(started); <-release; return nil, nil })
+	done := make(chan struct{})
+	go func() { defer close(done); post(t, srv.URL) }()
+	<-started
+	resp, err := http.Get(srv.URL + "/dashboard/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw struct {
+		Audit map[string]any `json:"audit"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&raw)
+	resp.Body.Close()
+	close(release)
+	<-done
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, has := raw.Audit["at"]; has || raw.Audit["running"] != true {
+		t.Errorf("status while the first audit runs: %v, want running and no at", raw.Audit)
+	}
+}

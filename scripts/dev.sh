@@ -737,10 +737,13 @@ chaos_env() {
 # chaos ARGS: hbchaos (make chaos) against a dev cluster of its own, in a
 # network namespace of its own (the cluster's ports are fixed) with its data
 # in .run/chaos (HB_DEV_RUN), started fresh and stopped afterwards. ARGS go
-# to hbchaos (-clients, -duration, -markdown FILE...).
+# to hbchaos (-clients, -duration, -markdown FILE...). With HB_HOSTS=1
+# (make chaos HOSTS=1) the cluster runs on hosts of its own (their
+# namespaces named chaos-KIND-ID, HB_HOSTS_NET, apart from make up
+# HOSTS=1's) and hbchaos gets hosts.json: the network faults too.
 chaos() {
   if [ -z "${HB_CHAOS_NS:-}" ]; then
-    exec unshare -n env HB_CHAOS_NS=1 HB_DEV_RUN="${HB_DEV_RUN:-$ROOT/.run/chaos}" \
+    exec unshare -n env HB_CHAOS_NS=1 HB_DEV_RUN="${HB_DEV_RUN:-$ROOT/.run/chaos}" HB_HOSTS_NET="${HB_HOSTS_NET:-chaos}" \
       bash -c 'ip link set lo up && exec "$0" chaos "$@"' "$ROOT/scripts/dev.sh" "$@"
   fi
   chaos_env
@@ -748,7 +751,8 @@ chaos() {
   up >"$RUN/up.out" 2>&1 || { tail -20 "$RUN/up.out"; echo "chaos: make up failed" >&2; return 1; }
   local rc=0 pid
   # TERM or INT (a test's deadline): hbchaos stopped, the cluster too.
-  (cd "$ROOT" && exec "$RUN/bin/hbchaos" -config "$CONFIG" -run "$RUN" -dev "$ROOT/scripts/dev.sh" "$@") &
+  local hosts=(); [ -z "$HOSTS" ] || hosts=(-hosts "$HOSTS_JSON")
+  (cd "$ROOT" && exec "$RUN/bin/hbchaos" -config "$CONFIG" -run "$RUN" -dev "$ROOT/scripts/dev.sh" "${hosts[@]}" "$@") &
   pid=$!
   trap 'echo "chaos: stopped" >&2; kill "$pid" 2>/dev/null; wait "$pid"; down; exit 143' TERM INT
   wait "$pid" || rc=$?

@@ -38,11 +38,20 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/configs"
+	"github.com/hongbao-dev/hongbao/e2e/harness/devhosts"
 )
+
+// verifyRun is one hbctl verify during the run: when, and "ok",
+// "violation" or "error".
+type verifyRun struct {
+	at     time.Time
+	result string
+}
 
 // options are the command line.
 type options struct {
 	config, run, script, bin, markdown string
+	hosts                              string // hosts.json of make up HOSTS=1: the network faults' map
 	clients                            int
 	duration, gap, drain               time.Duration
 	seed                               uint64
@@ -62,6 +71,7 @@ func main() {
 	flag.DurationVar(&o.drain, "drain", 3*time.Minute, "longest wait after the run for expiries and the outboxes")
 	flag.DurationVar(&o.verifyEvery, "verify-every", 30*time.Second, "run hbctl verify this often during the run (0: never)")
 	flag.Uint64Var(&o.seed, "seed", uint64(time.Now().UnixNano()), "seed of the clients and the fault schedule")
+	flag.StringVar(&o.hosts, "hosts", "", "hosts.json of a cluster on hosts (make up HOSTS=1): enables the network faults (partitions, isolation, power loss)")
 	flag.StringVar(&o.markdown, "markdown", "", "also write the report as Markdown into this file (RELIABILITY.md)")
 	only := flag.String("faults", "", "the kinds of fault to inject, comma-separated (default: every kind: "+strings.Join(kinds, ", ")+")")
 	flag.Parse()
@@ -99,8 +109,9 @@ type result struct {
 	o              options
 	began, loadEnd time.Time
 	faults         []fault
-	verifies       []string // "ok", "violation", "error" of each verify during the run
-	left           int      // operations with no final answer even after the faults
+	verifies       []verifyRun // each verify during the run
+	ackedEnd       int64       // answers acknowledged when the load ended
+	left           int         // operations with no final answer even after the faults
 	outboxLeft     int
 	f              findings
 	l              *load
@@ -121,6 +132,11 @@ func run(ctx context.Context, o options, w io.Writer) (bool, error) {
 	hbctl := filepath.Join(o.bin, "hbctl")
 	d := &dev{cfg: cfg, config: o.config, run: o.run, script: o.script, bin: o.bin, sets: sets,
 		replica: namesReplicas(o.config, hbctl), rng: rand.New(rand.NewPCG(o.seed, 1))}
+	if o.hosts != "" {
+		if d.hosts, err = devhosts.Read(o.hosts); err != nil {
+			return false, err
+		}
+	}
 	l := &load{
 		base:   "http://" + cfg.Router.Listen,
 		signer: hongbao.NewSigner([]byte(cfg.Secret)),
@@ -132,6 +148,7 @@ func run(ctx context.Context, o options, w io.Writer) (bool, error) {
 	if cfg.Limits.MaxShare > 0 && cfg.Limits.MaxShare < 50 || cfg.Limits.MaxTotal < int64(l.maxCnt)*50 {
 		l.maxCnt = 100 // the limits allow no activity packet
 	}
+	d.l = l
 	r := &result{o: o, began: time.Now(), l: l}
 	fmt.Fprintf(w, "hbchaos: %d clients for %v against %s (seed %d); faults every ~%v\n", o.clients, o.duration, l.base, o.seed, o.gap)
 
@@ -160,7 +177,7 @@ func run(ctx context.Context, o options, w io.Writer) (bool, error) {
 					v = "error"
 				}
 				mu.Lock()
-				r.verifies = append(r.verifies, v)
+				r.verifies = append(r.verifies, verifyRun{at: time.Now(), result: v})
 				mu.Unlock()
 			}
 		})
@@ -189,8 +206,12 @@ func run(ctx context.Context, o options, w io.Writer) (bool, error) {
 			wg.Go(func() { r.record(w, &mu, d.inject(ctx, kind)) })
 			continue
 		}
-		r.record(w, &mu, d.inject(ctx, kind))
+		acked := l.acked.Load()
+		f := d.inject(ctx, kind)
+		f.acked0 = acked
+		r.record(w, &mu, f)
 	}
+	r.ackedEnd = l.acked.Load()
 	wg.Wait()
 	r.loadEnd = time.Now()
 

@@ -14,6 +14,7 @@ import (
 func report(w io.Writer, r *result) {
 	fmt.Fprintln(w)
 	fmt.Fprint(w, table(r))
+	fmt.Fprint(w, kindTables(r))
 	if len(r.f.problems) > 0 {
 		fmt.Fprintln(w, "\nevidence (first findings):")
 		for _, p := range r.f.problems {
@@ -47,7 +48,7 @@ func table(r *result) string {
 	row("sends voided by the sweeper", "%d (a packet left pending, its debit never made: a retry of its send answers 402 insufficient_funds)", f.voids)
 	verifies := map[string]int{}
 	for _, v := range r.verifies {
-		verifies[v]++
+		verifies[v.result]++
 	}
 	ok := "passes"
 	if !f.verifyOK {
@@ -129,6 +130,8 @@ func writeMarkdown(path string, r *result) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\nRun of %s (%d clients, %v, seed %d):\n\n", begin, r.began.UTC().Format("2006-01-02 15:04 MST"), r.o.clients, r.o.duration, r.o.seed)
 	b.WriteString(table(r))
+	b.WriteString("\nEach kind of fault apart: its windows run from each of its injections to the next fault.\n")
+	b.WriteString(kindTables(r))
 	if len(r.f.problems) > 0 {
 		b.WriteString("\nEvidence (first findings):\n\n")
 		for _, p := range r.f.problems {

@@ -57,6 +57,7 @@ type options struct {
 	seed                               uint64
 	verifyEvery                        time.Duration
 	faults                             []string // the kinds to inject (nil: every kind)
+	everyKind                          bool     // go on past duration until each kind was drawn
 }
 
 func main() {
@@ -72,6 +73,7 @@ func main() {
 	flag.DurationVar(&o.verifyEvery, "verify-every", 30*time.Second, "run hbctl verify this often during the run (0: never)")
 	flag.Uint64Var(&o.seed, "seed", uint64(time.Now().UnixNano()), "seed of the clients and the fault schedule")
 	flag.StringVar(&o.hosts, "hosts", "", "hosts.json of a cluster on hosts (make up HOSTS=1): enables the network faults (partitions, isolation, power loss)")
+	flag.BoolVar(&o.everyKind, "every-kind", true, "go on past -duration (up to 3 times it) until every kind of fault was drawn once")
 	flag.StringVar(&o.markdown, "markdown", "", "also write the report as Markdown into this file (RELIABILITY.md)")
 	only := flag.String("faults", "", "the kinds of fault to inject, comma-separated (default: every kind: "+strings.Join(kinds, ", ")+")")
 	flag.Parse()
@@ -110,7 +112,8 @@ type result struct {
 	began, loadEnd time.Time
 	faults         []fault
 	verifies       []verifyRun // each verify during the run
-	ackedEnd       int64       // answers acknowledged when the load ended
+	ackedEnd       int64         // answers acknowledged when the load ended
+	loadFor        time.Duration // how long the load ran (-duration, or more with -every-kind)
 	left           int         // operations with no final answer even after the faults
 	outboxLeft     int
 	f              findings
@@ -152,7 +155,7 @@ func run(ctx context.Context, o options, w io.Writer) (bool, error) {
 	r := &result{o: o, began: time.Now(), l: l}
 	fmt.Fprintf(w, "hbchaos: %d clients for %v against %s (seed %d); faults every ~%v\n", o.clients, o.duration, l.base, o.seed, o.gap)
 
-	loadCtx, stop := context.WithTimeout(ctx, o.duration)
+	loadCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	var wg sync.WaitGroup
 	for i := range o.clients {
@@ -182,24 +185,25 @@ func run(ctx context.Context, o options, w io.Writer) (bool, error) {
 			}
 		})
 	}
-	// The faults, one at a time, each kind in turn in a shuffled order.
-	deck := []string{}
-	for loadCtx.Err() == nil {
-		gap := time.Duration(float64(o.gap) * (0.5 + d.rng.Float64()))
-		select {
-		case <-loadCtx.Done():
-			continue
-		case <-time.After(gap):
+	// The faults, one at a time, each kind in turn in a shuffled order;
+	// with -every-kind the load goes on past -duration (up to three
+	// times it) until every kind was drawn once, so that each has its
+	// table.
+	deck, drawn := []string{}, 0
+	began := time.Now()
+	for {
+		over := time.Since(began) >= o.duration
+		if over && (!o.everyKind || drawn >= len(faultKinds(o)) || time.Since(began) >= 3*o.duration) {
+			break
 		}
+		time.Sleep(time.Duration(float64(o.gap) * (0.5 + d.rng.Float64())))
 		if len(deck) == 0 {
-			deck = append(deck, kinds...)
-			if len(o.faults) > 0 {
-				deck = append(deck[:0], o.faults...)
-			}
+			deck = append(deck, faultKinds(o)...)
 			d.rng.Shuffle(len(deck), func(i, j int) { deck[i], deck[j] = deck[j], deck[i] })
 		}
 		kind := deck[0]
 		deck = deck[1:]
+		drawn++
 		if kind == killArchiver {
 			// Its recovery is a whole ensure over every day table (a minute
 			// or more): measured beside the other faults, not before them.
@@ -211,6 +215,8 @@ func run(ctx context.Context, o options, w io.Writer) (bool, error) {
 		f.acked0 = acked
 		r.record(w, &mu, f)
 	}
+	stop()
+	r.loadFor = time.Since(began).Round(time.Second)
 	r.ackedEnd = l.acked.Load()
 	wg.Wait()
 	r.loadEnd = time.Now()
@@ -245,6 +251,14 @@ func run(ctx context.Context, o options, w io.Writer) (bool, error) {
 		ok = false
 	}
 	return ok, nil
+}
+
+// faultKinds are the kinds the run draws from: -faults, or every kind.
+func faultKinds(o options) []string {
+	if len(o.faults) > 0 {
+		return o.faults
+	}
+	return kinds
 }
 
 // unrecovered counts the faults injected that the system did not recover

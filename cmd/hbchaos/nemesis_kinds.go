@@ -85,7 +85,7 @@ func (d *dev) injectNemesis(ctx context.Context, kind string, set configs.Set, f
 		f.target = server
 		f.recovery, f.err = d.down(ctx, []string{server}, nil, withReady)
 	case powerLoss:
-		f.target, f.recovery, f.err = d.hostPowerLoss(ctx, set, replica, server, withReady)
+		f.target, f.recovery, f.err = d.hostPowerLoss(ctx, set, replica, server, ready, serves)
 	case setPowerLoss:
 		f.target = "SET " + set.Name
 		keys := []string{"settler-" + set.Name, "mariadb-" + set.Name, "mariadb-" + set.Name + "-replica", "memcached-" + set.Name}
@@ -109,14 +109,33 @@ func (d *dev) injectNemesis(ctx context.Context, kind string, set configs.Set, f
 }
 
 // hostPowerLoss is the power loss of one host of set: a server's, its
-// settler's or its replica MariaDB's, picked at random.
-func (d *dev) hostPowerLoss(ctx context.Context, set configs.Set, replica, server string, serves func(time.Time) error) (string, time.Duration, error) {
-	keys := []string{server, "settler-" + set.Name}
-	if len(set.Replicas) > 0 {
-		keys = append(keys, "mariadb-"+replica)
+// settler's or its replica MariaDB's, picked at random. Recovered when
+// the SET's writes are acknowledged again and the process on that host
+// answers again.
+func (d *dev) hostPowerLoss(ctx context.Context, set configs.Set, replica, server, ready string, serves func(time.Time) error) (string, time.Duration, error) {
+	up := map[string]func() error{server: func() error { return httpOK(ready) }}
+	if len(set.SettlerAdmin) > 0 {
+		up["settler-"+set.Name] = func() error { return httpOK("http://" + set.SettlerAdmin[0] + "/readyz") }
 	}
+	if len(set.Replicas) > 0 {
+		dsn := set.Replicas[0]
+		if replica == set.Name {
+			dsn = set.MySQLDSN
+		}
+		up["mariadb-"+replica] = func() error { return pingSQL(ctx, dsn) }
+	}
+	keys := make([]string, 0, len(up))
+	for k := range up {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
 	key := keys[d.rng.IntN(len(keys))]
-	rec, err := d.down(ctx, []string{key}, []string{key}, serves)
+	rec, err := d.down(ctx, []string{key}, []string{key}, func(since time.Time) error {
+		if err := up[key](); err != nil {
+			return err
+		}
+		return serves(since)
+	})
 	return key, rec, err
 }
 

@@ -32,7 +32,7 @@ func table(r *result) string {
 	row := func(k, v string, args ...any) { fmt.Fprintf(&b, "| %s | %s |\n", k, fmt.Sprintf(v, args...)) }
 	b.WriteString("| | |\n|---|---|\n")
 	row("load", "%d clients for %v through the router: %d packets sent (%d activity packets of 200..%d shares), %d opens acknowledged, counting the operations asked again after the faults (the run with its faults' recoveries took %v)",
-		r.o.clients, r.o.duration, l.sends.Load(), l.activity.Load(), l.maxCnt, l.opens.Load(), r.loadEnd.Sub(r.began).Round(time.Second))
+		r.o.clients, r.loadFor, l.sends.Load(), l.activity.Load(), l.maxCnt, l.opens.Load(), r.loadEnd.Sub(r.began).Round(time.Second))
 	row("acknowledged answers", "%d final answers (%d requests asked again after no answer, a 5xx, 429 or 421; %d operations got no final answer within 20 s and were asked again after the faults, %d still unanswered)",
 		l.acked.Load(), l.retries.Load(), l.unanswered.Load(), r.left)
 	row("answers while faults ran", "%s", statuses(l))
@@ -128,7 +128,7 @@ func indent(s string) string { return "  " + strings.ReplaceAll(s, "\n", "\n  ")
 func writeMarkdown(path string, r *result) error {
 	const begin, end = "<!-- hbchaos: begin -->", "<!-- hbchaos: end -->"
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s\nRun of %s (%d clients, %v, seed %d):\n\n", begin, r.began.UTC().Format("2006-01-02 15:04 MST"), r.o.clients, r.o.duration, r.o.seed)
+	fmt.Fprintf(&b, "%s\nRun of %s (%d clients, %v, seed %d):\n\n", begin, r.began.UTC().Format("2006-01-02 15:04 MST"), r.o.clients, r.loadFor, r.o.seed)
 	b.WriteString(table(r))
 	b.WriteString("\nEach kind of fault apart: its windows run from each of its injections to the next fault.\n")
 	b.WriteString(kindTables(r))

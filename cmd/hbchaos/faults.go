@@ -63,6 +63,7 @@ type dev struct {
 	rng     *rand.Rand
 	hosts   *devhosts.File // the hosts of make up HOSTS=1 (nil: one host, no network faults)
 	l       *load          // the clients: when each SET's writes were last acknowledged
+	holdFor time.Duration  // the mean length of a partition (-hold)
 }
 
 // inject runs one fault of kind and waits (at most 90 s) until what it hit

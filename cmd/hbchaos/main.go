@@ -53,7 +53,7 @@ type options struct {
 	config, run, script, bin, markdown string
 	hosts                              string // hosts.json of make up HOSTS=1: the network faults' map
 	clients                            int
-	duration, gap, drain               time.Duration
+	duration, gap, drain, hold         time.Duration
 	seed                               uint64
 	verifyEvery                        time.Duration
 	faults                             []string // the kinds to inject (nil: every kind)
@@ -69,6 +69,7 @@ func main() {
 	flag.IntVar(&o.clients, "clients", 2000, "concurrent clients (each its own user)")
 	flag.DurationVar(&o.duration, "duration", 3*time.Minute, "how long the clients and the faults run")
 	flag.DurationVar(&o.gap, "gap", 8*time.Second, "mean time between one fault's recovery and the next fault")
+	flag.DurationVar(&o.hold, "hold", 5*time.Second, "mean time a partition, isolation or power loss lasts before its heal (0.6 to 1.6 times it)")
 	flag.DurationVar(&o.drain, "drain", 3*time.Minute, "longest wait after the run for expiries and the outboxes")
 	flag.DurationVar(&o.verifyEvery, "verify-every", 30*time.Second, "run hbctl verify this often during the run (0: never)")
 	flag.Uint64Var(&o.seed, "seed", uint64(time.Now().UnixNano()), "seed of the clients and the fault schedule")
@@ -111,10 +112,10 @@ type result struct {
 	o              options
 	began, loadEnd time.Time
 	faults         []fault
-	verifies       []verifyRun // each verify during the run
+	verifies       []verifyRun   // each verify during the run
 	ackedEnd       int64         // answers acknowledged when the load ended
 	loadFor        time.Duration // how long the load ran (-duration, or more with -every-kind)
-	left           int         // operations with no final answer even after the faults
+	left           int           // operations with no final answer even after the faults
 	outboxLeft     int
 	f              findings
 	l              *load
@@ -134,7 +135,7 @@ func run(ctx context.Context, o options, w io.Writer) (bool, error) {
 	}
 	hbctl := filepath.Join(o.bin, "hbctl")
 	d := &dev{cfg: cfg, config: o.config, run: o.run, script: o.script, bin: o.bin, sets: sets,
-		replica: namesReplicas(o.config, hbctl), rng: rand.New(rand.NewPCG(o.seed, 1))}
+		replica: namesReplicas(o.config, hbctl), rng: rand.New(rand.NewPCG(o.seed, 1)), holdFor: o.hold}
 	if o.hosts != "" {
 		if d.hosts, err = devhosts.Read(o.hosts); err != nil {
 			return false, err

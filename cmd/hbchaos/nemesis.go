@@ -23,9 +23,12 @@ import (
 // noHosts is why a network fault is skipped on one host.
 const noHosts = "the cluster runs on one host (no -hosts hosts.json: make chaos HOSTS=1)"
 
-// hold is how long a partition lasts: 3 to 8 s, longer than the
-// clients' first retries and shorter than the watchdog's patience.
-func (d *dev) hold() time.Duration { return time.Duration(3000+d.rng.IntN(5000)) * time.Millisecond }
+// hold is how long a partition lasts: 0.6 to 1.6 times -hold (3 to 8 s
+// by default: longer than the clients' first retries, shorter than the
+// watchdog's patience).
+func (d *dev) hold() time.Duration {
+	return time.Duration(float64(d.holdFor) * (0.6 + d.rng.Float64()))
+}
 
 // host is the host of the process whose key (its pid file's stem) is
 // key: mariadb-a, server-a1, watch-w1.

@@ -9,7 +9,6 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/configs"
-	"github.com/hongbao-dev/hongbao/set/topology"
 )
 
 // The network nemesis: faults between the hosts of make up HOSTS=1 (a
@@ -164,12 +163,7 @@ func (d *dev) writes(ctx context.Context, set configs.Set, ready ...string) (fun
 
 // buckets are the buckets SET name owns now (the meta database's map).
 func (d *dev) buckets(ctx context.Context, name string) ([]hongbao.Bucket, error) {
-	meta, err := topology.OpenMeta(ctx, d.cfg.MetaDSN, d.cfg.CoreMembers(), false)
-	if err != nil {
-		return nil, err
-	}
-	defer meta.Close()
-	t, err := topology.Load(ctx, meta)
+	t, err := d.topology(ctx)
 	if err != nil {
 		return nil, err
 	}

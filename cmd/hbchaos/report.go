@@ -58,23 +58,8 @@ func table(r *result) string {
 		ok, verifies["ok"], verifies["violation"], verifies["error"])
 	b.WriteString("\n| fault | injected | recovered | serving again after (min / median / max) |\n|---|---|---|---|\n")
 	for _, k := range kinds {
-		var ds []time.Duration
-		n, bad, skipped := 0, 0, ""
-		for _, x := range r.faults {
-			if x.kind != k {
-				continue
-			}
-			if x.skipped != "" {
-				skipped = x.skipped
-				continue
-			}
-			n++
-			if x.err != nil {
-				bad++
-				continue
-			}
-			ds = append(ds, x.recovery)
-		}
+		st := statOf(r.faults, k)
+		n, bad, skipped, ds := st.n, st.bad, st.skipped, st.ds
 		switch {
 		case n == 0 && skipped != "":
 			fmt.Fprintf(&b, "| %s | skipped | | %s |\n", k, skipped)
@@ -83,11 +68,46 @@ func table(r *result) string {
 		case len(ds) == 0:
 			fmt.Fprintf(&b, "| %s | %d | 0 | |\n", k, n)
 		default:
-			slices.Sort(ds)
 			fmt.Fprintf(&b, "| %s | %d | %d | %.2f / %.2f / %.2f s |\n", k, n, n-bad, ds[0].Seconds(), ds[len(ds)/2].Seconds(), ds[len(ds)-1].Seconds())
 		}
 	}
 	return b.String()
+}
+
+// kindStat is one kind's faults: how many were injected, how many did
+// not recover, their recoveries (sorted), the targets, and why it was
+// skipped when it was.
+type kindStat struct {
+	n, bad  int
+	ds      []time.Duration
+	targets []string
+	skipped string
+}
+
+// statOf is kind k's kindStat among fs.
+func statOf(fs []fault, k string) kindStat {
+	var st kindStat
+	for _, f := range fs {
+		if f.kind != k {
+			continue
+		}
+		if f.skipped != "" {
+			st.skipped = f.skipped
+			continue
+		}
+		st.n++
+		if !slices.Contains(st.targets, f.target) {
+			st.targets = append(st.targets, f.target)
+		}
+		if f.err != nil {
+			st.bad++
+			continue
+		}
+		st.ds = append(st.ds, f.recovery)
+	}
+	slices.Sort(st.ds)
+	slices.Sort(st.targets)
+	return st
 }
 
 // statuses lists the answers' statuses, most frequent first.

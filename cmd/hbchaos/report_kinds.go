@@ -71,29 +71,11 @@ func kindTables(r *result) string {
 	ws := windows(r)
 	var b strings.Builder
 	for _, k := range kinds {
-		var n, bad int
+		st := statOf(r.faults, k)
+		n, bad, ds, skipped := st.n, st.bad, st.ds, st.skipped
 		var acked int64
 		var lost, dbl int
-		var ds []time.Duration
-		targets := map[string]bool{}
 		verifies := map[string]int{}
-		skipped := ""
-		for _, f := range r.faults {
-			if f.kind != k {
-				continue
-			}
-			if f.skipped != "" {
-				skipped = f.skipped
-				continue
-			}
-			n++
-			targets[f.target] = true
-			if f.err != nil {
-				bad++
-				continue
-			}
-			ds = append(ds, f.recovery)
-		}
 		for _, w := range ws {
 			if w.f.kind == k {
 				acked += w.acked
@@ -113,13 +95,8 @@ func kindTables(r *result) string {
 			row("injected", "0: %s", skipped)
 			continue
 		}
-		ts := make([]string, 0, len(targets))
-		for t := range targets {
-			ts = append(ts, t)
-		}
-		slices.Sort(ts)
 		row("load", "the run's (above), %d clients throughout", r.o.clients)
-		row("faults injected", "%d (%s)", n, strings.Join(ts, "; "))
+		row("faults injected", "%d (%s)", n, strings.Join(st.targets, "; "))
 		if k == killArchiver {
 			row("acknowledged answers", "(it runs beside the other faults: its answers are theirs)")
 		} else {
@@ -129,7 +106,6 @@ func kindTables(r *result) string {
 		}
 		row("recovered", "%d of %d", n-bad, n)
 		if len(ds) > 0 {
-			slices.Sort(ds)
 			row(recoveryLabel(k), "%.2f / %.2f / %.2f s (min / median / max)", ds[0].Seconds(), ds[len(ds)/2].Seconds(), ds[len(ds)-1].Seconds())
 		}
 		row("verify during it", "%d passed, %d violations, %d could not run", verifies["ok"], verifies["violation"], verifies["error"])

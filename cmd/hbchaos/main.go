@@ -154,6 +154,12 @@ func run(ctx context.Context, o options, w io.Writer) (bool, error) {
 	}
 	d.l = l
 	r := &result{o: o, began: time.Now(), l: l}
+	// Every server and the router ready first: a fault must not be
+	// blamed for a server that never came up (make up's waits do not
+	// stop scripts/dev.sh chaos).
+	if err := d.ready(ctx); err != nil {
+		return false, err
+	}
 	fmt.Fprintf(w, "hbchaos: %d clients for %v against %s (seed %d); faults every ~%v\n", o.clients, o.duration, l.base, o.seed, o.gap)
 
 	loadCtx, stop := context.WithCancel(ctx)

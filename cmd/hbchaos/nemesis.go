@@ -183,6 +183,27 @@ func replicaName(set configs.Set, primary string) string {
 	return set.Name
 }
 
+// ready waits (up to 3 minutes) until the router and every SET server
+// answer /readyz.
+func (d *dev) ready(ctx context.Context) error {
+	urls := []string{"http://" + d.cfg.Router.Listen + "/readyz"}
+	for _, set := range d.sets {
+		for _, s := range set.Servers {
+			urls = append(urls, "http://"+s+"/readyz")
+		}
+	}
+	t0 := time.Now()
+	for _, u := range urls {
+		for httpOK(u) != nil {
+			if time.Since(t0) > 3*time.Minute || ctx.Err() != nil {
+				return fmt.Errorf("the cluster is not ready: %w", httpOK(u))
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
 // serverOf picks one of set's servers: its key (server-a1) and the URL
 // of its readiness.
 func (d *dev) serverOf(set configs.Set) (key, ready string) {

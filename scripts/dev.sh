@@ -296,8 +296,16 @@ seed_dump() {
 mariadb_replica() {
   local name=$1 port=$2 id=$3 primary=$4
   local dir="$RUN/mariadb-$name" sock="$RUN/mariadb-$name.sock" psock="$RUN/mariadb-$primary.sock"
+  # A seed that did not finish (its dump failed: RUN/mariadb-NAME.seeding
+  # left behind) left an empty server that replicates from nobody; started
+  # as it is, it would be a replica with no copy, which a failover could
+  # promote (a chaos run did). It is thrown away and seeded again.
+  if [ -f "$dir.seeding" ]; then
+    stop "$RUN/mariadb-$name.pid"
+    rm -rf "$dir"
+  fi
   if [ -d "$dir/mysql" ]; then mariadb_start "$name" "$port" "$id"; return; fi
-  touch "$dir.new-replica"
+  touch "$dir.new-replica" "$dir.seeding"
   mariadb_start "$name" "$port" "$id"
   local dump="$RUN/mariadb-$name.seed.sql" pport gtid
   seed_dump "$psock" "$dump" || { echo "could not dump $primary for replica $name" >&2; exit 1; }
@@ -309,7 +317,7 @@ mariadb_replica() {
     CHANGE MASTER TO MASTER_HOST = '$(addr "mariadb-$primary")', MASTER_PORT = $pport, MASTER_USER = 'repl', MASTER_PASSWORD = 'repl',
       MASTER_USE_GTID = slave_pos, MASTER_CONNECT_RETRY = 1;
     START SLAVE;" || { echo "replica $name did not start replicating" >&2; exit 1; }
-  rm -f "$dir.new-replica" "$dump"
+  rm -f "$dir.new-replica" "$dir.seeding" "$dump"
 }
 
 # memcached NAME PORT

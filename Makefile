@@ -35,8 +35,8 @@ bench-e2e: ## only the end-to-end part: wrk through the router vs bare HTTP ceil
 bench-rebalance: ## a third of a loaded fleet's buckets onto a new SET and back: freezes, copy rate (BENCHMARKS.md)
 	@unshare -n bash -c 'ip link set lo up; eval "$$(scripts/dev.sh test-env)"; HB_TEST_MARIADB_BUFFER_POOL=$${HB_TEST_MARIADB_BUFFER_POOL:-256M} go test -run "^$$" -bench BenchmarkRebalance -benchtime 1x -timeout 40m -v ./e2e/rebalance $(if $(BENCHFLAGS),-args $(BENCHFLAGS))'
 
-chaos: ## the chaos run (cmd/hbchaos, a few minutes): 2,000 clients, kill -9 of every kind of process, checks; writes RELIABILITY.md
-	@scripts/dev.sh chaos -markdown RELIABILITY.md $(CHAOSFLAGS)
+chaos: ## the chaos run (cmd/hbchaos, a few minutes): 2,000 clients, kill -9 of every kind of process, checks; writes RELIABILITY.md (HOSTS=1: on hosts, with the network faults)
+	@HB_HOSTS=$(HOSTS) scripts/dev.sh chaos -markdown RELIABILITY.md $(CHAOSFLAGS)
 
 bench: ## go test micro-benchmarks of the hot functions
 	go test -run '^$$' -bench . -benchmem . ./api ./queue ./router ./metrics

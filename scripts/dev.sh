@@ -203,7 +203,12 @@ mariadb_start() {
     case " ${member[*]} " in *" -primary=true "*) echo primary ;; *) echo replica ;; esac >"$RUN/mariadb-$name.role"
   fi
   [ -d "$dir/mysql" ] || mariadb_install "$name" "$dir"
+  # Its temporary files in a directory of its own: a cleaner of /tmp
+  # (another test's) once took a dump's temporary table from under it
+  # (the chaos run's reseed: "Error on delete of '/tmp/#sql-temptable-...MAI'").
+  mkdir -p "$RUN/mariadb-$name.tmp"
   out=$(hbdev mariadbd-args -datadir "$dir" -socket "$sock" -port "$port" -bind "$(addr "mariadb-$name")" -pid-file "$pid" \
+    -tmpdir "$RUN/mariadb-$name.tmp" \
     -log-error "$RUN/mariadb-$name.log" -user "$(as_root_opt root)" -buffer-pool "${HB_MARIADB_BUFFER_POOL:-1G}" \
     -redo-log 512M "${member[@]}") || exit 1
   mapfile -t opts <<<"$out"
@@ -291,8 +296,16 @@ seed_dump() {
 mariadb_replica() {
   local name=$1 port=$2 id=$3 primary=$4
   local dir="$RUN/mariadb-$name" sock="$RUN/mariadb-$name.sock" psock="$RUN/mariadb-$primary.sock"
+  # A seed that did not finish (its dump failed: RUN/mariadb-NAME.seeding
+  # left behind) left an empty server that replicates from nobody; started
+  # as it is, it would be a replica with no copy, which a failover could
+  # promote (a chaos run did). It is thrown away and seeded again.
+  if [ -f "$dir.seeding" ]; then
+    stop "$RUN/mariadb-$name.pid"
+    rm -rf "$dir"
+  fi
   if [ -d "$dir/mysql" ]; then mariadb_start "$name" "$port" "$id"; return; fi
-  touch "$dir.new-replica"
+  touch "$dir.new-replica" "$dir.seeding"
   mariadb_start "$name" "$port" "$id"
   local dump="$RUN/mariadb-$name.seed.sql" pport gtid
   seed_dump "$psock" "$dump" || { echo "could not dump $primary for replica $name" >&2; exit 1; }
@@ -304,7 +317,7 @@ mariadb_replica() {
     CHANGE MASTER TO MASTER_HOST = '$(addr "mariadb-$primary")', MASTER_PORT = $pport, MASTER_USER = 'repl', MASTER_PASSWORD = 'repl',
       MASTER_USE_GTID = slave_pos, MASTER_CONNECT_RETRY = 1;
     START SLAVE;" || { echo "replica $name did not start replicating" >&2; exit 1; }
-  rm -f "$dir.new-replica" "$dump"
+  rm -f "$dir.new-replica" "$dir.seeding" "$dump"
 }
 
 # memcached NAME PORT
@@ -737,10 +750,13 @@ chaos_env() {
 # chaos ARGS: hbchaos (make chaos) against a dev cluster of its own, in a
 # network namespace of its own (the cluster's ports are fixed) with its data
 # in .run/chaos (HB_DEV_RUN), started fresh and stopped afterwards. ARGS go
-# to hbchaos (-clients, -duration, -markdown FILE...).
+# to hbchaos (-clients, -duration, -markdown FILE...). With HB_HOSTS=1
+# (make chaos HOSTS=1) the cluster runs on hosts of its own (their
+# namespaces named chaos-KIND-ID, HB_HOSTS_NET, apart from make up
+# HOSTS=1's) and hbchaos gets hosts.json: the network faults too.
 chaos() {
   if [ -z "${HB_CHAOS_NS:-}" ]; then
-    exec unshare -n env HB_CHAOS_NS=1 HB_DEV_RUN="${HB_DEV_RUN:-$ROOT/.run/chaos}" \
+    exec unshare -n env HB_CHAOS_NS=1 HB_DEV_RUN="${HB_DEV_RUN:-$ROOT/.run/chaos}" HB_HOSTS_NET="${HB_HOSTS_NET:-chaos}" \
       bash -c 'ip link set lo up && exec "$0" chaos "$@"' "$ROOT/scripts/dev.sh" "$@"
   fi
   chaos_env
@@ -748,7 +764,8 @@ chaos() {
   up >"$RUN/up.out" 2>&1 || { tail -20 "$RUN/up.out"; echo "chaos: make up failed" >&2; return 1; }
   local rc=0 pid
   # TERM or INT (a test's deadline): hbchaos stopped, the cluster too.
-  (cd "$ROOT" && exec "$RUN/bin/hbchaos" -config "$CONFIG" -run "$RUN" -dev "$ROOT/scripts/dev.sh" "$@") &
+  local hosts=(); [ -z "$HOSTS" ] || hosts=(-hosts "$HOSTS_JSON")
+  (cd "$ROOT" && exec "$RUN/bin/hbchaos" -config "$CONFIG" -run "$RUN" -dev "$ROOT/scripts/dev.sh" "${hosts[@]}" "$@") &
   pid=$!
   trap 'echo "chaos: stopped" >&2; kill "$pid" 2>/dev/null; wait "$pid"; down; exit 143' TERM INT
   wait "$pid" || rc=$?

@@ -31,6 +31,22 @@ type findings struct {
 	voids             int // sends the settler's sweeper voided (a pending packet whose debit never came)
 	detailErrs        int
 	conflictingAnswer int64
+	// lostAt and doubledAt are when each lost or doubled answer was
+	// acknowledged (its fault's window); zero when no moment is known (a
+	// ledger entry twice).
+	lostAt, doubledAt []time.Time
+}
+
+// lose counts a lost acknowledged answer, acknowledged at at.
+func (f *findings) lose(at time.Time) {
+	f.lost++
+	f.lostAt = append(f.lostAt, at)
+}
+
+// double counts a doubled answer, acknowledged at at.
+func (f *findings) double(at time.Time) {
+	f.doubled++
+	f.doubledAt = append(f.doubledAt, at)
 }
 
 func (f *findings) note(format string, args ...any) {
@@ -101,7 +117,7 @@ func check(ctx context.Context, l *load, walletDSN, hbctl, config string) (findi
 			defer mu.Unlock()
 			if err != nil {
 				f.detailErrs++
-				f.lost++
+				f.lose(p.sentAt)
 				f.note("packet %s (acknowledged send): %v", p.id, err)
 				return
 			}
@@ -109,7 +125,7 @@ func check(ctx context.Context, l *load, walletDSN, hbctl, config string) (findi
 			debit[p.sender] += p.total
 			refund[p.sender] += d.RemainingAmount
 			if d.Total != p.total || d.Count != p.count {
-				f.lost++
+				f.lose(p.sentAt)
 				f.note("packet %s: sent %d fen / %d shares, detail says %d / %d", p.id, p.total, p.count, d.Total, d.Count)
 			}
 			seen := map[hongbao.UserID]int64{}
@@ -120,7 +136,7 @@ func check(ctx context.Context, l *load, walletDSN, hbctl, config string) (findi
 					continue
 				}
 				if _, dup := seen[u]; dup {
-					f.doubled++
+					f.double(p.sentAt)
 					f.note("packet %s: user %s twice in the detail", p.id, u)
 				}
 				seen[u] = r.Amount
@@ -135,7 +151,7 @@ func check(ctx context.Context, l *load, walletDSN, hbctl, config string) (findi
 			p.mu.Lock()
 			for u, amt := range p.opens {
 				if got, ok := seen[u]; !ok || got != amt {
-					f.lost++
+					f.lose(p.openAt[u])
 					f.note("packet %s: open by %s acknowledged with %d fen, detail has %d (present %v)", p.id, u, amt, got, ok)
 				}
 			}
@@ -195,7 +211,7 @@ func ledger(ctx context.Context, dsn string, l *load, credit, debit, refund map[
 			return err
 		}
 		if n != distinct {
-			f.doubled++
+			f.double(time.Time{})
 			f.note("user %s: %d %s entries under %d keys", u, n, kind, distinct)
 		}
 		got[kind][u] = sum

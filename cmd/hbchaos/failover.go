@@ -138,12 +138,7 @@ func (d *dev) restartAsReplica(ctx context.Context, set configs.Set, name string
 // replicasOf returns SET set's replicas as the meta database names them,
 // primary aside.
 func (d *dev) replicasOf(ctx context.Context, set configs.Set, primary string) ([]string, error) {
-	meta, err := topology.OpenMeta(ctx, d.cfg.MetaDSN, d.cfg.CoreMembers(), false)
-	if err != nil {
-		return nil, err
-	}
-	defer meta.Close()
-	t, err := topology.Load(ctx, meta)
+	t, err := d.topology(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -158,6 +153,16 @@ func (d *dev) replicasOf(ctx context.Context, set configs.Set, primary string) (
 		}
 	}
 	return out, nil
+}
+
+// topology is the topology as the meta database holds it now.
+func (d *dev) topology(ctx context.Context) (*topology.Map, error) {
+	meta, err := topology.OpenMeta(ctx, d.cfg.MetaDSN, d.cfg.CoreMembers(), false)
+	if err != nil {
+		return nil, err
+	}
+	defer meta.Close()
+	return topology.Load(ctx, meta)
 }
 
 // asAdmin runs stmt on dsn's server as the operator (replication's admin

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hongbao-dev/hongbao/configs"
+	"github.com/hongbao-dev/hongbao/e2e/harness/devhosts"
 	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
@@ -33,7 +34,9 @@ const (
 	moverKilled   = "mover killed at a step"
 )
 
-var kinds = []string{killServer, killRouter, killSettler, killArchiver, killMariaDB, killMemcached, pauseMariaDB, failover, linkCut, moverKilled}
+var kinds = []string{killServer, killRouter, killSettler, killArchiver, killMariaDB, killMemcached, pauseMariaDB, failover, linkCut, moverKilled,
+	partPrimaryReplica, cutReplicaPrimary, partRouterServer, partServerPrimary, partServerCore, partWatcherPrimary,
+	isolateServer, powerLoss, halfDeadReplica, replicaThenPrimary, setPowerLoss}
 
 // fault is one fault injected and how long until the component served
 // again.
@@ -43,6 +46,7 @@ type fault struct {
 	recovery     time.Duration
 	err          error // it did not recover (or could not be injected)
 	skipped      string
+	acked0       int64 // answers acknowledged when it was injected (its window's start)
 }
 
 // dev is the dev cluster the faults act on: its pid files (scripts/dev.sh's
@@ -57,6 +61,9 @@ type dev struct {
 	sets    []configs.Set
 	replica bool // the configuration names replicas: failover can be tried
 	rng     *rand.Rand
+	hosts   *devhosts.File // the hosts of make up HOSTS=1 (nil: one host, no network faults)
+	l       *load          // the clients: when each SET's writes were last acknowledged
+	holdFor time.Duration  // the mean length of a partition (-hold)
 }
 
 // inject runs one fault of kind and waits (at most 90 s) until what it hit
@@ -106,6 +113,8 @@ func (d *dev) inject(ctx context.Context, kind string) fault {
 		default:
 			f.recovery, f.err = d.cutAndFailover(ctx, set)
 		}
+	default:
+		d.injectNemesis(ctx, kind, set, &f)
 	}
 	return f
 }

@@ -27,10 +27,12 @@ type packet struct {
 	total    int64
 	count    int
 	activity bool
+	sentAt   time.Time // when its send was acknowledged (the fault it ran under)
 
-	mu    sync.Mutex
-	opens map[hongbao.UserID]int64 // acknowledged opens: opened or already_opened, with the amount
-	over  bool                     // a client was told sold_out or expired
+	mu     sync.Mutex
+	opens  map[hongbao.UserID]int64     // acknowledged opens: opened or already_opened, with the amount
+	openAt map[hongbao.UserID]time.Time // when each open was acknowledged
+	over   bool                         // a client was told sold_out or expired
 }
 
 // load is the clients, their record and their counters.
@@ -51,6 +53,25 @@ type load struct {
 	sends, activity, opens     atomic.Int64
 	statuses                   sync.Map // "500 internal" -> *atomic.Int64
 	conflictAmounts            atomic.Int64
+	// lastWrite is, per bucket, when a write to it (a send answered 201,
+	// an open answered 200) was last acknowledged, in Unix nanoseconds:
+	// a fault's recovery is the time until its SET's writes are
+	// acknowledged again.
+	lastWrite [hongbao.Buckets]atomic.Int64
+}
+
+// wrote notes an acknowledged write to bucket b.
+func (l *load) wrote(b hongbao.Bucket) { l.lastWrite[b].Store(time.Now().UnixNano()) }
+
+// wroteSince reports whether a write to one of buckets was acknowledged
+// after t.
+func (l *load) wroteSince(buckets []hongbao.Bucket, t time.Time) error {
+	for _, b := range buckets {
+		if l.lastWrite[b].Load() > t.UnixNano() {
+			return nil
+		}
+	}
+	return fmt.Errorf("no write to its %d buckets acknowledged since %s", len(buckets), t.Format("15:04:05.000"))
 }
 
 // answer is one HTTP answer (status 0: none came).
@@ -204,7 +225,9 @@ func (l *load) sent(me hongbao.UserID, total int64, count int, activity bool, a 
 	if err != nil {
 		return true
 	}
-	p := &packet{id: id, sender: me, total: total, count: count, activity: activity, opens: map[hongbao.UserID]int64{}}
+	p := &packet{id: id, sender: me, total: total, count: count, activity: activity, sentAt: time.Now(),
+		opens: map[hongbao.UserID]int64{}, openAt: map[hongbao.UserID]time.Time{}}
+	l.wrote(id.Bucket())
 	l.sends.Add(1)
 	if activity {
 		l.activity.Add(1)
@@ -272,7 +295,9 @@ func (l *load) opened(me hongbao.UserID, p *packet, a answer) bool {
 			l.conflictAmounts.Add(1) // two answers with different amounts
 		}
 		p.opens[me] = o.Amount
+		p.openAt[me] = time.Now()
 		l.opens.Add(1)
+		l.wrote(p.id.Bucket())
 	case http.StatusConflict, http.StatusGone:
 		p.over = true
 	}

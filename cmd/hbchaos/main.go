@@ -38,16 +38,26 @@ import (
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/configs"
+	"github.com/hongbao-dev/hongbao/e2e/harness/devhosts"
 )
+
+// verifyRun is one hbctl verify during the run: when, and "ok",
+// "violation" or "error".
+type verifyRun struct {
+	at     time.Time
+	result string
+}
 
 // options are the command line.
 type options struct {
 	config, run, script, bin, markdown string
+	hosts                              string // hosts.json of make up HOSTS=1: the network faults' map
 	clients                            int
-	duration, gap, drain               time.Duration
+	duration, gap, drain, hold         time.Duration
 	seed                               uint64
 	verifyEvery                        time.Duration
 	faults                             []string // the kinds to inject (nil: every kind)
+	everyKind                          bool     // go on past duration until each kind was drawn
 }
 
 func main() {
@@ -59,9 +69,12 @@ func main() {
 	flag.IntVar(&o.clients, "clients", 2000, "concurrent clients (each its own user)")
 	flag.DurationVar(&o.duration, "duration", 3*time.Minute, "how long the clients and the faults run")
 	flag.DurationVar(&o.gap, "gap", 8*time.Second, "mean time between one fault's recovery and the next fault")
+	flag.DurationVar(&o.hold, "hold", 5*time.Second, "mean time a partition, isolation or power loss lasts before its heal (0.6 to 1.6 times it)")
 	flag.DurationVar(&o.drain, "drain", 3*time.Minute, "longest wait after the run for expiries and the outboxes")
 	flag.DurationVar(&o.verifyEvery, "verify-every", 30*time.Second, "run hbctl verify this often during the run (0: never)")
 	flag.Uint64Var(&o.seed, "seed", uint64(time.Now().UnixNano()), "seed of the clients and the fault schedule")
+	flag.StringVar(&o.hosts, "hosts", "", "hosts.json of a cluster on hosts (make up HOSTS=1): enables the network faults (partitions, isolation, power loss)")
+	flag.BoolVar(&o.everyKind, "every-kind", true, "go on past -duration (up to 3 times it) until every kind of fault was drawn once")
 	flag.StringVar(&o.markdown, "markdown", "", "also write the report as Markdown into this file (RELIABILITY.md)")
 	only := flag.String("faults", "", "the kinds of fault to inject, comma-separated (default: every kind: "+strings.Join(kinds, ", ")+")")
 	flag.Parse()
@@ -99,8 +112,10 @@ type result struct {
 	o              options
 	began, loadEnd time.Time
 	faults         []fault
-	verifies       []string // "ok", "violation", "error" of each verify during the run
-	left           int      // operations with no final answer even after the faults
+	verifies       []verifyRun   // each verify during the run
+	ackedEnd       int64         // answers acknowledged when the load ended
+	loadFor        time.Duration // how long the load ran (-duration, or more with -every-kind)
+	left           int           // operations with no final answer even after the faults
 	outboxLeft     int
 	f              findings
 	l              *load
@@ -120,7 +135,12 @@ func run(ctx context.Context, o options, w io.Writer) (bool, error) {
 	}
 	hbctl := filepath.Join(o.bin, "hbctl")
 	d := &dev{cfg: cfg, config: o.config, run: o.run, script: o.script, bin: o.bin, sets: sets,
-		replica: namesReplicas(o.config, hbctl), rng: rand.New(rand.NewPCG(o.seed, 1))}
+		replica: namesReplicas(o.config, hbctl), rng: rand.New(rand.NewPCG(o.seed, 1)), holdFor: o.hold}
+	if o.hosts != "" {
+		if d.hosts, err = devhosts.Read(o.hosts); err != nil {
+			return false, err
+		}
+	}
 	l := &load{
 		base:   "http://" + cfg.Router.Listen,
 		signer: hongbao.NewSigner([]byte(cfg.Secret)),
@@ -132,10 +152,17 @@ func run(ctx context.Context, o options, w io.Writer) (bool, error) {
 	if cfg.Limits.MaxShare > 0 && cfg.Limits.MaxShare < 50 || cfg.Limits.MaxTotal < int64(l.maxCnt)*50 {
 		l.maxCnt = 100 // the limits allow no activity packet
 	}
+	d.l = l
 	r := &result{o: o, began: time.Now(), l: l}
+	// Every server and the router ready first: a fault must not be
+	// blamed for a server that never came up (make up's waits do not
+	// stop scripts/dev.sh chaos).
+	if err := d.ready(ctx); err != nil {
+		return false, err
+	}
 	fmt.Fprintf(w, "hbchaos: %d clients for %v against %s (seed %d); faults every ~%v\n", o.clients, o.duration, l.base, o.seed, o.gap)
 
-	loadCtx, stop := context.WithTimeout(ctx, o.duration)
+	loadCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	var wg sync.WaitGroup
 	for i := range o.clients {
@@ -160,37 +187,44 @@ func run(ctx context.Context, o options, w io.Writer) (bool, error) {
 					v = "error"
 				}
 				mu.Lock()
-				r.verifies = append(r.verifies, v)
+				r.verifies = append(r.verifies, verifyRun{at: time.Now(), result: v})
 				mu.Unlock()
 			}
 		})
 	}
-	// The faults, one at a time, each kind in turn in a shuffled order.
-	deck := []string{}
-	for loadCtx.Err() == nil {
-		gap := time.Duration(float64(o.gap) * (0.5 + d.rng.Float64()))
-		select {
-		case <-loadCtx.Done():
-			continue
-		case <-time.After(gap):
+	// The faults, one at a time, each kind in turn in a shuffled order;
+	// with -every-kind the load goes on past -duration (up to three
+	// times it) until every kind was drawn once, so that each has its
+	// table.
+	deck, drawn := []string{}, 0
+	began := time.Now()
+	for {
+		over := time.Since(began) >= o.duration
+		if over && (!o.everyKind || drawn >= len(faultKinds(o)) || time.Since(began) >= 3*o.duration) {
+			break
 		}
+		time.Sleep(time.Duration(float64(o.gap) * (0.5 + d.rng.Float64())))
 		if len(deck) == 0 {
-			deck = append(deck, kinds...)
-			if len(o.faults) > 0 {
-				deck = append(deck[:0], o.faults...)
-			}
+			deck = append(deck, faultKinds(o)...)
 			d.rng.Shuffle(len(deck), func(i, j int) { deck[i], deck[j] = deck[j], deck[i] })
 		}
 		kind := deck[0]
 		deck = deck[1:]
+		drawn++
 		if kind == killArchiver {
 			// Its recovery is a whole ensure over every day table (a minute
 			// or more): measured beside the other faults, not before them.
 			wg.Go(func() { r.record(w, &mu, d.inject(ctx, kind)) })
 			continue
 		}
-		r.record(w, &mu, d.inject(ctx, kind))
+		acked := l.acked.Load()
+		f := d.inject(ctx, kind)
+		f.acked0 = acked
+		r.record(w, &mu, f)
 	}
+	stop()
+	r.loadFor = time.Since(began).Round(time.Second)
+	r.ackedEnd = l.acked.Load()
 	wg.Wait()
 	r.loadEnd = time.Now()
 
@@ -224,6 +258,14 @@ func run(ctx context.Context, o options, w io.Writer) (bool, error) {
 		ok = false
 	}
 	return ok, nil
+}
+
+// faultKinds are the kinds the run draws from: -faults, or every kind.
+func faultKinds(o options) []string {
+	if len(o.faults) > 0 {
+		return o.faults
+	}
+	return kinds
 }
 
 // unrecovered counts the faults injected that the system did not recover

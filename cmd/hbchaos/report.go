@@ -14,6 +14,7 @@ import (
 func report(w io.Writer, r *result) {
 	fmt.Fprintln(w)
 	fmt.Fprint(w, table(r))
+	fmt.Fprint(w, kindTables(r))
 	if len(r.f.problems) > 0 {
 		fmt.Fprintln(w, "\nevidence (first findings):")
 		for _, p := range r.f.problems {
@@ -31,7 +32,7 @@ func table(r *result) string {
 	row := func(k, v string, args ...any) { fmt.Fprintf(&b, "| %s | %s |\n", k, fmt.Sprintf(v, args...)) }
 	b.WriteString("| | |\n|---|---|\n")
 	row("load", "%d clients for %v through the router: %d packets sent (%d activity packets of 200..%d shares), %d opens acknowledged, counting the operations asked again after the faults (the run with its faults' recoveries took %v)",
-		r.o.clients, r.o.duration, l.sends.Load(), l.activity.Load(), l.maxCnt, l.opens.Load(), r.loadEnd.Sub(r.began).Round(time.Second))
+		r.o.clients, r.loadFor, l.sends.Load(), l.activity.Load(), l.maxCnt, l.opens.Load(), r.loadEnd.Sub(r.began).Round(time.Second))
 	row("acknowledged answers", "%d final answers (%d requests asked again after no answer, a 5xx, 429 or 421; %d operations got no final answer within 20 s and were asked again after the faults, %d still unanswered)",
 		l.acked.Load(), l.retries.Load(), l.unanswered.Load(), r.left)
 	row("answers while faults ran", "%s", statuses(l))
@@ -47,7 +48,7 @@ func table(r *result) string {
 	row("sends voided by the sweeper", "%d (a packet left pending, its debit never made: a retry of its send answers 402 insufficient_funds)", f.voids)
 	verifies := map[string]int{}
 	for _, v := range r.verifies {
-		verifies[v]++
+		verifies[v.result]++
 	}
 	ok := "passes"
 	if !f.verifyOK {
@@ -57,23 +58,8 @@ func table(r *result) string {
 		ok, verifies["ok"], verifies["violation"], verifies["error"])
 	b.WriteString("\n| fault | injected | recovered | serving again after (min / median / max) |\n|---|---|---|---|\n")
 	for _, k := range kinds {
-		var ds []time.Duration
-		n, bad, skipped := 0, 0, ""
-		for _, x := range r.faults {
-			if x.kind != k {
-				continue
-			}
-			if x.skipped != "" {
-				skipped = x.skipped
-				continue
-			}
-			n++
-			if x.err != nil {
-				bad++
-				continue
-			}
-			ds = append(ds, x.recovery)
-		}
+		st := statOf(r.faults, k)
+		n, bad, skipped, ds := st.n, st.bad, st.skipped, st.ds
 		switch {
 		case n == 0 && skipped != "":
 			fmt.Fprintf(&b, "| %s | skipped | | %s |\n", k, skipped)
@@ -82,11 +68,46 @@ func table(r *result) string {
 		case len(ds) == 0:
 			fmt.Fprintf(&b, "| %s | %d | 0 | |\n", k, n)
 		default:
-			slices.Sort(ds)
 			fmt.Fprintf(&b, "| %s | %d | %d | %.2f / %.2f / %.2f s |\n", k, n, n-bad, ds[0].Seconds(), ds[len(ds)/2].Seconds(), ds[len(ds)-1].Seconds())
 		}
 	}
 	return b.String()
+}
+
+// kindStat is one kind's faults: how many were injected, how many did
+// not recover, their recoveries (sorted), the targets, and why it was
+// skipped when it was.
+type kindStat struct {
+	n, bad  int
+	ds      []time.Duration
+	targets []string
+	skipped string
+}
+
+// statOf is kind k's kindStat among fs.
+func statOf(fs []fault, k string) kindStat {
+	var st kindStat
+	for _, f := range fs {
+		if f.kind != k {
+			continue
+		}
+		if f.skipped != "" {
+			st.skipped = f.skipped
+			continue
+		}
+		st.n++
+		if !slices.Contains(st.targets, f.target) {
+			st.targets = append(st.targets, f.target)
+		}
+		if f.err != nil {
+			st.bad++
+			continue
+		}
+		st.ds = append(st.ds, f.recovery)
+	}
+	slices.Sort(st.ds)
+	slices.Sort(st.targets)
+	return st
 }
 
 // statuses lists the answers' statuses, most frequent first.
@@ -127,8 +148,10 @@ func indent(s string) string { return "  " + strings.ReplaceAll(s, "\n", "\n  ")
 func writeMarkdown(path string, r *result) error {
 	const begin, end = "<!-- hbchaos: begin -->", "<!-- hbchaos: end -->"
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s\nRun of %s (%d clients, %v, seed %d):\n\n", begin, r.began.UTC().Format("2006-01-02 15:04 MST"), r.o.clients, r.o.duration, r.o.seed)
+	fmt.Fprintf(&b, "%s\nRun of %s (%d clients, %v, seed %d):\n\n", begin, r.began.UTC().Format("2006-01-02 15:04 MST"), r.o.clients, r.loadFor, r.o.seed)
 	b.WriteString(table(r))
+	b.WriteString("\nEach kind of fault apart: its windows run from each of its injections to the next fault.\n")
+	b.WriteString(kindTables(r))
 	if len(r.f.problems) > 0 {
 		b.WriteString("\nEvidence (first findings):\n\n")
 		for _, p := range r.f.problems {

@@ -152,8 +152,8 @@ func testMariadbdArgs(t *testing.T, bin string) {
 			t.Errorf("replica: no %s in %v", want, replica)
 		}
 	}
-	lone := args("-thread-pool")
-	for _, want := range []string{"--skip-log-bin", "--thread-handling=pool-of-threads", "--port=3316", "--innodb-buffer-pool-size=1G"} {
+	lone := args("-thread-pool", "-tmpdir", "/t")
+	for _, want := range []string{"--skip-log-bin", "--thread-handling=pool-of-threads", "--port=3316", "--innodb-buffer-pool-size=1G", "--tmpdir=/t"} {
 		if !slices.Contains(lone, want) {
 			t.Errorf("lone server: no %s in %v", want, lone)
 		}

@@ -22,6 +22,7 @@ func mariadbdArgs(args []string) error {
 	fs.StringVar(&s.Bind, "bind", "", "address to listen on (default 127.0.0.1; a host's own with make up HOSTS=1)")
 	fs.StringVar(&s.PidFile, "pid-file", "", "pid file")
 	fs.StringVar(&s.LogError, "log-error", "", "error log")
+	fs.StringVar(&s.TmpDir, "tmpdir", "", "directory of its temporary files (default MariaDB's, /tmp)")
 	fs.StringVar(&s.User, "user", "", `--user ("root" when run as root)`)
 	fs.StringVar(&s.BufferPool, "buffer-pool", "1G", "innodb_buffer_pool_size")
 	fs.StringVar(&s.RedoLog, "redo-log", "512M", "innodb_log_file_size")

@@ -47,6 +47,17 @@ func (f *op) stopReceiving(ctx context.Context, fenced string) ([]candidate, err
 			return nil, fmt.Errorf("replica %s does not answer (%w): it might still acknowledge the old primary's "+
 				"commits, nothing was promoted; stop it (or make it unreachable from the old primary) and run failover again", sqldb.Addr(r), err)
 		}
+		// A replica that does not replicate from this primary (one
+		// whose seed failed, left empty; an old primary never rejoined)
+		// acknowledged none of its commits: promoting it would drop
+		// them all (a chaos run on hosts did).
+		if host, port, err := replication.Addr(f.g.primary); err != nil {
+			return nil, err
+		} else if !st.From(ctx, host, port) {
+			f.say("replica %s is not a candidate: it does not replicate from the primary %s (its source: %s:%d)",
+				sqldb.Addr(r), sqldb.Addr(f.g.primary), st.MasterHost, st.MasterPort)
+			continue
+		}
 		received := st.IOPos
 		if received == "" { // nothing received since its start: what it applied
 			received = st.SlavePos

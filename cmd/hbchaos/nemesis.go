@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"os/exec"
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/configs"
+	"github.com/hongbao-dev/hongbao/e2e/harness/hosts"
 )
 
 // The network nemesis: faults between the hosts of make up HOSTS=1 (a
@@ -30,70 +30,50 @@ func (d *dev) hold() time.Duration {
 }
 
 // host is the host of the process whose key (its pid file's stem) is
-// key: mariadb-a, server-a1, watch-w1.
-func (d *dev) host(key string) (ns string, addr netip.Addr, err error) {
-	for _, h := range d.hosts.Hosts {
-		if h.Host == key {
-			a, err := netip.ParseAddr(h.Addr)
-			return h.NetNS, a, err
-		}
-	}
-	return "", netip.Addr{}, fmt.Errorf("hosts.json has no host %s", key)
-}
-
-// ipIn runs ip with args in network namespace ns.
-func ipIn(ctx context.Context, ns string, args ...string) error {
-	out, err := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns, "ip"}, args...)...).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("ip netns exec %s ip %v: %w: %s", ns, args, err, out)
-	}
-	return nil
-}
-
-// cut is a one-way cut: what the host of from sends to the host of to
-// is dropped. It returns the heal.
-func (d *dev) cut(ctx context.Context, from, to string) (func() error, error) {
-	ns, _, err := d.host(from)
-	if err != nil {
-		return nil, err
-	}
-	_, addr, err := d.host(to)
-	if err != nil {
-		return nil, err
-	}
-	dst := addr.String() + "/32"
-	if err := ipIn(ctx, ns, "route", "replace", "blackhole", dst); err != nil {
-		return nil, err
-	}
-	return func() error {
-		return ipIn(context.WithoutCancel(ctx), ns, "route", "del", "blackhole", dst)
-	}, nil
-}
-
-// isolate cuts the host of key off from every other and from hbchaos
-// (the bridge's network and the default route blackholed). It returns
-// the heal, which puts both routes back as devhosts made them.
-func (d *dev) isolate(ctx context.Context, key string) (func() error, error) {
-	ns, addr, err := d.host(key)
-	if err != nil {
-		return nil, err
-	}
+// key: mariadb-a, server-a1, watch-w1, as hosts.json names it.
+func (d *dev) host(key string) (*hosts.Host, error) {
 	prefix, err := netip.ParsePrefix(d.hosts.Prefix)
 	if err != nil {
 		return nil, fmt.Errorf("hosts.json prefix: %w", err)
 	}
-	for _, dst := range []string{prefix.Masked().String(), "default"} {
-		if err := ipIn(ctx, ns, "route", "replace", "blackhole", dst); err != nil {
-			return nil, err
+	for _, h := range d.hosts.Hosts {
+		if h.Host == key {
+			a, err := netip.ParseAddr(h.Addr)
+			return hosts.Attach(h.Host, h.NetNS, a, prefix), err
 		}
 	}
-	return func() error {
-		c := context.WithoutCancel(ctx)
-		if err := ipIn(c, ns, "route", "replace", prefix.Masked().String(), "dev", "eth0", "src", addr.String()); err != nil {
-			return err
-		}
-		return ipIn(c, ns, "route", "replace", "default", "via", prefix.Masked().Addr().Next().String())
-	}, nil
+	return nil, fmt.Errorf("hosts.json has no host %s", key)
+}
+
+// cut is a one-way cut: what the host of from sends to the host of to
+// is dropped (hosts.Host.Cut). It returns the heal.
+func (d *dev) cut(ctx context.Context, from, to string) (func() error, error) {
+	src, err := d.host(from)
+	if err != nil {
+		return nil, err
+	}
+	dst, err := d.host(to)
+	if err != nil {
+		return nil, err
+	}
+	if err := src.Cut(ctx, dst.Addr); err != nil {
+		return nil, err
+	}
+	return func() error { return src.Heal(context.WithoutCancel(ctx), dst.Addr) }, nil
+}
+
+// isolate cuts the host of key off from every other and from hbchaos
+// (hosts.Host.Isolate). It returns the heal, which puts its routes back
+// as devhosts made them.
+func (d *dev) isolate(ctx context.Context, key string) (func() error, error) {
+	h, err := d.host(key)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.Isolate(ctx); err != nil {
+		return nil, err
+	}
+	return func() error { return h.Rejoin(context.WithoutCancel(ctx)) }, nil
 }
 
 // heals runs every heal, the last made first; it returns the first

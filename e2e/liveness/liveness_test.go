@@ -104,17 +104,6 @@ func startMariaDB(t *testing.T, h *hosts.Host) string {
 	return fmt.Sprintf("root@tcp(%s:3306)/hb", h.Addr)
 }
 
-// open is a pool on dsn from this namespace, closed when the test ends.
-func open(t *testing.T, dsn string, conns int) *sql.DB {
-	t.Helper()
-	db, err := sqldb.Open(dsn, conns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
-}
-
 // locked reports whether row 1 of hb.t or the GET_LOCK "hb-liveness" is
 // held by another session.
 func locked(ctx context.Context, db *sql.DB) (bool, error) {
@@ -178,7 +167,7 @@ func TestVanishedClientReleasesLocks(t *testing.T) {
 	hs := testNet(t, "db", "app")
 	dbHost, app := hs[0], hs[1]
 	dsn := startMariaDB(t, dbHost)
-	here := open(t, dsn, 2)
+	here := dbtest.Open(t, dsn, 2)
 	ctx := context.Background()
 
 	appDB, err := sqldb.OpenDial(dsn, 1, app.Dial)
@@ -239,7 +228,7 @@ func TestVanishedServerFailsQueries(t *testing.T) {
 	t.Parallel()
 	hs := testNet(t, "db")
 	dbHost := hs[0]
-	db := open(t, startMariaDB(t, dbHost), 2)
+	db := dbtest.Open(t, startMariaDB(t, dbHost), 2)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	idle, err := db.Conn(ctx)

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hongbao-dev/hongbao/metrics"
 )
 
 // Audit is the last money audit the board ran in process (Deps.Audit:
@@ -154,6 +156,6 @@ func (b *Board) Register(reg prometheus.Registerer) {
 		{"hongbao_audit_last_success_timestamp_seconds", "Unix time the last money audit that passed started (0: none yet).",
 			read(func(a *Audit) float64 { return unix(a.LastOK) }, 0)},
 	} {
-		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: g.name, Help: g.help}, g.read))
+		metrics.Gauge(reg, g.name, g.help, g.read)
 	}
 }

@@ -140,19 +140,31 @@ var ErrFailoverBusy = errors.New("topology: another failover or rejoin of the SE
 // lock too, and another actor may then take it on the new core primary:
 // the holder calls Held before each step that must not be done twice.
 func LockFailover(ctx context.Context, meta *sql.DB, name string) (*FailoverLock, error) {
+	l, err := getLock(ctx, meta, "hb_failover:"+name, 0)
+	if errors.Is(err, errLockHeld) {
+		return nil, fmt.Errorf("%w: %s", ErrFailoverBusy, name)
+	}
+	return l, err
+}
+
+// errLockHeld is getLock's answer when another session holds the lock.
+var errLockHeld = errors.New("held by another session")
+
+// getLock takes user lock key on a connection of meta of its own, waiting
+// up to wait for it.
+func getLock(ctx context.Context, meta *sql.DB, key string, wait time.Duration) (*FailoverLock, error) {
 	conn, err := meta.Conn(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("topology: failover lock: %w", err)
 	}
-	key := "hb_failover:" + name
 	var got sql.NullInt64
-	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, 0)", key).Scan(&got); err != nil {
+	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, ?)", key, wait.Seconds()).Scan(&got); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("topology: failover lock: %w", err)
 	}
 	if got.Int64 != 1 {
 		conn.Close()
-		return nil, fmt.Errorf("%w: %s", ErrFailoverBusy, name)
+		return nil, errLockHeld
 	}
 	return &FailoverLock{conn: conn, key: key}, nil
 }
@@ -178,20 +190,11 @@ func TakeOverFailover(ctx context.Context, meta *sql.DB, name string, wait time.
 			return nil, 0, fmt.Errorf("topology: ending the failover lock's holder (connection %d): %w", holder.Int64, err)
 		}
 	}
-	conn, err := meta.Conn(ctx)
-	if err != nil {
-		return nil, 0, fmt.Errorf("topology: failover lock: %w", err)
-	}
-	var got sql.NullInt64
-	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, ?)", key, wait.Seconds()).Scan(&got); err != nil {
-		conn.Close()
-		return nil, 0, fmt.Errorf("topology: failover lock: %w", err)
-	}
-	if got.Int64 != 1 {
-		conn.Close()
+	l, err := getLock(ctx, meta, key, wait)
+	if errors.Is(err, errLockHeld) {
 		return nil, 0, fmt.Errorf("%w: %s (still held after its holder's connection %d was killed)", ErrFailoverBusy, name, holder.Int64)
 	}
-	return &FailoverLock{conn: conn, key: key}, holder.Int64, nil
+	return l, holder.Int64, err
 }
 
 // isNoSuchThread is MariaDB's answer to a KILL of a connection gone

@@ -153,6 +153,14 @@ func (h *Host) Command(ctx context.Context, name string, args ...string) *exec.C
 	return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", h.NS, name}, args...)...)
 }
 
+// Attach is the host named name already made on a Net over prefix (by
+// another process: make up HOSTS=1, whose hosts.json names it), in
+// network namespace ns at addr: what Cut, Heal, Isolate and Rejoin need.
+func Attach(name, ns string, addr netip.Addr, prefix netip.Prefix) *Host {
+	prefix = prefix.Masked()
+	return &Host{Name: name, NS: ns, Addr: addr, net: &Net{prefix: prefix, gw: prefix.Addr().Next()}}
+}
+
 // Cut drops every packet h sends to addr (a blackhole route in h's
 // namespace): h can no longer reach addr, nor answer it, while addr's
 // packets still arrive. Cut both hosts for a symmetric partition. The

@@ -19,6 +19,26 @@ func (g GTID) String() string { return fmt.Sprintf("%d-%d-%d", g.Domain, g.Serve
 // domain and server (@@gtid_binlog_state, "0-1-120,0-2-135").
 type State map[[2]uint32]uint64
 
+// String formats s as MariaDB does: "domain-server-seq" comma-separated,
+// in domain then server order.
+func (s State) String() string {
+	keys := make([][2]uint32, 0, len(s))
+	for k := range s {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b [2]uint32) int {
+		if a[0] != b[0] {
+			return int(a[0]) - int(b[0])
+		}
+		return int(a[1]) - int(b[1])
+	})
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = GTID{k[0], k[1], s[k]}.String()
+	}
+	return strings.Join(parts, ",")
+}
+
 // ParseState parses a comma-separated GTID list.
 func ParseState(s string) (State, error) {
 	st := State{}

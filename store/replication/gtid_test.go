@@ -57,3 +57,31 @@ func TestBehind(t *testing.T) {
 		}
 	}
 }
+
+func TestLaterPerDomain(t *testing.T) {
+	for _, c := range []struct {
+		slave, binlog string
+		want          string
+		later         bool
+	}{
+		{"0-1-21", "0-1-22", "0-1-22", true},                // a DDL's record lost in a crash
+		{"0-1-22", "0-1-22", "0-1-22", false},               // in step
+		{"0-1-30", "0-2-12", "0-1-30", false},               // its own old writes as a primary, long replicated past
+		{"", "0-1-5", "0-1-5", true},                        // never recorded anything
+		{"0-1-5", "", "0-1-5", false},                       // no binary log yet
+		{"0-1-7,1-3-9", "0-2-8,1-3-4", "0-2-8,1-3-9", true}, // per domain
+	} {
+		a, err := ParseState(c.slave)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := ParseState(c.binlog)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, later := laterPerDomain(a, b)
+		if got.String() != c.want || later != c.later {
+			t.Errorf("laterPerDomain(%q, %q) = %q, %v; want %q, %v", c.slave, c.binlog, got, later, c.want, c.later)
+		}
+	}
+}

@@ -85,7 +85,7 @@ func ApplyRelayLog(ctx context.Context, db *sql.DB, timeout time.Duration) (stri
 	if st.IORunning != "No" || st.SQLRunning != "No" {
 		return "", fmt.Errorf("replication: apply relay log: replication threads running (IO %s, SQL %s): stop them first", st.IORunning, st.SQLRunning)
 	}
-	applied, err := ParseState(st.SlavePos)
+	applied, err := alignSlavePos(ctx, db, st.SlavePos)
 	if err != nil {
 		return "", err
 	}
@@ -105,6 +105,72 @@ func ApplyRelayLog(ctx context.Context, db *sql.DB, timeout time.Duration) (stri
 		return "", err
 	}
 	return SlavePos(ctx, db)
+}
+
+// alignSlavePos returns what db's replica applied, per domain the later
+// of gtid_slave_pos and its binary log (gtid_binlog_pos), and moves
+// gtid_slave_pos up to it where it lags.
+//
+// Why: with log_slave_updates a replica's binary log holds every
+// transaction it committed, applied from its primary or not, while
+// MariaDB records a DDL's GTID in gtid_slave_pos apart from the DDL
+// itself: a kill -9 between the two leaves gtid_slave_pos behind the
+// binary log. Applying or fetching from there again applies that DDL a
+// second time, which gtid_strict_mode refuses ("would create an
+// out-of-order sequence number") and replication stops for good, its
+// primary's writes waiting for an acknowledgement that never comes. A
+// semi-sync replica's crash recovery leaves only committed transactions
+// in its binary log (SlaveArg), so the binary log is what it applied.
+// Both replication threads are stopped (the caller checked).
+func alignSlavePos(ctx context.Context, db *sql.DB, slavePos string) (State, error) {
+	applied, err := ParseState(slavePos)
+	if err != nil {
+		return nil, err
+	}
+	binlogPos, err := BinlogPos(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	written, err := ParseState(binlogPos)
+	if err != nil {
+		return nil, err
+	}
+	merged, lagged := laterPerDomain(applied, written)
+	if !lagged {
+		return applied, nil
+	}
+	if _, err := db.ExecContext(ctx, "SET GLOBAL gtid_slave_pos = ?", merged.String()); err != nil {
+		return nil, fmt.Errorf("replication: gtid_slave_pos %s behind the binary log %s: set it to %s: %w", slavePos, binlogPos, merged, err)
+	}
+	return merged, nil
+}
+
+// laterPerDomain returns, per domain, the GTID with the higher sequence
+// number of a's and b's (one GTID per domain each, as gtid_slave_pos and
+// gtid_binlog_pos hold), and whether b's was higher anywhere.
+func laterPerDomain(a, b State) (State, bool) {
+	top := func(s State) map[uint32][2]uint64 { // domain -> server, seq
+		m := map[uint32][2]uint64{}
+		for k, seq := range s {
+			if cur, ok := m[k[0]]; !ok || seq > cur[1] {
+				m[k[0]] = [2]uint64{uint64(k[1]), seq}
+			}
+		}
+		return m
+	}
+	ta, tb := top(a), top(b)
+	later := false
+	for d, g := range tb {
+		if cur, ok := ta[d]; !ok || g[1] > cur[1] {
+			ta[d] = g
+			later = true
+		}
+	}
+	out := State{}
+	for d, g := range ta {
+		out[[2]uint32{d, uint32(g[0])}] = g[1]
+	}
+	return out, later
 }
 
 // applyFrom runs the SQL thread alone from start, outside GTID mode (the

@@ -255,3 +255,68 @@ func TestFailoverToAReplicaNotStartedYet(t *testing.T) {
 		t.Fatalf("the promoted replica lacks %d of %d acknowledged commits: ids %v", len(lost), len(want), lost)
 	}
 }
+
+// TestReplicaRestartsWithItsSlavePosBehind: a replica killed between a
+// DDL's commit and MariaDB's separate record of its GTID comes back with
+// gtid_slave_pos behind its binary log (seen in CI: "An attempt was made
+// to binlog GTID 0-1-22 which would create an out-of-order sequence
+// number with existing GTID 0-1-22", replication stopped for good and
+// the primary's semi-sync commits waiting). Its restart takes what its
+// binary log says it applied: it replicates and acknowledges again, and
+// applies each later commit once.
+func TestReplicaRestartsWithItsSlavePosBehind(t *testing.T) {
+	g := dbtest.StartReplicated(t, 0, 1)
+	ctx := context.Background()
+	app := dbtest.Open(t, g.Primary.AppDSN(), 2)
+	primary := dbtest.Open(t, g.Primary.DSN, 1)
+	r := g.Replicas[0]
+	for _, q := range []string{"CREATE DATABASE x", "CREATE TABLE x.t (id INT PRIMARY KEY, v BIGINT)"} {
+		if _, err := app.Exec(q); err != nil {
+			t.Fatal(q, err)
+		}
+	}
+	want := acked(t, app, 1, 3)
+	before, err := replication.BinlogPos(ctx, primary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := app.Exec("CREATE TABLE x.u (id INT PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	after, err := replication.BinlogPos(ctx, primary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replRoot := dbtest.Open(t, r.DSN, 1)
+	if err := replication.WaitApplied(ctx, replRoot, after, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// What the crash leaves: the DDL in the replica's binary log and
+	// data, its GTID missing from gtid_slave_pos.
+	for _, q := range []string{"STOP SLAVE", "SET GLOBAL gtid_slave_pos = '" + before + "'"} {
+		if _, err := replRoot.Exec(q); err != nil {
+			t.Fatal(q, err)
+		}
+	}
+	replRoot.Close()
+	r.Stop()
+	if err := r.Restart(); err != nil {
+		t.Fatalf("replica restart with gtid_slave_pos %s behind its binary log %s: %v", before, after, err)
+	}
+	want = append(want, acked(t, app, 4, 3)...) // each waits for the replica's acknowledgement
+	end, err := replication.BinlogPos(ctx, primary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := dbtest.Open(t, r.DSN, 1)
+	if err := replication.WaitApplied(ctx, db, end, 20*time.Second); err != nil {
+		st, _ := replication.ReplicaStatus(ctx, db)
+		t.Fatalf("the restarted replica does not replicate (%+v): %v", st, err)
+	}
+	if lost := missing(t, db, want); len(lost) > 0 {
+		t.Fatalf("the replica lacks ids %v", lost)
+	}
+	if got, _ := replication.SlavePos(ctx, db); got != end {
+		t.Errorf("replica's gtid_slave_pos %q; want %q", got, end)
+	}
+}

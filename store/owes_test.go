@@ -11,6 +11,7 @@ import (
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 	"github.com/hongbao-dev/hongbao/store"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // TestOwes: a SET owes while its events table holds a pending or a failed
@@ -19,7 +20,15 @@ import (
 // owes nothing.
 func TestOwes(t *testing.T) {
 	ctx := context.Background()
-	db, loc, set, buckets := setup(t, 1)
+	// A private MariaDB: the shared one's outbox holds other tests'
+	// unnamed rows, which every SET on it owes.
+	db, err := sqldb.Open(dbtest.StartMariaDB(t).DSN, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	loc, set, buckets := dbtest.Shanghai(t), dbtest.UniqueName("ow"), randomBuckets(1)
+	dbtest.Own(t, db, set, buckets)
 	st := store.New(db, set, loc, time.Now, rand.Int64N).WithEvents()
 	off := store.New(db, set, loc, time.Now, rand.Int64N)
 	owes := func(name string, want *store.OwesError, says ...string) {

@@ -79,12 +79,18 @@ func (r *rig) daily(t *testing.T) (*statement.Statement, error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap, err := r.w.Snapshot(ctx)
+	return statement.Daily(ctx, r.snapshot(t), r.st, money, "today", from, to)
+}
+
+// snapshot takes a snapshot of the wallet, closed when the test ends.
+func (r *rig) snapshot(t *testing.T) *wallet.Snapshot {
+	t.Helper()
+	snap, err := r.w.Snapshot(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer snap.Close()
-	return statement.Daily(ctx, snap, r.st, money, "today", from, to)
+	t.Cleanup(func() { snap.Close() })
+	return snap
 }
 
 // send tops the sender up, creates a packet and debits it, as a SET
@@ -275,12 +281,7 @@ func checkMonthly(t *testing.T, r *rig, daily *statement.Statement) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap, err := r.w.Snapshot(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer snap.Close()
-	st, more, err := statement.Monthly(ctx, snap, sender, month, from, to, 1)
+	st, more, err := statement.Monthly(ctx, r.snapshot(t), sender, month, from, to, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

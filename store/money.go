@@ -21,7 +21,7 @@ import (
 // was lost (the daily statement's check from the SETs' side).
 func (s *Store) MoneyBetween(ctx context.Context, from, to, since time.Time) (moves []hongbao.Entry, inFlight map[string]bool, err error) {
 	days := map[string]bool{} // the live tables' days of the month and the archive's dates
-	for d := since.In(s.loc); d.Before(to.AddDate(0, 0, 1)); d = d.AddDate(0, 0, 1) {
+	for d := since.In(s.loc); d.Before(to); d = d.AddDate(0, 0, 1) {
 		days[fmt.Sprintf("_%02d", d.Day())], days["_"+d.Format("20060102")] = true, true
 	}
 	cold := s.cold

@@ -107,7 +107,7 @@ func (r *rig) send(t *testing.T, total int64, count int) (hongbao.PacketID, hong
 		t.Fatal(err)
 	}
 	if _, _, err := r.st.Create(ctx, store.NewPacket{ID: id, Sender: sender, Req: hongbao.SendRequest{Total: total, Count: count, Type: hongbao.Random},
-		Expiry: time.Hour, Funding: hongbao.Pending}); err != nil {
+		Expiry: time.Minute, Funding: hongbao.Pending}); err != nil { // a minute: its expiry is today but in the day's last minute
 		t.Fatal(err)
 	}
 	if _, _, err := r.w.Apply(ctx, hongbao.Entry{Key: hongbao.SendKey(id), User: sender, Amount: -total, Kind: hongbao.KindSend, Packet: id}); err != nil {
@@ -296,10 +296,11 @@ func checkMonthly(t *testing.T, r *rig, daily *statement.Statement) {
 }
 
 // TestDailyNamesWhatTheLedgerLacks: the check from the SETs' side. A
-// funded packet whose debit the ledger lacks, and a share whose credit
-// left the outbox without reaching the ledger, are named as problems
-// (their keys and amounts, in JSON and as CSV problem rows); a share whose
-// credit is still in the outbox is in flight, not a problem.
+// funded packet whose debit the ledger lacks, a share whose credit and an
+// expired packet whose refund left the outbox without reaching the ledger
+// are named as problems (their keys and amounts, in JSON and as CSV
+// problem rows); a share whose credit is still in the outbox is in
+// flight, not a problem.
 func TestDailyNamesWhatTheLedgerLacks(t *testing.T) {
 	ctx := context.Background()
 	r := newRig(t)
@@ -321,6 +322,19 @@ func TestDailyNamesWhatTheLedgerLacks(t *testing.T) {
 	if _, err := r.db.Exec("DELETE FROM hb_set.outbox WHERE entry_key = ?", hongbao.OpenKey(lostCredit, u1)); err != nil {
 		t.Fatal(err)
 	}
+	lostRefund, _ := r.send(t, 400, 4)
+	if _, err := r.st.OpenBatch(ctx, lostRefund, []hongbao.UserID{dbtest.FreshUser()}); err != nil {
+		t.Fatal(err)
+	}
+	r.clock.Store(int64(2 * time.Minute)) // past its expiry
+	done, refund, err := r.st.Close(ctx, lostRefund)
+	if err != nil || !done || refund <= 0 {
+		t.Fatalf("close: %v %d %v", done, refund, err)
+	}
+	if _, err := r.db.Exec("DELETE FROM hb_set.outbox WHERE entry_key = ?", hongbao.RefundKey(lostRefund)); err != nil {
+		t.Fatal(err)
+	}
+	r.deliver(t, []hongbao.PacketID{lostRefund}) // its credit: that share is in the ledger
 	st, err := r.daily(t)
 	if !errors.Is(err, statement.ErrDisagree) {
 		t.Fatalf("statement: %v, want ErrDisagree", err)
@@ -330,7 +344,8 @@ func TestDailyNamesWhatTheLedgerLacks(t *testing.T) {
 		got = append(got, fmt.Sprintf("%s %d", p.Key, p.Amount))
 	}
 	slices.Sort(got)
-	want := []string{fmt.Sprintf("%s %d", hongbao.OpenKey(lostCredit, u1), a1.Outcomes[0].Result.Amount), fmt.Sprintf("%s -900", hongbao.SendKey(lostDebit))}
+	want := []string{fmt.Sprintf("%s %d", hongbao.OpenKey(lostCredit, u1), a1.Outcomes[0].Result.Amount), fmt.Sprintf("%s -900", hongbao.SendKey(lostDebit)),
+		fmt.Sprintf("%s %d", hongbao.RefundKey(lostRefund), refund)}
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
 		t.Fatalf("problems %v, want %v", st.Problems, want)

@@ -188,3 +188,26 @@ func unitSeconds(t *testing.T, v string) int {
 	}
 	return n * mul
 }
+
+// Every alert of the rules has a promtool test case (run by
+// TestPrometheusRules): an alert nobody tested could never fire and no
+// test would say so.
+func TestEveryAlertTested(t *testing.T) {
+	rules, err := os.ReadFile(filepath.Join("deploy", "prometheus", "hongbao.rules.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests, err := os.ReadFile(filepath.Join("deploy", "prometheus", "hongbao.rules.test.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	alerts := regexp.MustCompile(`(?m)^\s+- alert: (\w+)`).FindAllStringSubmatch(string(rules), -1)
+	if len(alerts) < 10 {
+		t.Fatalf("found only %d alerts in hongbao.rules.yml", len(alerts))
+	}
+	for _, a := range alerts {
+		if !regexp.MustCompile(`(?m)^\s+alertname: ` + a[1] + `$`).Match(tests) {
+			t.Errorf("alert %s has no test case in hongbao.rules.test.yml", a[1])
+		}
+	}
+}

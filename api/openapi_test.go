@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 
 	hongbao "github.com/hongbao-dev/hongbao"
@@ -98,5 +99,32 @@ func TestSpecCheck(t *testing.T) {
 		if err := spec.Check(tt.method, tt.path, tt.status, tt.code); (err == nil) != tt.ok {
 			t.Errorf("Check(%s %s %d %q) = %v, want ok=%v", tt.method, tt.path, tt.status, tt.code, err, tt.ok)
 		}
+	}
+}
+
+// TestOpenAPIAudienceLimitIsTheDefault: the audience's maxItems is the
+// default of limits.max_audience, and its description says the configured
+// limit is what a cluster enforces (a JSON Schema cannot name a setting).
+func TestOpenAPIAudienceLimitIsTheDefault(t *testing.T) {
+	var doc struct {
+		Components struct {
+			Schemas struct {
+				AudienceRequest struct {
+					Properties struct {
+						Users struct {
+							MaxItems    int    `json:"maxItems"`
+							Description string `json:"description"`
+						} `json:"users"`
+					} `json:"properties"`
+				} `json:"AudienceRequest"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal([]byte(OpenAPI()), &doc); err != nil {
+		t.Fatal(err)
+	}
+	u := doc.Components.Schemas.AudienceRequest.Properties.Users
+	if u.MaxItems != hongbao.DefaultMaxAudience || !strings.Contains(u.Description, "limits.max_audience") || !strings.Contains(u.Description, "default") {
+		t.Fatalf("audience users: maxItems %d (%q), want the default %d of limits.max_audience, said so", u.MaxItems, u.Description, hongbao.DefaultMaxAudience)
 	}
 }

@@ -28,8 +28,8 @@ func checkHeld(t *testing.T, m *soldOut) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	sum := 0
-	for _, o := range m.packets {
-		sum += len(o) + packetCost
+	for id, o := range m.packets {
+		sum += cost(o, m.auds[id])
 	}
 	if sum != m.held {
 		t.Errorf("held = %d, the packets hold %d openers", m.held, sum)
@@ -57,7 +57,7 @@ func TestSoldOutMemoAnswer(t *testing.T) {
 	if m.knows(1) {
 		t.Error("knows a packet never remembered")
 	}
-	m.remember(1, map[hongbao.UserID]int64{11: 37, 12: 1, 13: 262})
+	m.remember(1, map[hongbao.UserID]int64{11: 37, 12: 1, 13: 262}, nil)
 	if !m.knows(1) {
 		t.Error("does not know a remembered packet")
 	}
@@ -85,9 +85,9 @@ func TestSoldOutMemoRememberIgnores(t *testing.T) {
 	if w := m.worth(); w != 10 {
 		t.Fatalf("worth() = %d with limit 40, want 10", w)
 	}
-	m.remember(1, openers(100, 11)) // larger than worth
-	m.remember(2, map[hongbao.UserID]int64{})
-	m.remember(3, nil)
+	m.remember(1, openers(100, 11), nil) // larger than worth
+	m.remember(2, map[hongbao.UserID]int64{}, nil)
+	m.remember(3, nil, nil)
 	for _, id := range []hongbao.PacketID{1, 2, 3} {
 		if m.knows(id) {
 			t.Errorf("packet %d remembered", id)
@@ -96,12 +96,12 @@ func TestSoldOutMemoRememberIgnores(t *testing.T) {
 			t.Errorf("answer for packet %d: ok=true, want false", id)
 		}
 	}
-	m.remember(4, openers(400, 10)) // exactly worth
+	m.remember(4, openers(400, 10), nil) // exactly worth
 	if o, ok := m.answer(4, 401); !ok || o.Result.Amount != 40100 {
 		t.Errorf("answer for a packet of worth() openers = %+v, %v", o, ok)
 	}
 	// Remembering a packet again changes nothing.
-	m.remember(4, openers(900, 3))
+	m.remember(4, openers(900, 3), nil)
 	if o, ok := m.answer(4, 401); !ok || o.Result.Amount != 40100 {
 		t.Errorf("answer after remembering again = %+v, %v; want the first openers", o, ok)
 	}
@@ -120,7 +120,7 @@ func TestSoldOutMemoEviction(t *testing.T) {
 		// remembering, so they neither enter nor evict anything.
 		m := newSoldOut(20)
 		for i, n := range []int{2, 2, 6, 7} {
-			m.remember(hongbao.PacketID(i+1), openers(100*(i+1), n))
+			m.remember(hongbao.PacketID(i+1), openers(100*(i+1), n), nil)
 			checkHeld(t, m)
 		}
 		for i, want := range []bool{true, true, false, false} {
@@ -145,7 +145,7 @@ func TestSoldOutMemoEviction(t *testing.T) {
 		}
 		for i, n := range sizes {
 			id := hongbao.PacketID(i + 1)
-			m.remember(id, openers(100*int(id), n))
+			m.remember(id, openers(100*int(id), n), nil)
 			checkHeld(t, m)
 			held := map[hongbao.PacketID]bool{}
 			for _, h := range want[i] {
@@ -174,7 +174,7 @@ func TestSoldOutMemoEviction(t *testing.T) {
 func TestSoldOutMemoLimitZero(t *testing.T) {
 	for _, limit := range []int{0, -5, 3} { // 3: worth() is 0 too
 		m := newSoldOut(limit)
-		m.remember(1, openers(0, 1))
+		m.remember(1, openers(0, 1), nil)
 		if m.knows(1) {
 			t.Errorf("limit %d: a packet was remembered", limit)
 		}
@@ -196,7 +196,7 @@ func TestSoldOutMemoConcurrent(t *testing.T) {
 		wg.Go(func() {
 			for i := range 200 {
 				id := hongbao.PacketID(w*1000 + i)
-				m.remember(id, openers(int(id)*10, 1+i%16))
+				m.remember(id, openers(int(id)*10, 1+i%16), nil)
 			}
 		})
 		wg.Go(func() {
@@ -211,5 +211,35 @@ func TestSoldOutMemoConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	checkHeld(t, m)
+}
+
+// TestSoldOutMemoAudience: a packet remembered with its audience answers
+// a stranger ErrNotInAudience before anything else, an opener its share, a
+// member without one ErrSoldOut; the audience counts in what the memo
+// holds and is forgotten with its packet.
+func TestSoldOutMemoAudience(t *testing.T) {
+	m := newSoldOut(40)
+	m.remember(1, map[hongbao.UserID]int64{11: 37}, hongbao.Audience{11, 12, 13, 14})
+	for _, tt := range []struct {
+		user   hongbao.UserID
+		amount int64
+		err    error
+	}{{11, 37, nil}, {12, 0, hongbao.ErrSoldOut}, {99, 0, hongbao.ErrNotInAudience}} {
+		o, ok := m.answer(1, tt.user)
+		if !ok || o.Err != tt.err || o.Result.Amount != tt.amount {
+			t.Errorf("answer(1, %d) = %+v, %v; want amount %d, err %v", tt.user, o, ok, tt.amount, tt.err)
+		}
+	}
+	if m.held != 1+packetCost+2 {
+		t.Errorf("held %d, want %d", m.held, 1+packetCost+2)
+	}
+	checkHeld(t, m)
+	for id := hongbao.PacketID(3); m.knows(1); id++ {
+		m.remember(id, openers(100*int(id), 10), nil)
+	}
+	if len(m.auds) != 0 {
+		t.Errorf("audiences of forgotten packets kept: %v", m.auds)
+	}
 	checkHeld(t, m)
 }

@@ -60,8 +60,11 @@ func (s *Server) grab(ctx context.Context, id hongbao.PacketID, user hongbao.Use
 
 // grabStatus is the grab answer of an open answered from memory.
 func grabStatus(o hongbao.Outcome) string {
-	if errors.Is(o.Err, hongbao.ErrSoldOut) {
+	switch {
+	case errors.Is(o.Err, hongbao.ErrSoldOut):
 		return string(hongbao.SoldOut)
+	case errors.Is(o.Err, hongbao.ErrNotInAudience):
+		return hongbao.ErrNotInAudience.Code
 	}
 	return hongbao.AlreadyOpened
 }
@@ -75,7 +78,9 @@ func (s *Server) Open(ctx context.Context, id hongbao.PacketID, user hongbao.Use
 // open answers an open. A user a packet's audience does not admit is
 // refused from memory when the server has seen the packet (audiences),
 // else by the cached state's copy of the audience or by the transaction. A
-// packet that sold out here is answered from the memo; a user the cache
+// packet that sold out here is answered from the memo (a stranger to its
+// audience not_in_audience: the memo keeps the audience, so the answer does
+// not depend on the audiences' memory); a user the cache
 // knows as an opener, or a packet the cache knows to be over, is answered
 // without a transaction (a point read settles whether a user of an over
 // packet had a share); everything else goes through the packet's queue to
@@ -227,7 +232,7 @@ func (s *Server) learn(id hongbao.PacketID, b store.Batch) {
 	}
 	s.known.learn(id, b, s.now())
 	if b.Packet.RemainingCount == 0 && b.Openers != nil {
-		s.memo.remember(id, b.Openers)
+		s.memo.remember(id, b.Openers, b.Packet.Audience)
 	}
 	if b.Packet.RemainingCount == 0 && soldHere(b) {
 		s.openers.soldOut(id, b.Packet.State())

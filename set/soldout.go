@@ -16,13 +16,17 @@ import (
 // counting each packet as packetCost openers more (so a million one-share
 // packets cannot hold more than their share of memory); the packets
 // remembered longest are forgotten first, and a forgotten or never-learnt
-// packet is answered by the usual path.
+// packet is answered by the usual path. A packet with an audience is
+// remembered with it, so a stranger is refused not_in_audience, never told
+// sold_out, even once the audiences' own memory has forgotten the packet:
+// the memo never answers what the audience would not.
 type soldOut struct {
 	mu      sync.RWMutex
 	limit   int // openers held at most; 0: remember nothing
 	held    int
-	packets map[hongbao.PacketID][]opener // sorted by user
-	order   []hongbao.PacketID            // oldest first
+	packets map[hongbao.PacketID][]opener         // sorted by user
+	auds    map[hongbao.PacketID]hongbao.Audience // of the packets held that have one
+	order   []hongbao.PacketID                    // oldest first
 }
 
 // opener is one share of a sold-out packet: 16 bytes.
@@ -36,18 +40,27 @@ type opener struct {
 const packetCost = 4
 
 func newSoldOut(limit int) *soldOut {
-	return &soldOut{limit: max(limit, 0), packets: map[hongbao.PacketID][]opener{}}
+	return &soldOut{limit: max(limit, 0), packets: map[hongbao.PacketID][]opener{}, auds: map[hongbao.PacketID]hongbao.Audience{}}
 }
 
+// cost is what a packet of openers and audience aud holds, in openers: an
+// audience's user is 8 bytes, half an opener.
+func cost(openers []opener, aud hongbao.Audience) int { return len(openers) + packetCost + len(aud)/2 }
+
 // answer is the open of id by user when id is known to be sold out: the
-// user's share (already_opened) or ErrSoldOut. ok is false when id is not
-// remembered.
+// user's share (already_opened), ErrNotInAudience for a user its audience
+// does not admit (before anything else, as the transaction decides), or
+// ErrSoldOut. ok is false when id is not remembered.
 func (m *soldOut) answer(id hongbao.PacketID, user hongbao.UserID) (o hongbao.Outcome, ok bool) {
 	m.mu.RLock()
 	openers, ok := m.packets[id]
+	aud := m.auds[id]
 	m.mu.RUnlock()
-	if !ok {
+	switch {
+	case !ok:
 		return hongbao.Outcome{}, false
+	case !aud.Admits(user):
+		return hongbao.Outcome{Err: hongbao.ErrNotInAudience}, true
 	}
 	if i, had := slices.BinarySearchFunc(openers, user, func(o opener, u hongbao.UserID) int { return cmp.Compare(o.user, u) }); had {
 		return hongbao.Outcome{Result: hongbao.OpenResult{User: user, Amount: openers[i].amount, Status: hongbao.AlreadyOpened}}, true
@@ -74,9 +87,10 @@ func (m *soldOut) knows(id hongbao.PacketID) bool {
 // the bound, so one activity cannot push out everything else.
 func (m *soldOut) worth() int { return m.limit / 4 }
 
-// remember records every opener of sold-out packet id; shares must be all
-// of them (read after the last share, under the packet's lock).
-func (m *soldOut) remember(id hongbao.PacketID, shares map[hongbao.UserID]int64) {
+// remember records every opener of sold-out packet id and its audience
+// (nil: anyone); shares must be all of them (read after the last share,
+// under the packet's lock).
+func (m *soldOut) remember(id hongbao.PacketID, shares map[hongbao.UserID]int64, aud hongbao.Audience) {
 	if len(shares) == 0 || len(shares) > m.worth() {
 		return
 	}
@@ -85,19 +99,23 @@ func (m *soldOut) remember(id hongbao.PacketID, shares map[hongbao.UserID]int64)
 		openers = append(openers, opener{user: u, amount: a})
 	}
 	slices.SortFunc(openers, func(a, b opener) int { return cmp.Compare(a.user, b.user) })
-	cost := len(openers) + packetCost
+	c := cost(openers, aud)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.packets[id]; ok {
 		return
 	}
-	for m.held+cost > m.limit && len(m.order) > 0 {
+	for m.held+c > m.limit && len(m.order) > 0 {
 		old := m.order[0]
 		m.order = m.order[1:]
-		m.held -= len(m.packets[old]) + packetCost
+		m.held -= cost(m.packets[old], m.auds[old])
 		delete(m.packets, old)
+		delete(m.auds, old)
 	}
 	m.packets[id] = openers
+	if aud != nil {
+		m.auds[id] = aud
+	}
 	m.order = append(m.order, id)
-	m.held += cost
+	m.held += c
 }

@@ -21,6 +21,12 @@ const (
 	EventRefunded = "packet.refunded" // the rest reached the sender's wallet
 )
 
+// EventTypes returns every type of event the store writes, in the order a
+// packet's events come (a function: nobody can change the list).
+func EventTypes() []string {
+	return []string{EventSent, EventOpened, EventFinished, EventExpired, EventRefunded}
+}
+
 // Event is a webhook event of hb_set.events.
 type Event struct {
 	Row       int64  // the row's id in hb_set.events

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"regexp"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -116,5 +119,21 @@ func checkLines(t *testing.T, got, want []string) {
 	t.Helper()
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestEventTypesListsEveryType: EventTypes names every event type constant
+// of events.go (the OpenAPI document's webhooks are checked against it).
+func TestEventTypesListsEveryType(t *testing.T) {
+	src, err := os.ReadFile("events.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var consts []string
+	for _, m := range regexp.MustCompile(`(?m)^\s+Event\w+\s+= "(packet\.[a-z]+)"`).FindAllStringSubmatch(string(src), -1) {
+		consts = append(consts, m[1])
+	}
+	if len(consts) == 0 || !slices.Equal(consts, store.EventTypes()) {
+		t.Fatalf("events.go declares %v, EventTypes returns %v", consts, store.EventTypes())
 	}
 }

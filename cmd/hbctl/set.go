@@ -273,8 +273,9 @@ func (o *ops) drain(ctx context.Context, e *env, name string, parallel int, grac
 	return o.run(ctx, e, r, parallel, grace)
 }
 
-// remove forgets a SET that owns no bucket and owes nothing: its outbox
-// (credits and refunds not yet in the wallet) must be delivered first.
+// remove forgets a SET that owns no bucket and owes nothing (store.Owes):
+// its outbox (credits and refunds not yet in the wallet) and its webhook
+// events, pending or failed, must be delivered first.
 func (o *ops) remove(ctx context.Context, e *env, name string) error {
 	t, err := topology.Load(ctx, o.Meta)
 	if err != nil {
@@ -291,12 +292,8 @@ func (o *ops) remove(ctx context.Context, e *env, name string) error {
 	if err != nil {
 		return err
 	}
-	owed, err := outboxOf(ctx, side, name, o.cfg.Location())
-	if err != nil {
-		return err
-	}
-	if owed > 0 {
-		return fmt.Errorf("SET %s's outbox still holds %d entries for the wallet: keep its settler running until it is empty", name, owed)
+	if err := store.New(side.Live, name, o.cfg.Location(), time.Now, nil).Owes(ctx); err != nil {
+		return fmt.Errorf("set remove: %w", err)
 	}
 	v, err := topology.RemoveSet(ctx, o.Meta, name)
 	if err != nil {
@@ -307,13 +304,4 @@ func (o *ops) remove(ctx context.Context, e *env, name string) error {
 	}
 	fmt.Fprintf(e.stdout, "SET %s removed at topology version %d; stop its processes.\n", name, v)
 	return nil
-}
-
-// outboxOf counts the undelivered outbox rows SET name wrote.
-func outboxOf(ctx context.Context, side migrate.Side, name string, loc *time.Location) (int, error) {
-	n, _, err := store.New(side.Live, name, loc, time.Now, nil).OutboxBacklog(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("outbox of SET %s: %w", name, err)
-	}
-	return n, nil
 }

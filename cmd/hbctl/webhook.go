@@ -16,11 +16,6 @@ import (
 
 const webhookUsage = "usage: hbctl webhook list [--set S] [--state pending|failed] [--type T] [--packet ID] [--limit N] | replay [--set S] [--id EVENT] [--packet ID] [--type T]"
 
-// eventTypes are the types --type accepts.
-func eventTypes() []string {
-	return []string{store.EventSent, store.EventOpened, store.EventFinished, store.EventExpired, store.EventRefunded}
-}
-
 func cmdWebhook(ctx context.Context, e *env, args []string) error {
 	if len(args) == 0 || (args[0] != "list" && args[0] != "replay") {
 		return usageError{webhookUsage}
@@ -80,8 +75,8 @@ func eventFilter(state, typ, packet, id string, limit int) (store.EventFilter, e
 	default:
 		return f, usageError{fmt.Sprintf("flag --state: %q is not pending or failed", state)}
 	}
-	if typ != "" && !slices.Contains(eventTypes(), typ) {
-		return f, usageError{fmt.Sprintf("flag --type: %q is not one of %v", typ, eventTypes())}
+	if typ != "" && !slices.Contains(store.EventTypes(), typ) {
+		return f, usageError{fmt.Sprintf("flag --type: %q is not one of %v", typ, store.EventTypes())}
 	}
 	if packet != "" {
 		p, err := hongbao.ParsePacketID(packet)

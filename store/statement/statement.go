@@ -22,15 +22,38 @@ type Ledger interface {
 	Between(ctx context.Context, from, to time.Time, user hongbao.UserID, limit int) ([]hongbao.Entry, error)
 	SumsBefore(ctx context.Context, users []hongbao.UserID, t time.Time) (map[hongbao.UserID]int64, error)
 	KindSums(ctx context.Context, from, to time.Time, user hongbao.UserID) (map[string]sqldb.KindSum, error)
+	Entries(ctx context.Context, keys []string) (map[string]hongbao.Entry, error)
 }
 
 var _ Ledger = (*wallet.Snapshot)(nil)
 
 // Records is the SETs' side of the money: a packet with its shares as the
-// SET that holds it (live or archived) records it. ErrNotFound when no
-// SET has it.
+// SET that holds it (live or archived) records it (ErrNotFound when no
+// SET has it), and the moves the SETs' records date in a period with the
+// keys of the outbox rows not delivered yet (store.Store.MoneyBetween).
 type Records interface {
 	Packet(ctx context.Context, id hongbao.PacketID) (*hongbao.Packet, []hongbao.Record, error)
+	MoneyBetween(ctx context.Context, from, to, since time.Time) ([]hongbao.Entry, map[string]bool, error)
+}
+
+// SETMoney is the SETs' moves of a day (debits of funded packets, credits
+// of shares, refunds of closed packets) and the keys of their outbox rows
+// not delivered yet, read before the wallet's snapshot the statement
+// reads (ReadSETs), so a move delivered meanwhile is in that snapshot.
+type SETMoney struct {
+	Moves    []hongbao.Entry
+	InFlight map[string]bool
+}
+
+// ReadSETs reads the SETs' moves of [from, to), of packets sent at most
+// expiry (the longest a packet lives) before from. Call it before taking
+// the wallet's snapshot given to Daily.
+func ReadSETs(ctx context.Context, recs Records, from, to time.Time, expiry time.Duration) (*SETMoney, error) {
+	moves, inFlight, err := recs.MoneyBetween(ctx, from, to, from.Add(-expiry))
+	if err != nil {
+		return nil, fmt.Errorf("statement: the SETs' moves: %w", err)
+	}
+	return &SETMoney{Moves: moves, InFlight: inFlight}, nil
 }
 
 // Total is the count and sum of one kind's entries.
@@ -56,11 +79,26 @@ type Statement struct {
 	// SETs are the totals of send, open and refund as the SETs' records
 	// count the same entries (a debit is the packet's total, a credit its
 	// opener's share, a refund what the closed packet had left); they
-	// equal Totals' when both sides agree. Problems names each entry whose
-	// record disagrees or is missing.
+	// equal Totals' when both sides agree. InFlight are the SETs' moves of
+	// the day not in the ledger because their outbox rows were not
+	// delivered yet (a later day's entries). Problems names each entry
+	// whose record disagrees or is missing, and each move of the SETs'
+	// records of the day that the ledger lacks.
 	SETs     map[string]Total
-	Problems []string
+	InFlight map[string]Total
+	Problems []Problem
 }
+
+// Problem is one disagreement between the ledger and the SETs' records:
+// the ledger key concerned, its amount (the ledger's, or the SETs' when
+// the ledger lacks it) and what disagrees.
+type Problem struct {
+	Key    string
+	Amount int64
+	Detail string
+}
+
+func (p Problem) String() string { return fmt.Sprintf("%s (%d fen): %s", p.Key, p.Amount, p.Detail) }
 
 // ErrDisagree is returned (with the statement) when the SETs' records do
 // not count the day's money as the ledger does.
@@ -85,15 +123,19 @@ func ParseMonth(s string, loc *time.Location) (from, to time.Time, err error) {
 }
 
 // Daily builds the statement of [from, to) named day from the ledger l
-// and checks each entry that moved money between a SET and the wallet
-// against recs. It returns ErrDisagree with the statement when they
-// disagree.
-func Daily(ctx context.Context, l Ledger, recs Records, day string, from, to time.Time) (*Statement, error) {
+// and checks both ways: each entry that moved money between a SET and the
+// wallet against recs, and each of the SETs' moves of the day (money,
+// read by ReadSETs before l's snapshot) against the ledger. It returns
+// ErrDisagree with the statement when they disagree.
+func Daily(ctx context.Context, l Ledger, recs Records, money *SETMoney, day string, from, to time.Time) (*Statement, error) {
 	st, err := build(ctx, l, day, from, to)
 	if err != nil {
 		return nil, err
 	}
 	if err := st.check(ctx, recs); err != nil {
+		return nil, err
+	}
+	if err := st.checkSETs(ctx, l, money); err != nil {
 		return nil, err
 	}
 	if len(st.Problems) > 0 {

@@ -3,8 +3,10 @@ package statement_test
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/csv"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -18,6 +20,7 @@ import (
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 	"github.com/hongbao-dev/hongbao/store"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 	"github.com/hongbao-dev/hongbao/store/statement"
 	"github.com/hongbao-dev/hongbao/store/wallet"
 )
@@ -27,6 +30,7 @@ import (
 type rig struct {
 	st     *store.Store
 	w      *wallet.Wallet
+	db     *sql.DB // the SET's MySQL
 	bucket hongbao.Bucket
 	minter *hongbao.Minter
 	clock  atomic.Int64 // the store's offset from now, in ns
@@ -34,27 +38,59 @@ type rig struct {
 
 func newRig(t *testing.T) *rig {
 	ctx := context.Background()
-	cfg, err := mysql.ParseDSN(dbtest.DSN(t, "a"))
+	// A private MariaDB: the check from the SETs' side reads every packet
+	// of the day, and the shared one holds other tests' packets without
+	// entries in this wallet.
+	m := dbtest.StartMariaDB(t)
+	cfg, err := mysql.ParseDSN(m.DSN)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.DBName = dbtest.UniqueName("hb_wallet_stmt_")
+	cfg.DBName = "hb_wallet"
 	w, err := wallet.Open(ctx, cfg.FormatDSN(), nil, 8, time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_, _ = w.DB().ExecContext(context.Background(), "DROP DATABASE `"+cfg.DBName+"`")
-		w.Close()
-	})
-	db := dbtest.DB(t, "a", 8)
+	t.Cleanup(func() { w.Close() })
+	db, err := sqldb.Open(m.DSN, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
 	set := dbtest.UniqueName("stm")
 	b := hongbao.Bucket(rand.IntN(hongbao.Buckets))
 	dbtest.Own(t, db, set, []hongbao.Bucket{b})
-	r := &rig{w: w, bucket: b, minter: hongbao.NewMinter(time.Now)}
+	r := &rig{w: w, db: db, bucket: b, minter: hongbao.NewMinter(time.Now)}
 	now := func() time.Time { return time.Now().Add(time.Duration(r.clock.Load())) }
 	r.st = store.New(db, set, dbtest.Shanghai(t), now, rand.Int64N)
 	return r
+}
+
+// daily builds today's statement as WriteStatement does: the SETs' moves
+// first, then the wallet's snapshot.
+func (r *rig) daily(t *testing.T) (*statement.Statement, error) {
+	t.Helper()
+	ctx := context.Background()
+	from, to, err := statement.ParseDay(time.Now().In(dbtest.Shanghai(t)).Format(time.DateOnly), dbtest.Shanghai(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	money, err := statement.ReadSETs(ctx, r.st, from, to, 24*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return statement.Daily(ctx, r.snapshot(t), r.st, money, "today", from, to)
+}
+
+// snapshot takes a snapshot of the wallet, closed when the test ends.
+func (r *rig) snapshot(t *testing.T) *wallet.Snapshot {
+	t.Helper()
+	snap, err := r.w.Snapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { snap.Close() })
+	return snap
 }
 
 // send tops the sender up, creates a packet and debits it, as a SET
@@ -71,7 +107,7 @@ func (r *rig) send(t *testing.T, total int64, count int) (hongbao.PacketID, hong
 		t.Fatal(err)
 	}
 	if _, _, err := r.st.Create(ctx, store.NewPacket{ID: id, Sender: sender, Req: hongbao.SendRequest{Total: total, Count: count, Type: hongbao.Random},
-		Expiry: time.Hour, Funding: hongbao.Pending}); err != nil {
+		Expiry: time.Minute, Funding: hongbao.Pending}); err != nil { // a minute: its expiry is today but in the day's last minute
 		t.Fatal(err)
 	}
 	if _, _, err := r.w.Apply(ctx, hongbao.Entry{Key: hongbao.SendKey(id), User: sender, Amount: -total, Kind: hongbao.KindSend, Packet: id}); err != nil {
@@ -135,16 +171,7 @@ func TestDailyMatchesTheLedger(t *testing.T) {
 		}
 	}
 	r.deliver(t, ids)
-	from, to, err := statement.ParseDay(time.Now().In(dbtest.Shanghai(t)).Format(time.DateOnly), dbtest.Shanghai(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	snap, err := r.w.Snapshot(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := statement.Daily(ctx, snap, r.st, "today", from, to)
-	snap.Close()
+	st, err := r.daily(t)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,16 +205,11 @@ func TestDailyMatchesTheLedger(t *testing.T) {
 	// A share that is not what the ledger credited.
 	id := ids[0]
 	details := r.st.Table(id).Details()
-	if _, err := dbtest.DB(t, "a", 1).Exec("UPDATE "+details+" SET amount = amount + 1 WHERE packet_id = ? ORDER BY seq LIMIT 1", id); err != nil {
+	if _, err := r.db.Exec("UPDATE "+details+" SET amount = amount + 1 WHERE packet_id = ? ORDER BY seq LIMIT 1", id); err != nil {
 		t.Fatal(err)
 	}
-	snap, err = r.w.Snapshot(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer snap.Close()
-	st, err = statement.Daily(ctx, snap, r.st, "today", from, to)
-	if !errors.Is(err, statement.ErrDisagree) || len(st.Problems) != 1 || !strings.Contains(st.Problems[0], "open:"+id.String()) {
+	st, err = r.daily(t)
+	if !errors.Is(err, statement.ErrDisagree) || len(st.Problems) != 1 || !strings.HasPrefix(st.Problems[0].String(), "open:"+id.String()) {
 		t.Fatalf("a changed share: %v %v", err, st.Problems)
 	}
 }
@@ -210,7 +232,7 @@ func checkFiles(t *testing.T, st *statement.Statement) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := 1 + len(st.Entries) + len(st.Totals) + len(st.SETs) + len(st.Balances); len(rows) != want {
+	if want := 1 + len(st.Entries) + len(st.Totals) + len(st.SETs) + len(st.InFlight) + len(st.Balances) + len(st.Problems); len(rows) != want {
 		t.Errorf("%d CSV rows, want %d", len(rows), want)
 	}
 	if names, _ := filepath.Glob(filepath.Join(dir, "*")); len(names) != 2 {
@@ -259,12 +281,7 @@ func checkMonthly(t *testing.T, r *rig, daily *statement.Statement) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap, err := r.w.Snapshot(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer snap.Close()
-	st, more, err := statement.Monthly(ctx, snap, sender, month, from, to, 1)
+	st, more, err := statement.Monthly(ctx, r.snapshot(t), sender, month, from, to, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,5 +292,125 @@ func checkMonthly(t *testing.T, r *rig, daily *statement.Statement) {
 	if !more || len(st.Entries) != 1 || st.Totals[hongbao.KindRefund].N != 1 || st.Totals[hongbao.KindSend].N != 1 ||
 		st.Totals[hongbao.KindTopUp].N != 1 || len(st.Balances) != 1 || st.Balances[0].Closing != bal {
 		t.Errorf("month of %s: more %v, %d entries, totals %v, balances %v; wallet balance %d", sender, more, len(st.Entries), st.Totals, st.Balances, bal)
+	}
+}
+
+// TestDailyNamesWhatTheLedgerLacks: the check from the SETs' side. A
+// funded packet whose debit the ledger lacks, a share whose credit and an
+// expired packet whose refund left the outbox without reaching the ledger
+// are named as problems (their keys and amounts, in JSON and as CSV
+// problem rows); a share whose credit is still in the outbox is in
+// flight, not a problem.
+func TestDailyNamesWhatTheLedgerLacks(t *testing.T) {
+	ctx := context.Background()
+	r := newRig(t)
+	lostDebit, _ := r.send(t, 900, 3)
+	lostCredit, _ := r.send(t, 600, 2)
+	flying, _ := r.send(t, 500, 5)
+	u1, u2 := dbtest.FreshUser(), dbtest.FreshUser()
+	a1, err := r.st.OpenBatch(ctx, lostCredit, []hongbao.UserID{u1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a2, err := r.st.OpenBatch(ctx, flying, []hongbao.UserID{u2}) // its credit stays in the outbox
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.w.DB().Exec("DELETE FROM ledger WHERE entry_key = ?", hongbao.SendKey(lostDebit)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.db.Exec("DELETE FROM hb_set.outbox WHERE entry_key = ?", hongbao.OpenKey(lostCredit, u1)); err != nil {
+		t.Fatal(err)
+	}
+	lostRefund, _ := r.send(t, 400, 4)
+	if _, err := r.st.OpenBatch(ctx, lostRefund, []hongbao.UserID{dbtest.FreshUser()}); err != nil {
+		t.Fatal(err)
+	}
+	r.clock.Store(int64(2 * time.Minute)) // past its expiry
+	done, refund, err := r.st.Close(ctx, lostRefund)
+	if err != nil || !done || refund <= 0 {
+		t.Fatalf("close: %v %d %v", done, refund, err)
+	}
+	if _, err := r.db.Exec("DELETE FROM hb_set.outbox WHERE entry_key = ?", hongbao.RefundKey(lostRefund)); err != nil {
+		t.Fatal(err)
+	}
+	r.deliver(t, []hongbao.PacketID{lostRefund}) // its credit: that share is in the ledger
+	st, err := r.daily(t)
+	if !errors.Is(err, statement.ErrDisagree) {
+		t.Fatalf("statement: %v, want ErrDisagree", err)
+	}
+	var got []string
+	for _, p := range st.Problems {
+		got = append(got, fmt.Sprintf("%s %d", p.Key, p.Amount))
+	}
+	slices.Sort(got)
+	want := []string{fmt.Sprintf("%s %d", hongbao.OpenKey(lostCredit, u1), a1.Outcomes[0].Result.Amount), fmt.Sprintf("%s -900", hongbao.SendKey(lostDebit)),
+		fmt.Sprintf("%s %d", hongbao.RefundKey(lostRefund), refund)}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("problems %v, want %v", st.Problems, want)
+	}
+	if st.InFlight[hongbao.KindOpen] != (statement.Total{N: 1, Sum: a2.Outcomes[0].Result.Amount}) || len(st.InFlight) != 1 {
+		t.Errorf("in flight %v, want one credit of %d fen", st.InFlight, a2.Outcomes[0].Result.Amount)
+	}
+	var buf bytes.Buffer
+	if err := st.Write(&buf, "csv"); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := csv.NewReader(&buf).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var problems []string
+	for _, row := range rows {
+		if row[0] == "problem" && row[11] != "" {
+			problems = append(problems, row[8]+" "+row[5])
+		}
+	}
+	slices.Sort(problems)
+	if !slices.Equal(problems, want) {
+		t.Errorf("CSV problem rows %v, want %v", problems, want)
+	}
+	checkFiles(t, st)
+}
+
+// TestDailyOpeningBalance: a user with money from an earlier day. The
+// statement's opening balance is that money and its closing balance the
+// opening plus the day's entries, exact to the fen, equal to the wallet's.
+func TestDailyOpeningBalance(t *testing.T) {
+	ctx := context.Background()
+	r := newRig(t)
+	id, sender := r.send(t, 1000, 4) // tops the sender up by 1007, then debits 1000
+	if _, err := r.w.DB().Exec("UPDATE ledger SET created_at = created_at - INTERVAL 2 DAY WHERE entry_key = ?", "topup:"+sender.String()); err != nil {
+		t.Fatal(err)
+	}
+	opener := dbtest.FreshUser()
+	if _, _, err := r.w.Apply(ctx, hongbao.Entry{Key: "topup:old:" + opener.String(), User: opener, Amount: 250, Kind: hongbao.KindTopUp}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.w.DB().Exec("UPDATE ledger SET created_at = created_at - INTERVAL 3 DAY WHERE entry_key = ?", "topup:old:"+opener.String()); err != nil {
+		t.Fatal(err)
+	}
+	shares, err := r.st.OpenBatch(ctx, id, []hongbao.UserID{opener})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.deliver(t, []hongbao.PacketID{id})
+	st, err := r.daily(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[hongbao.UserID]statement.Balance{
+		sender: {User: sender, Opening: 1007, Closing: 7},
+		opener: {User: opener, Opening: 250, Closing: 250 + shares.Outcomes[0].Result.Amount},
+	}
+	if len(st.Balances) != 2 {
+		t.Fatalf("balances %v, want %v", st.Balances, want)
+	}
+	for _, b := range st.Balances {
+		bal, err := r.w.Balance(ctx, b.User)
+		if err != nil || b != want[b.User] || b.Closing != bal {
+			t.Errorf("balance %+v, want %+v; the wallet's %d (%v)", b, want[b.User], bal, err)
+		}
 	}
 }

@@ -21,10 +21,12 @@ const timeFormat = "2006-01-02T15:04:05.000Z07:00"
 
 // CSVHeader is the header of the CSV form: one table, a row per entry
 // (record "entry"), per kind's total ("total": count and amount), per
-// kind's total as the SETs count it ("sets_total") and per user touched
-// ("balance": opening and closing), so a spreadsheet or a database loads
-// it as one table and filters on record.
-var CSVHeader = []string{"record", "seq", "at", "user", "kind", "amount", "count", "packet", "key", "opening", "closing"}
+// kind's total as the SETs count it ("sets_total"), per kind's moves in
+// flight ("in_flight": recorded by the SETs, not delivered to the ledger
+// yet), per user touched ("balance": opening and closing) and per
+// disagreement ("problem": its key, amount and detail), so a spreadsheet
+// or a database loads it as one table and filters on record.
+var CSVHeader = []string{"record", "seq", "at", "user", "kind", "amount", "count", "packet", "key", "opening", "closing", "detail"}
 
 // WriteCSV writes st as CSV.
 func (st *Statement) WriteCSV(w io.Writer) error {
@@ -32,19 +34,22 @@ func (st *Statement) WriteCSV(w io.Writer) error {
 	_ = c.Write(CSVHeader) // errors stick: Flush and Error report them
 	for _, e := range st.Entries {
 		_ = c.Write([]string{"entry", strconv.FormatInt(e.Seq, 10), e.At.UTC().Format(timeFormat), e.User.String(), e.Kind,
-			strconv.FormatInt(e.Amount, 10), "", e.Packet.String(), e.Key, "", ""})
+			strconv.FormatInt(e.Amount, 10), "", e.Packet.String(), e.Key, "", "", ""})
 	}
 	for _, side := range []struct {
 		record string
 		totals map[string]Total
-	}{{"total", st.Totals}, {"sets_total", st.SETs}} {
+	}{{"total", st.Totals}, {"sets_total", st.SETs}, {"in_flight", st.InFlight}} {
 		for _, k := range slices.Sorted(maps.Keys(side.totals)) {
 			t := side.totals[k]
-			_ = c.Write([]string{side.record, "", "", "", k, strconv.FormatInt(t.Sum, 10), strconv.Itoa(t.N), "", "", "", ""})
+			_ = c.Write([]string{side.record, "", "", "", k, strconv.FormatInt(t.Sum, 10), strconv.Itoa(t.N), "", "", "", "", ""})
 		}
 	}
 	for _, b := range st.Balances {
-		_ = c.Write([]string{"balance", "", "", b.User.String(), "", "", "", "", "", strconv.FormatInt(b.Opening, 10), strconv.FormatInt(b.Closing, 10)})
+		_ = c.Write([]string{"balance", "", "", b.User.String(), "", "", "", "", "", strconv.FormatInt(b.Opening, 10), strconv.FormatInt(b.Closing, 10), ""})
+	}
+	for _, p := range st.Problems {
+		_ = c.Write([]string{"problem", "", "", "", "", strconv.FormatInt(p.Amount, 10), "", "", p.Key, "", "", p.Detail})
 	}
 	c.Flush()
 	if err := c.Error(); err != nil {
@@ -61,6 +66,7 @@ type JSON struct {
 	Entries  []EntryJSON      `json:"entries"`
 	Totals   map[string]Total `json:"totals"`
 	SETs     map[string]Total `json:"sets_totals,omitempty"`
+	InFlight map[string]Total `json:"in_flight,omitempty"`
 	Balances []BalanceJSON    `json:"balances"`
 	Problems []string         `json:"problems,omitempty"`
 	More     bool             `json:"more,omitempty"` // entries left out of the list (the totals count them)
@@ -87,7 +93,7 @@ type BalanceJSON struct {
 // JSON returns st's JSON form.
 func (st *Statement) JSON() JSON {
 	j := JSON{Day: st.Day, From: st.From.UTC().Format(timeFormat), To: st.To.UTC().Format(timeFormat), Totals: st.Totals,
-		SETs: st.SETs, Problems: st.Problems, Entries: make([]EntryJSON, 0, len(st.Entries)), Balances: make([]BalanceJSON, 0, len(st.Balances))}
+		SETs: st.SETs, InFlight: st.InFlight, Entries: make([]EntryJSON, 0, len(st.Entries)), Balances: make([]BalanceJSON, 0, len(st.Balances))}
 	for _, e := range st.Entries {
 		p := ""
 		if e.Packet != 0 {
@@ -98,6 +104,9 @@ func (st *Statement) JSON() JSON {
 	}
 	for _, b := range st.Balances {
 		j.Balances = append(j.Balances, BalanceJSON{User: b.User.String(), Opening: b.Opening, Closing: b.Closing})
+	}
+	for _, p := range st.Problems {
+		j.Problems = append(j.Problems, p.String())
 	}
 	return j
 }

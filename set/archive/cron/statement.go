@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"time"
 
@@ -41,12 +42,16 @@ func WriteStatement(ctx context.Context, cfg *configs.Config, day, format, out s
 		return nil, err
 	}
 	defer closeAll()
-	snap, err := w.Snapshot(ctx)
+	money, err := statement.ReadSETs(ctx, recs, from, to, time.Duration(cfg.Limits.Expiry))
+	if err != nil {
+		return nil, err
+	}
+	snap, err := w.Snapshot(ctx) // after the SETs were read: what they delivered meanwhile is in it
 	if err != nil {
 		return nil, err
 	}
 	defer snap.Close()
-	st, err := statement.Daily(ctx, snap, recs, day, from, to)
+	st, err := statement.Daily(ctx, snap, recs, money, day, from, to)
 	if err != nil && !errors.Is(err, statement.ErrDisagree) {
 		return nil, err
 	}
@@ -93,8 +98,23 @@ func openSets(ctx context.Context, cfg *configs.Config) (statement.Records, func
 	return recs, closeAll, nil
 }
 
-// anySet finds a packet in whichever SET holds it.
+// anySet finds a packet in whichever SET holds it, and reads every SET's
+// moves.
 type anySet []*store.Store
+
+func (a anySet) MoneyBetween(ctx context.Context, from, to, since time.Time) ([]hongbao.Entry, map[string]bool, error) {
+	var moves []hongbao.Entry
+	inFlight := map[string]bool{}
+	for _, s := range a {
+		m, f, err := s.MoneyBetween(ctx, from, to, since)
+		if err != nil {
+			return nil, nil, err
+		}
+		moves = append(moves, m...)
+		maps.Copy(inFlight, f)
+	}
+	return moves, inFlight, nil
+}
 
 func (a anySet) Packet(ctx context.Context, id hongbao.PacketID) (*hongbao.Packet, []hongbao.Record, error) {
 	for _, s := range a {

@@ -1,0 +1,76 @@
+package clock_test
+
+import (
+	"testing"
+	"time"
+
+	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
+	"github.com/hongbao-dev/hongbao/e2e/harness/packettest"
+)
+
+// entry is one ledger row as the tests read it.
+type entry struct {
+	kind   string
+	user   hongbao.UserID
+	amount int64
+}
+
+// entries returns the ledger's rows of packet id by entry key.
+func entries(t *testing.T, c *packettest.Cluster, id hongbao.PacketID) map[string]entry {
+	t.Helper()
+	rows, err := c.WalletDB().QueryContext(t.Context(), "SELECT entry_key, kind, user_id, amount FROM ledger WHERE packet_id = ?", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string]entry{}
+	for rows.Next() {
+		var key string
+		var e entry
+		if err := rows.Scan(&key, &e.kind, &e.user, &e.amount); err != nil {
+			t.Fatal(err)
+		}
+		out[key] = e
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// waitEntries waits until the ledger holds every key of packet id (the
+// settler delivered them), failing the test after within.
+func waitEntries(t *testing.T, c *packettest.Cluster, id hongbao.PacketID, within time.Duration, keys ...string) map[string]entry {
+	t.Helper()
+	for deadline := time.Now().Add(within); ; time.Sleep(100 * time.Millisecond) {
+		got := entries(t, c, id)
+		missing := 0
+		for _, k := range keys {
+			if _, ok := got[k]; !ok {
+				missing++
+			}
+		}
+		if missing == 0 {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("packet %s: %d of the ledger entries %q missing after %v; the ledger has %v", id, missing, keys, within, got)
+		}
+	}
+}
+
+// outboxEmpty waits until SET set's outbox is empty: every credit and
+// refund is in the wallet.
+func outboxEmpty(t *testing.T, c *packettest.Cluster, set string, within time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(within); ; time.Sleep(100 * time.Millisecond) {
+		n := dbtest.Count(t, c.DB(set), "SELECT COUNT(*) FROM hb_set.outbox")
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("SET %s: %d outbox rows left after %v", set, n, within)
+		}
+	}
+}

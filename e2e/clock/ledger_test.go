@@ -16,25 +16,40 @@ type entry struct {
 	amount int64
 }
 
-// entries returns the ledger's rows of packet id by entry key.
-func entries(t *testing.T, c *packettest.Cluster, id hongbao.PacketID) map[string]entry {
+// keyed is a ledger row with its entry key.
+type keyed struct {
+	key string
+	entry
+}
+
+// ledger returns the ledger's rows that match where (with arg), in order.
+func ledger(t *testing.T, c *packettest.Cluster, where string, arg any) []keyed {
 	t.Helper()
-	rows, err := c.WalletDB().QueryContext(t.Context(), "SELECT entry_key, kind, user_id, amount FROM ledger WHERE packet_id = ?", id)
+	rows, err := c.WalletDB().QueryContext(t.Context(), "SELECT entry_key, kind, user_id, amount FROM ledger WHERE "+where+" ORDER BY seq", arg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rows.Close()
-	out := map[string]entry{}
+	var out []keyed
 	for rows.Next() {
-		var key string
-		var e entry
-		if err := rows.Scan(&key, &e.kind, &e.user, &e.amount); err != nil {
+		var e keyed
+		if err := rows.Scan(&e.key, &e.kind, &e.user, &e.amount); err != nil {
 			t.Fatal(err)
 		}
-		out[key] = e
+		out = append(out, e)
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
+	}
+	return out
+}
+
+// entries returns the ledger's rows of packet id by entry key.
+func entries(t *testing.T, c *packettest.Cluster, id hongbao.PacketID) map[string]entry {
+	t.Helper()
+	out := map[string]entry{}
+	for _, e := range ledger(t, c, "packet_id = ?", id) {
+		out[e.key] = e.entry
 	}
 	return out
 }

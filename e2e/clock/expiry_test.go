@@ -60,7 +60,7 @@ func TestExpiryAcrossSkewedServers(t *testing.T) {
 			t.Errorf("open on %s after the settler closed the packet: %v; want 410 expired", h.addr, r)
 		}
 	}
-	outboxEmpty(t, c, "a", 30*time.Second)
+	waitEmpty(t, c, "a", "hb_set.outbox", 30*time.Second)
 	checkSettled(t, c, id, sender, total, told)
 	if got := c.Balance(t, sender); got != total-opened {
 		t.Errorf("sender's balance %d; want %d (topped up %d, %d opened)", got, total-opened, total, opened)

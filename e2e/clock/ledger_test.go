@@ -75,17 +75,18 @@ func waitEntries(t *testing.T, c *packettest.Cluster, id hongbao.PacketID, withi
 	}
 }
 
-// outboxEmpty waits until SET set's outbox is empty: every credit and
-// refund is in the wallet.
-func outboxEmpty(t *testing.T, c *packettest.Cluster, set string, within time.Duration) {
+// waitEmpty waits until SET set's table is empty: hb_set.outbox (every
+// credit and refund is in the wallet), hb_set.pending (every send is
+// decided, by its server or the sweeper).
+func waitEmpty(t *testing.T, c *packettest.Cluster, set, table string, within time.Duration) {
 	t.Helper()
 	for deadline := time.Now().Add(within); ; time.Sleep(100 * time.Millisecond) {
-		n := dbtest.Count(t, c.DB(set), "SELECT COUNT(*) FROM hb_set.outbox")
+		n := dbtest.Count(t, c.DB(set), "SELECT COUNT(*) FROM "+table)
 		if n == 0 {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("SET %s: %d outbox rows left after %v", set, n, within)
+			t.Fatalf("SET %s: %d rows left in %s after %v", set, n, table, within)
 		}
 	}
 }

@@ -36,7 +36,7 @@ func TestRouterSkewedBeyondTheWindow(t *testing.T) {
 		t.Run(fmt.Sprint(tc.offset), func(t *testing.T) {
 			c.Skew(clustertest.Router, clustertest.Router, tc.offset)
 			defer c.Skew(clustertest.Router, clustertest.Router, 0)
-			outboxEmpty(t, c, "a", 30*time.Second) // the last subtest's credit is delivered: the money is still
+			waitEmpty(t, c, "a", "hb_set.outbox", 30*time.Second) // the last subtest's credit is delivered: the money is still
 			before := moneyOf(t, c, sender, id)
 			opener := dbtest.FreshUser()
 			send := c.Send(sender, packettest.SendBody{Total: total, Count: 10, Type: "random"}, "")

@@ -44,7 +44,7 @@ func TestSweepOfASettlerAhead(t *testing.T) {
 	if voided == 0 {
 		t.Fatalf("none of %d sends met the sweeper of a settler %v ahead: the case was not exercised", len(all), skew)
 	}
-	waitSwept(t, c, "a", 30*time.Second)
+	waitEmpty(t, c, "a", "hb_set.pending", 30*time.Second)
 	for _, s := range all {
 		checkSend(t, c, s, total)
 	}
@@ -72,21 +72,6 @@ func sendMany(t *testing.T, c *packettest.Cluster, total int64, workers, n int) 
 	}
 	wg.Wait()
 	return out
-}
-
-// waitSwept waits until SET set has no pending send left: the sweeper
-// decided every one whose sender did not.
-func waitSwept(t *testing.T, c *packettest.Cluster, set string, within time.Duration) {
-	t.Helper()
-	for deadline := time.Now().Add(within); ; time.Sleep(100 * time.Millisecond) {
-		n := dbtest.Count(t, c.DB(set), "SELECT COUNT(*) FROM hb_set.pending")
-		if n == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("SET %s: %d pending sends left after %v", set, n, within)
-		}
-	}
 }
 
 // checkSend fails unless the sender's ledger is exactly its top-up and,

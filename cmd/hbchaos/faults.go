@@ -36,7 +36,7 @@ const (
 
 var kinds = []string{killServer, killRouter, killSettler, killArchiver, killMariaDB, killMemcached, pauseMariaDB, failover, linkCut, moverKilled,
 	partPrimaryReplica, cutReplicaPrimary, partRouterServer, partServerPrimary, partServerCore, partWatcherPrimary,
-	isolateServer, powerLoss, halfDeadReplica, replicaThenPrimary, setPowerLoss}
+	isolateServer, powerLoss, halfDeadReplica, replicaThenPrimary, setPowerLoss, clockSkew}
 
 // fault is one fault injected and how long until the component served
 // again.
@@ -103,6 +103,8 @@ func (d *dev) inject(ctx context.Context, kind string) fault {
 		f.recovery, f.err = d.pause(ctx, "mariadb-"+name, pause, func() error { return pingSQL(ctx, dsn) })
 	case moverKilled:
 		f.target, f.recovery, f.err = d.killMover(ctx)
+	case clockSkew:
+		f.target, f.recovery, f.err = d.skewClock(ctx, set)
 	case failover, linkCut:
 		set, f.skipped = d.failoverSet(set)
 		f.target = "SET " + set.Name

@@ -79,7 +79,7 @@ func (d *dev) killMover(ctx context.Context) (string, time.Duration, error) {
 // move does, its mover killed by a knob when the move reaches step; its
 // pools close when it returns.
 func (d *dev) moveKilled(ctx context.Context, b hongbao.Bucket, from, to, step string) error {
-	op, err := move.OpenOperator(ctx, d.cfg.MetaDSN, d.cfg.CoreMembers(), d.cfg.Location())
+	op, err := move.OpenOperator(ctx, d.cfg.MetaDSN, d.cfg.CoreMembers(), d.cfg.Location(), time.Now)
 	if err != nil {
 		return err
 	}

@@ -118,6 +118,8 @@ func recoveryLabel(kind string) string {
 	switch {
 	case slices.Contains(netKinds, kind) || kind == halfDeadReplica:
 		return "writes acknowledged again after the heal"
+	case kind == clockSkew:
+		return "writes acknowledged again after the restart on the host's clock"
 	case kind == replicaThenPrimary:
 		return "serving again after the replica's kill (failover and rejoin included)"
 	}

@@ -29,6 +29,7 @@ func cmdCore(ctx context.Context, e *env, args []string) error {
 	single := fs.Bool("accept-single-copy", false, "failover, watch: when no other replica follows the promoted one, "+
 		"let it write on one machine (asynchronous replication while it has no replica) instead of waiting for one")
 	wo := watchFlags(fs)
+	offset := configs.ClockOffsetFlag(fs) // the epoch a promotion stamps
 	if err := parse(fs, args[1:]); err != nil {
 		return err
 	}
@@ -53,13 +54,14 @@ func cmdCore(ctx context.Context, e *env, args []string) error {
 	}
 	if verb == "watch" {
 		wo.SingleCopy = *single
-		return cmdCoreWatch(ctx, e, cfg, *cfgPath, *wo)
+		return cmdCoreWatch(ctx, e, cfg, *cfgPath, *wo, clock(e, *offset))
 	}
 	r, err := reparenter(ctx, e, cfg)
 	if err != nil {
 		return err
 	}
 	defer r.Close()
+	r.Now = clock(e, *offset)
 	switch verb {
 	case "status":
 		return coreStatus(ctx, e, r, cfg)

@@ -12,8 +12,11 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
+	"github.com/hongbao-dev/hongbao/configs"
 	"github.com/hongbao-dev/hongbao/set/failover"
+	"go.uber.org/zap"
 )
 
 // command is one hbctl subcommand.
@@ -98,6 +101,15 @@ func flags(name string, e *env) *flag.FlagSet {
 	fs := flag.NewFlagSet("hbctl "+name, flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	return fs
+}
+
+// clock is the wall clock of a -clock-offset of offset (fault injection
+// for tests and chaos), said on stderr when it is skewed.
+func clock(e *env, offset time.Duration) func() time.Time {
+	if offset != 0 {
+		fmt.Fprintf(e.stderr, "hbctl: warning: clock skewed on purpose by %v (-clock-offset)\n", offset)
+	}
+	return configs.Clock(offset, zap.NewNop())
 }
 
 // parse parses args and turns flag errors into usage errors.

@@ -25,7 +25,9 @@ type ops struct {
 	cfg *configs.Config
 }
 
-func openOps(ctx context.Context, cfgPath string, e *env) (*ops, error) {
+// openOps opens the operator's moves; now is the wall clock their
+// journal's leases are stamped with (they are read on other hosts).
+func openOps(ctx context.Context, cfgPath string, e *env, now func() time.Time) (*ops, error) {
 	cfg, err := configs.Load(cfgPath, e.environ)
 	if err != nil {
 		return nil, err
@@ -33,7 +35,7 @@ func openOps(ctx context.Context, cfgPath string, e *env) (*ops, error) {
 	if cfg.MetaDSN == "" {
 		return nil, errors.New("the configuration names no meta_dsn: a fleet without a topology cannot be rebalanced")
 	}
-	op, err := move.OpenOperator(ctx, cfg.MetaDSN, cfg.CoreMembers(), cfg.Location())
+	op, err := move.OpenOperator(ctx, cfg.MetaDSN, cfg.CoreMembers(), cfg.Location(), now)
 	if err != nil {
 		return nil, err
 	}
@@ -69,6 +71,7 @@ func cmdRebalance(ctx context.Context, e *env, args []string) error {
 	parallel := fs.Int("parallel", 1, "apply, reverse: buckets moved at once (1..32)")
 	dryRun := fs.Bool("dry-run", false, "apply: print the plan, move nothing")
 	grace := fs.Duration("grace", 3*time.Second, "apply, reverse: how long the source keeps a moved bucket's rows for servers still on the old topology")
+	offset := configs.ClockOffsetFlag(fs) // the moves' leases
 	if err := parse(fs, args[1:]); err != nil {
 		return err
 	}
@@ -78,7 +81,7 @@ func cmdRebalance(ctx context.Context, e *env, args []string) error {
 	if *grace < 0 {
 		return usageError{"flag --grace: must not be negative"}
 	}
-	o, err := openOps(ctx, *cfgPath, e)
+	o, err := openOps(ctx, *cfgPath, e, clock(e, *offset))
 	if err != nil {
 		return err
 	}

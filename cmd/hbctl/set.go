@@ -83,7 +83,7 @@ func cmdSet(ctx context.Context, e *env, args []string) error {
 	default:
 		return usageError{setUsage}
 	}
-	o, err := openOps(ctx, *cfgPath, e)
+	o, err := openOps(ctx, *cfgPath, e, time.Now)
 	if err != nil {
 		return err
 	}
@@ -134,7 +134,7 @@ func newSet(name, servers, dsn, mcs, archive string, weight int) (topology.Set, 
 // setAdd creates the SET's bookkeeping and fence in its MySQL (owning
 // nothing), then records it in the meta database.
 func setAdd(ctx context.Context, e *env, cfgPath string, s topology.Set) error {
-	o, err := openOps(ctx, cfgPath, e)
+	o, err := openOps(ctx, cfgPath, e, time.Now)
 	if err != nil {
 		return err
 	}

@@ -161,7 +161,7 @@ func ranges(bs []hongbao.Bucket) string {
 // (move.Operator.MoveBucket). When the bucket is already there, it
 // deletes what a move stopped after its publish left on other SETs.
 func topologyMove(ctx context.Context, e *env, cfgPath string, b hongbao.Bucket, to string) error {
-	o, err := openOps(ctx, cfgPath, e)
+	o, err := openOps(ctx, cfgPath, e, time.Now)
 	if err != nil {
 		return err
 	}

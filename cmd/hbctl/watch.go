@@ -83,8 +83,8 @@ func cmdSetWatch(ctx context.Context, e *env, cfgPath string, names []string, o 
 }
 
 // cmdCoreWatch is hbctl core watch: it watches the core group until ctx
-// ends.
-func cmdCoreWatch(ctx context.Context, e *env, cfg *configs.Config, cfgPath string, o failover.WatchOptions) error {
+// ends; its failovers stamp epochs with now.
+func cmdCoreWatch(ctx context.Context, e *env, cfg *configs.Config, cfgPath string, o failover.WatchOptions, now func() time.Time) error {
 	_, log, err := watchSetup(e, cfgPath, o, "hbctl-core-watch")
 	if err != nil {
 		return err
@@ -95,6 +95,7 @@ func cmdCoreWatch(ctx context.Context, e *env, cfg *configs.Config, cfgPath stri
 		return err
 	}
 	defer r.Close()
+	r.Now = now
 	w := r.NewWatcher(r.CoreTarget(cfg), o, log.With(zap.String("group", "core")), nil)
 	failover.Watch(ctx, log, o, []*failover.Watcher{w})
 	return nil

@@ -40,6 +40,50 @@ func TestHbdev(t *testing.T) {
 	t.Run("supervise", func(t *testing.T) { testSupervise(t, bin) })
 	t.Run("mariadbd-args", func(t *testing.T) { testMariadbdArgs(t, bin) })
 	t.Run("down", func(t *testing.T) { testDown(t, bin) })
+	t.Run("restart-with", func(t *testing.T) { testRestartWith(t, bin) })
+}
+
+// testRestartWith: restart-with restarts a supervised process with its
+// arguments and the extra ones (hbchaos's -clock-offset), the supervisor
+// keeps them across a kill -9, restart-with and nothing takes them away,
+// and a new supervisor starts the command as given.
+func testRestartWith(t *testing.T, bin string) {
+	run := t.TempDir()
+	out := filepath.Join(run, "argv")
+	// Each start appends its arguments to out, then sleeps.
+	cmd := []string{"sh", "-c", `echo "$*" >>` + out + `; exec sleep 1000`, "sh", "-config", "x.yaml"}
+	ctl := func(args ...string) {
+		t.Helper()
+		if b, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
+			t.Fatalf("hbdev %q: %v\n%s", args, err, b)
+		}
+	}
+	pidFile, supFile := filepath.Join(run, "server-a1.pid"), filepath.Join(run, "sup-server-a1.pid")
+	t.Cleanup(func() { stop(supFile); stop(pidFile) })
+	starts := func() []string {
+		b, _ := os.ReadFile(out)
+		return strings.Split(strings.TrimSpace(string(b)), "\n")
+	}
+	ctl(append([]string{"start", "-run", run, "server", "a1"}, cmd...)...)
+	waitFor(t, "first start", func() bool { return alive(pidFile) && len(starts()) == 1 && starts()[0] != "" })
+	ctl("restart-with", "-run", run, "server", "a1", "-clock-offset", "-7m0s")
+	waitFor(t, "the skewed start", func() bool { return len(starts()) == 2 })
+	if err := syscall.Kill(pidOf(pidFile), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the start after kill -9", func() bool { return len(starts()) == 3 })
+	ctl("restart-with", "-run", run, "server", "a1")
+	waitFor(t, "the start set right", func() bool { return len(starts()) == 4 })
+	ctl("restart-with", "-run", run, "server", "a1", "-clock-offset", "2m0s")
+	waitFor(t, "the second skewed start", func() bool { return len(starts()) == 5 })
+	ctl("stop", supFile)
+	ctl(append([]string{"start", "-run", run, "server", "a1"}, cmd...)...)
+	waitFor(t, "a new supervisor's start", func() bool { return len(starts()) == 6 })
+	want := []string{"-config x.yaml", "-config x.yaml -clock-offset -7m0s", "-config x.yaml -clock-offset -7m0s",
+		"-config x.yaml", "-config x.yaml -clock-offset 2m0s", "-config x.yaml"}
+	if got := starts(); !slices.Equal(got, want) {
+		t.Errorf("the starts' arguments:\n%q\nwant\n%q", got, want)
+	}
 }
 
 // testDown: down stops the supervised processes and the databases, and

@@ -9,6 +9,7 @@
 //	hbdev mariadbd-args -datadir DIR -socket SOCK -port N [-server-id N -primary] ...
 //	hbdev start -run DIR KIND NAME CMD...    a supervised process in the background
 //	hbdev supervise -run DIR KIND NAME CMD...  the supervisor itself (start runs it)
+//	hbdev restart-with -run DIR KIND NAME [ARG...]  restart it with ARGs added (none: as started)
 //	hbdev alive PIDFILE                        exit 0 when its process runs
 //	hbdev running PIDFILE PORT                 alive and listening on PORT here
 //	hbdev stop PIDFILE...                      TERM, then KILL, until gone
@@ -39,6 +40,8 @@ func main() {
 		err = start(args)
 	case "supervise":
 		err = supervise(args)
+	case "restart-with":
+		err = restartWith(args)
 	case "alive":
 		if len(args) != 1 {
 			usage()
@@ -82,6 +85,6 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: hbdev mariadbd-args|start|supervise|alive|running|stop|down|wait-http|hosts-up|hosts-env|hosts-roles|hosts-down ... (see go doc ./cmd/hbdev)")
+	fmt.Fprintln(os.Stderr, "usage: hbdev mariadbd-args|start|supervise|restart-with|alive|running|stop|down|wait-http|hosts-up|hosts-env|hosts-roles|hosts-down ... (see go doc ./cmd/hbdev)")
 	os.Exit(2)
 }

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -150,13 +151,19 @@ type process struct {
 }
 
 func parseProcess(name string, args []string) (process, error) {
+	return parseNamed(name, args, 3, "want KIND NAME CMD...")
+}
+
+// parseNamed parses -run and at least least words: KIND NAME and the
+// rest (argv).
+func parseNamed(name string, args []string, least int, want string) (process, error) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	run := fs.String("run", ".run", "directory of the pid files and logs")
 	if err := fs.Parse(args); err != nil {
 		return process{}, err
 	}
-	if fs.NArg() < 3 {
-		return process{}, errors.New("want KIND NAME CMD...")
+	if fs.NArg() < least {
+		return process{}, errors.New(want)
 	}
 	return process{run: *run, kind: fs.Arg(0), name: fs.Arg(1), argv: fs.Args()[2:]}, nil
 }
@@ -164,6 +171,7 @@ func parseProcess(name string, args []string) (process, error) {
 func (p process) pidFile() string    { return filepath.Join(p.run, p.kind+"-"+p.name+".pid") }
 func (p process) supPidFile() string { return filepath.Join(p.run, "sup-"+p.kind+"-"+p.name+".pid") }
 func (p process) logFile() string    { return filepath.Join(p.run, p.kind+"-"+p.name+".log") }
+func (p process) argsFile() string   { return filepath.Join(p.run, p.kind+"-"+p.name+".args") }
 
 // start runs a project binary in the background under a supervisor that
 // starts it again whenever it exits (see supervise), in a session of its
@@ -179,6 +187,7 @@ func start(args []string) error {
 	if alive(p.supPidFile()) {
 		return nil
 	}
+	os.Remove(p.argsFile()) // a new supervisor runs CMD as given (see restartWith)
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -250,7 +259,8 @@ func supervise(args []string) error {
 	delay, n := time.Second, 0
 	for {
 		began := time.Now()
-		cmd := exec.Command(p.argv[0], p.argv[1:]...)
+		argv := append(slices.Clip(p.argv), p.extra()...)
+		cmd := exec.Command(argv[0], argv[1:]...)
 		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 		if err := cmd.Start(); err != nil {
 			say("cannot start %s: %v", p.argv[0], err)
@@ -260,7 +270,7 @@ func supervise(args []string) error {
 				say("pid file: %v", err)
 			}
 			n++
-			say("started pid %d (start %d)", child, n)
+			say("started pid %d (start %d)%s", child, n, withExtra(argv[len(p.argv):]))
 			exited = make(chan struct{})
 			var rc int
 			go func(done chan struct{}) {

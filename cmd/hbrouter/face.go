@@ -30,8 +30,8 @@ func devTokenTTL(cfg *configs.Config) time.Duration {
 // SET's servers and settlers that the configuration lists, the archiver's
 // and verify's textfiles, the money audit run in this process (on request,
 // and every dashboard.audit_every), and the rebalance journal in meta, the
-// meta DB the topology is followed in.
-func newBoard(cfg *configs.Config, meta *sql.DB, topo *topology.Watcher, health *router.Health, reg *prometheus.Registry) *dashboard.Board {
+// meta DB the topology is followed in; now is the router's wall clock.
+func newBoard(cfg *configs.Config, meta *sql.DB, topo *topology.Watcher, health *router.Health, reg *prometheus.Registry, now func() time.Time) *dashboard.Board {
 	var targets []dashboard.Target
 	for _, s := range cfg.Sets {
 		for i, addr := range s.Servers {
@@ -47,9 +47,9 @@ func newBoard(cfg *configs.Config, meta *sql.DB, topo *topology.Watcher, health 
 	}
 	b := dashboard.New(dashboard.Deps{Topology: topo.Current, Moves: topo.Moved, Healthy: health.Healthy, Router: reg,
 		Targets: targets, Archive: cfg.Archive.Textfile, Verify: cfg.Dashboard.VerifyTextfile,
-		Client: &http.Client{Timeout: 800 * time.Millisecond}, Meta: meta,
+		Client: &http.Client{Timeout: 800 * time.Millisecond}, Meta: meta, Now: now,
 		Audit: func(ctx context.Context) ([]string, error) {
-			rep, err := settings.RunAudit(ctx, cfg, audit.Options{})
+			rep, err := settings.RunAudit(ctx, cfg, audit.Options{}, now)
 			if err != nil {
 				return nil, err
 			}

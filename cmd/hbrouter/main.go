@@ -41,6 +41,7 @@ func run(args []string) error {
 	listen := fs.String("listen", "", "address to serve on (default: router.listen of the config)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the process's whole life to this file (profiling under load)")
 	adminAddr := fs.String("admin", "", "admin listener (metrics, health, pprof; default: admin.router of the config, \"off\" for none)")
+	clockOffset := configs.ClockOffsetFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -66,6 +67,7 @@ func run(args []string) error {
 	}
 	defer log.Sync() //nolint:errcheck
 	log = log.With(zap.String("listen", addr))
+	now := configs.Clock(*clockOffset, log) // packet IDs' times, signatures, tokens
 	// Armed by the stop signal, disarmed once everything below is closed:
 	// a stop takes the shutdown grace and 10 s more at most.
 	overrun := admin.Overrun{Exit: os.Exit}
@@ -86,7 +88,7 @@ func run(args []string) error {
 	health := router.NewHealth(&http.Client{Timeout: time.Second}, time.Second, log)
 	reg := metrics.NewRegistry()
 	rt := router.New(router.Deps{Topology: topo, Health: health, Signer: hongbao.NewSigner([]byte(cfg.Secret)),
-		Internal: api.NewInternal([]byte(cfg.InternalSecret), time.Now), Client: client, Now: time.Now, Log: log,
+		Internal: api.NewInternal([]byte(cfg.InternalSecret), now), Client: client, Now: now, Log: log,
 		Limits: limits(cfg.Router.RouterLimits),
 		HTTP:   metrics.NewHTTP(reg), Page: web.Handler(), DevTokenTTL: devTokenTTL(cfg),
 		Coalescing: router.Coalescing{Batch: cfg.Router.Coalesce.Batch, InFlight: cfg.Router.Coalesce.InFlight}})
@@ -95,7 +97,7 @@ func run(args []string) error {
 	metrics.RegisterHealthyServers(reg, rt.HealthyPerSet)
 	metrics.RegisterTopology(reg, metrics.Topology{Version: func() int64 { return topo.Current().Version },
 		Moves: topo.Moved, LastRefresh: topo.LastRefresh})
-	board := newBoard(cfg, meta, topo, health, reg)
+	board := newBoard(cfg, meta, topo, health, reg, now)
 	adm, err := admin.Start(admin.Address(*adminAddr, cfg.Admin.Router), board.Handler(admin.Handler(reg, ready)), log)
 	if err != nil {
 		return err

@@ -51,6 +51,7 @@ func run(args []string) error {
 	advertise := fs.String("advertise", "", "host:port routers send to, as listed in the config's servers "+
 		"(default: -listen when it names a host, else the address each connection came in on)")
 	adminAddr := fs.String("admin", "", "admin listener (metrics, health, pprof; default: admin.server of the config, \"off\" for none)")
+	clockOffset := configs.ClockOffsetFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -86,6 +87,7 @@ func run(args []string) error {
 	}
 	defer log.Sync() //nolint:errcheck
 	log = log.With(zap.String("set", sc.Name), zap.String("listen", *listen))
+	now := configs.Clock(*clockOffset, log) // what this server stamps for other hosts
 	// Armed by the stop signal, disarmed once everything below is closed.
 	overrun := admin.Overrun{Exit: os.Exit}
 	defer overrun.Disarm()
@@ -133,10 +135,11 @@ func run(args []string) error {
 		// Interrupted moves are finished (or sent back) by every server
 		// of their source, for as long as the server runs.
 		rec := move.NewRecovery(cfg.MetaDSN, cfg.CoreMembers(), db, sc.Name, func(b hongbao.Bucket) string { return topo.Current().Owner(b).Name }, log)
+		rec.Now = now
 		loops.Go(func() { rec.Run(bg) })
 	}
 	reg := metrics.NewRegistry()
-	st := store.New(db, sc.Name, cfg.Location(), time.Now, rand.Int64N).WithArchive(cold).WithMetrics(metrics.NewStore(reg))
+	st := store.New(db, sc.Name, cfg.Location(), now, rand.Int64N).WithArchive(cold).WithMetrics(metrics.NewStore(reg))
 	if cfg.Webhooks.On() { // sends and opens write their events in their transactions
 		st = st.WithEvents()
 	}
@@ -150,7 +153,7 @@ func run(args []string) error {
 			settings.FollowPrimary(bg, topo, sc.Name, settings.Pools{Primary: live, Archive: coldSw, Replica: replica}, log)
 		})
 	}
-	wl, err := wallet.Open(bg, cfg.WalletDSN, cfg.CoreMembers(), cfg.DBConns, time.Now, settings.CoreMoves(log, "wallet"))
+	wl, err := wallet.Open(bg, cfg.WalletDSN, cfg.CoreMembers(), cfg.DBConns, now, settings.CoreMoves(log, "wallet"))
 	if err != nil {
 		return err
 	}
@@ -165,20 +168,20 @@ func run(args []string) error {
 		Wallet:      wl,
 		DevGrant:    cfg.DevGrant,
 		Store:       st,
-		Cache:       cache.New(sc.Memcached, cfg.Cache.Timeout.D(), cfg.Cache.Conns, log).WithMetrics(metrics.NewCache(reg)),
-		Auth:        api.NewInternal([]byte(cfg.InternalSecret), time.Now),
+		Cache:       cache.New(sc.Memcached, cfg.Cache.Timeout.D(), cfg.Cache.Conns, log).WithMetrics(metrics.NewCache(reg)).WithClock(now),
+		Auth:        api.NewInternal([]byte(cfg.InternalSecret), now),
 		Self:        selfAddr(*listen, *advertise),
 		Limits:      settings.Limits(cfg),
 		Queue:       q,
 		SoldOutMemo: cfg.Queue.Memo,
-		Loc:         cfg.Location(), Now: time.Now, Log: log,
+		Loc:         cfg.Location(), Now: now, Log: log,
 		HTTP: metrics.NewHTTP(reg), Opens: metrics.NewOpens(reg),
 	})
 	srv.Register(reg)
 	if topo != nil {
 		loops.Go(func() { followBuckets(bg, topo, sc.Name, srv) })
 	}
-	metrics.RegisterOutbox(reg, sc.Name, srv.OutboxBacklog, time.Now)
+	metrics.RegisterOutbox(reg, sc.Name, srv.OutboxBacklog, now)
 	ready := admin.Check(srv.Ready)
 	metrics.Ready(reg, admin.Now(bg, ready))
 	if topo != nil {

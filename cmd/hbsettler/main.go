@@ -43,6 +43,7 @@ func run(args []string) error {
 	setName := fs.String("set", "", "name of the SET to settle (required)")
 	adminAddr := fs.String("admin", "", "admin listener (metrics, health, pprof; default: admin.settler of the config, \"off\" for none)")
 	sweepAfter := fs.Duration("sweep-after", 0, "age at which a pending send is decided by the sweeper (default: settle.sweep_after of the config, 30s)")
+	clockOffset := configs.ClockOffsetFlag(fs)
 	webhookBackoff := fs.Duration("webhook-backoff", 0, "first retry delay of a failed webhook delivery, doubled on each failure up to an hour (default 1s)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -74,6 +75,7 @@ func run(args []string) error {
 	}
 	defer log.Sync() //nolint:errcheck
 	log = log.With(zap.String("set", sc.Name))
+	now := configs.Clock(*clockOffset, log) // expiries, the sweep's age, refunds' and webhooks' times
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -110,27 +112,27 @@ func run(args []string) error {
 	if err := schema.EnsureSet(ctx, db); err != nil {
 		return err
 	}
-	wl, err := wallet.Open(ctx, cfg.WalletDSN, cfg.CoreMembers(), 8, time.Now, settings.CoreMoves(log, "wallet"))
+	wl, err := wallet.Open(ctx, cfg.WalletDSN, cfg.CoreMembers(), 8, now, settings.CoreMoves(log, "wallet"))
 	if err != nil {
 		return err
 	}
 	defer wl.Close()
-	ss := store.New(db, sc.Name, cfg.Location(), time.Now, rand.Int64N)
+	ss := store.New(db, sc.Name, cfg.Location(), now, rand.Int64N)
 	if topo != nil {
 		// Refund and fund only the buckets the topology gives this SET,
 		// never by a fence row alone (a dead mover's claim).
 		ss.WithOwnership(topo.Trusted(sc.Name))
 	}
-	st := settle.New(ss, wl, time.Now, log)
+	st := settle.New(ss, wl, now, log)
 	st.SweepAfter = *sweepAfter
 	reg := metrics.NewRegistry()
 	st.Metrics = metrics.NewSettle(reg)
-	metrics.RegisterEventBacklog(reg, sc.Name, ss.EventBacklog, time.Now)
+	metrics.RegisterEventBacklog(reg, sc.Name, ss.EventBacklog, now)
 	if cfg.Webhooks.On() {
 		// Expiries and refunds write their events; the deliverer sends them
 		// (its own loop, stopped with the settler's).
 		ss.WithEvents()
-		d := webhooks.New(ss, &http.Client{}, cfg.Webhooks.URLs, []byte(cfg.Webhooks.Secret), time.Now, log.Named("webhooks"))
+		d := webhooks.New(ss, &http.Client{}, cfg.Webhooks.URLs, []byte(cfg.Webhooks.Secret), now, log.Named("webhooks"))
 		d.Metrics = metrics.NewWebhooks(reg)
 		if *webhookBackoff > 0 {
 			d.Backoff = *webhookBackoff

@@ -46,6 +46,7 @@ func run(ctx context.Context, args, environ []string) error {
 	fs := flag.NewFlagSet("hbwatch", flag.ContinueOnError)
 	cfgPath := fs.String("config", "configs/dev.yaml", "configuration file")
 	adminAddr := fs.String("admin", "", "admin listener (metrics, health, pprof; default: admin.watch of the config, \"off\" for none)")
+	clockOffset := configs.ClockOffsetFlag(fs) // the core group's epoch a promotion stamps
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -69,6 +70,7 @@ func run(ctx context.Context, args, environ []string) error {
 	if err != nil {
 		return err
 	}
+	d.r.Now = configs.Clock(*clockOffset, log)
 	defer func() {
 		if err := d.Close(); err != nil {
 			log.Warn("closing", zap.Error(err))

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/hongbao-dev/hongbao/configs"
 	"github.com/hongbao-dev/hongbao/store/replication"
@@ -108,6 +107,14 @@ func (r *Reparenter) CoreMembers(ctx context.Context, cfg *configs.Config) (Core
 	return m, nil
 }
 
+// nextEpoch is the epoch a promotion stamps over highest, the highest a
+// reachable member carries: the time in milliseconds on this host's clock
+// (Now) when that is above it, else highest+1, so that a promoting host
+// whose clock is behind still makes the epoch grow.
+func (r *Reparenter) nextEpoch(highest int64) int64 {
+	return max(highest+1, r.now().UnixMilli())
+}
+
 // coreGroup is the core group with its current primary, for failover and
 // rejoin. A promotion stamps a new epoch: above every epoch a reachable
 // member carries, and at least the time in milliseconds, so that it also
@@ -115,7 +122,7 @@ func (r *Reparenter) CoreMembers(ctx context.Context, cfg *configs.Config) (Core
 // failover that a lagging replica had not received yet).
 func (r *Reparenter) coreGroup(m CoreMembers, apps []string) *Group {
 	epochOf := r.epochOf
-	next := max(m.Epoch+1, time.Now().UnixMilli())
+	next := r.nextEpoch(m.Epoch)
 	var replicas []string
 	for i, d := range m.DSNs {
 		if i != m.Primary {

@@ -42,6 +42,17 @@ type Reparenter struct {
 	// Idle is wait_timeout of every operator session the Reparenter
 	// opens (0: operatorIdle); a test shortens it.
 	Idle time.Duration
+	// Now is the wall clock a promotion stamps the core group's epoch
+	// with (the -clock-offset of hbctl and hbwatch; nil: time.Now).
+	Now func() time.Time
+}
+
+// now is Now, or time.Now.
+func (r *Reparenter) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
 }
 
 // operatorIdle is wait_timeout of the operator's sessions: MariaDB ends a

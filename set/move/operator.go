@@ -27,22 +27,24 @@ type Operator struct {
 	Leases *lease.Client
 	Holder string
 	loc    *time.Location
+	now    func() time.Time
 }
 
 // OpenOperator opens the meta database at metaDSN (its core group's
 // members core) and its journal; loc is the zone of the day tables, for
-// the buckets' loads. Close closes what it opened.
-func OpenOperator(ctx context.Context, metaDSN string, core []string, loc *time.Location) (*Operator, error) {
+// the buckets' loads; now is the wall clock the journal's leases and the
+// loads are stamped with (they cross hosts). Close closes what it opened.
+func OpenOperator(ctx context.Context, metaDSN string, core []string, loc *time.Location, now func() time.Time) (*Operator, error) {
 	meta, err := topology.OpenMeta(ctx, metaDSN, core, false)
 	if err != nil {
 		return nil, err
 	}
-	j, err := topology.NewJournal(ctx, meta, time.Now)
+	j, err := topology.NewJournal(ctx, meta, now)
 	if err != nil {
 		meta.Close()
 		return nil, err
 	}
-	return &Operator{Meta: meta, Journal: j, Fleet: &Fleet{}, loc: loc}, nil
+	return &Operator{Meta: meta, Journal: j, Fleet: &Fleet{}, loc: loc, now: now}, nil
 }
 
 // Close closes the SETs' pools, the meta database and the connection to
@@ -59,7 +61,7 @@ func (o *Operator) Close() {
 // at once, keeping a source's copy for grace after the publish; the
 // caller sets its Report (and a test its Knobs).
 func (o *Operator) Mover(parallel int, grace time.Duration) *Mover {
-	return &Mover{Meta: o.Meta, Journal: o.Journal, Fleet: o.Fleet, Now: time.Now, Parallel: parallel, Grace: grace,
+	return &Mover{Meta: o.Meta, Journal: o.Journal, Fleet: o.Fleet, Now: o.now, Parallel: parallel, Grace: grace,
 		Leases: o.Leases, Holder: o.Holder}
 }
 
@@ -87,7 +89,7 @@ func (o *Operator) Plan(ctx context.Context) (*topology.Map, []topology.PlannedM
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	loads, err := o.Fleet.Loads(ctx, t, o.loc, time.Now())
+	loads, err := o.Fleet.Loads(ctx, t, o.loc, o.now())
 	if err != nil {
 		return nil, nil, nil, err
 	}

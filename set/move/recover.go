@@ -35,6 +35,9 @@ type Recovery struct {
 	// round it doubles, up to MaxBackoff (default 5 s), until a round
 	// succeeds.
 	Every, MaxBackoff time.Duration
+	// Now is the clock the journal's leases are judged with: a live
+	// mover's lease was written with the mover's (nil: time.Now).
+	Now func() time.Time
 	// Knobs are a test's hooks (zero: none).
 	Knobs Knobs
 }
@@ -84,6 +87,14 @@ func (r *Recovery) Run(ctx context.Context) {
 	}
 }
 
+// clock is Now, or time.Now.
+func (r *Recovery) clock() func() time.Time {
+	if r.Now != nil {
+		return r.Now
+	}
+	return time.Now
+}
+
 // round opens the meta database and its journal when they are not open
 // yet, then finishes the stuck moves (Once) and removes stale claims.
 func (r *Recovery) round(ctx context.Context, meta **sql.DB, j **topology.Journal) error {
@@ -95,7 +106,7 @@ func (r *Recovery) round(ctx context.Context, meta **sql.DB, j **topology.Journa
 		*meta = db
 	}
 	if *j == nil {
-		jj, err := topology.NewJournal(ctx, *meta, time.Now)
+		jj, err := topology.NewJournal(ctx, *meta, r.clock())
 		if err != nil {
 			return fmt.Errorf("journal: %w", err)
 		}

@@ -63,19 +63,20 @@ func openSetDBs(dsn, coldDSN string) (db, cold *sql.DB, closeAll func(), err err
 }
 
 // RunAudit opens what Audit opens and the wallet, runs one money audit
-// and closes them. OrphansBefore, when zero, is taken now, less the
-// settlers' sweep delay (settle.sweep_after), before any snapshot opens:
-// a packet younger than that is no orphan.
-func RunAudit(ctx context.Context, c *configs.Config, opt audit.Options) (*audit.Report, error) {
+// and closes them. OrphansBefore, when zero, is taken now (the process's
+// wall clock: packets' times are other hosts'), less the settlers' sweep
+// delay (settle.sweep_after), before any snapshot opens: a packet younger
+// than that is no orphan.
+func RunAudit(ctx context.Context, c *configs.Config, opt audit.Options, now func() time.Time) (*audit.Report, error) {
 	if opt.OrphansBefore.IsZero() {
-		opt.OrphansBefore = time.Now().Add(-c.Settle.SweepAfter.D())
+		opt.OrphansBefore = now().Add(-c.Settle.SweepAfter.D())
 	}
 	src, closeAll, err := Audit(ctx, c)
 	defer closeAll()
 	if err != nil {
 		return nil, err
 	}
-	w, err := wallet.Open(ctx, c.WalletDSN, c.CoreMembers(), 2, time.Now)
+	w, err := wallet.Open(ctx, c.WalletDSN, c.CoreMembers(), 2, now)
 	if err != nil {
 		return nil, fmt.Errorf("the wallet: %w", err)
 	}

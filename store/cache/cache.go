@@ -42,6 +42,16 @@ type Cache struct {
 	seq        atomic.Uint64
 	obs        *metrics.Cache // failures and fallbacks; nil: none
 	pipe       *pipe          // pipelined sets of a batch's shares
+	// now stamps and reads the slots' deadlines, which every server of
+	// the SET compares with its own clock (time.Now unless WithClock).
+	now func() time.Time
+}
+
+// WithClock makes the cache stamp and judge the slots' deadlines with
+// now, the process's wall clock (configs.Clock): they cross servers.
+func (c *Cache) WithClock(now func() time.Time) *Cache {
+	c.now = now
+	return c
 }
 
 // WithMetrics makes the cache count its failures and fallbacks in m.
@@ -61,7 +71,7 @@ func New(servers []string, timeout time.Duration, conns int, log *zap.Logger) *C
 	sl.Timeout = timeout
 	sl.MaxIdleConns = slotConns
 	return &Cache{mc: mc, log: log, conns: make(chan struct{}, conns), slotMC: sl, slotsConns: make(chan struct{}, slotConns),
-		pipe: newPipe(servers, timeout, pipeConns)}
+		pipe: newPipe(servers, timeout, pipeConns), now: time.Now}
 }
 
 // slotConns bounds the slot client's connections.
@@ -210,14 +220,14 @@ func (c *Cache) AcquireSlot(id hongbao.PacketID, limit int, hold time.Duration) 
 	token = strconv.FormatInt(time.Now().UnixNano(), 36) + strconv.FormatInt(int64(c.seq.Add(1)), 36)
 	mine := func(now time.Time) string { return token + ":" + strconv.FormatInt(now.Add(hold).UnixMilli(), 10) }
 	// Fast path, one round trip: nobody holds a slot of the packet.
-	switch err := c.putSlots(id, nil, []string{mine(time.Now())}, hold); {
+	switch err := c.putSlots(id, nil, []string{mine(c.now())}, hold); {
 	case err == nil:
 		return token, true, nil
 	case errors.Is(err, ErrDown):
 		return "", false, err
 	}
 	for range slotAttempts {
-		now := time.Now()
+		now := c.now()
 		it, holders, err := c.slots(id)
 		if err != nil {
 			return "", false, err
@@ -251,7 +261,7 @@ func (c *Cache) ReleaseSlot(id hongbao.PacketID, token string, hold time.Duratio
 				kept = append(kept, h)
 			}
 		}
-		if err := c.putSlots(id, it, live(kept, time.Now()), hold); err == nil || errors.Is(err, ErrDown) {
+		if err := c.putSlots(id, it, live(kept, c.now()), hold); err == nil || errors.Is(err, ErrDown) {
 			return
 		}
 	}

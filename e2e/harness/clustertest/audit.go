@@ -3,6 +3,7 @@ package clustertest
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hongbao-dev/hongbao/configs"
 	"github.com/hongbao-dev/hongbao/set/settings"
@@ -19,7 +20,7 @@ func (c *Cluster) CheckInvariants(t testing.TB) *audit.Report {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := settings.RunAudit(t.Context(), cfg, audit.Options{})
+	rep, err := settings.RunAudit(t.Context(), cfg, audit.Options{}, time.Now)
 	if err != nil {
 		t.Errorf("audit: %v", err)
 		return rep

@@ -86,6 +86,10 @@ type Options struct {
 	// neither the configuration nor the topology, and run no process:
 	// a test adds one with `hbctl set add` and starts it with StartSet.
 	Spare int
+	// ClockOffsets skews processes' wall clocks (their -clock-offset),
+	// by the name their log is under: "server-a1", "settler-a", "router".
+	// A process not named runs on the host's clock.
+	ClockOffsets map[string]time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -283,7 +287,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 	// The router last, so its first health probes find every server up.
 	radm := FreeAddr(t)
 	router := &Process{Kind: Router, Name: Router, Bin: filepath.Join(bin, "hbrouter"), Ready: c.routerAddr, Admin: radm,
-		Args: []string{"-config", c.Config, "-listen", c.routerAddr, "-admin", radm}}
+		Args: c.skewed(Router, Router, "-config", c.Config, "-listen", c.routerAddr, "-admin", radm)}
 	c.add(router)
 	if err := router.Start(); err != nil {
 		t.Fatal(err)
@@ -302,12 +306,12 @@ func (c *Cluster) addSet(s Set) []*Process {
 	for i, name := range s.Servers {
 		adm := s.Admin[i]
 		ps = append(ps, &Process{Kind: Server, Name: name, Bin: filepath.Join(c.bin, "hbserver"), Ready: s.Addrs[i], Admin: adm,
-			Args: []string{"-config", c.Config, "-set", s.Name, "-listen", s.Addrs[i], "-admin", adm}})
+			Args: c.skewed(Server, name, "-config", c.Config, "-set", s.Name, "-listen", s.Addrs[i], "-admin", adm)})
 	}
 	if !c.opts.NoSettlers {
 		adm := s.SettlerAdmin
 		ps = append(ps, &Process{Kind: Settler, Name: s.Name, Bin: filepath.Join(c.bin, "hbsettler"), Admin: adm,
-			Args: []string{"-config", c.Config, "-set", s.Name, "-admin", adm}})
+			Args: c.skewed(Settler, s.Name, "-config", c.Config, "-set", s.Name, "-admin", adm)})
 	}
 	for _, p := range ps {
 		c.add(p)

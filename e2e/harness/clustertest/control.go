@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 )
 
 // The cluster's processes: listing, kill -9, restart and the stop at the
@@ -16,6 +17,44 @@ func (c *Cluster) add(p *Process) {
 	c.mu.Lock()
 	c.procs[p.Kind+"/"+p.Name] = p
 	c.mu.Unlock()
+}
+
+// ClockName is the name Options.ClockOffsets knows a process by: its
+// kind and name ("server-a1", "settler-a"), the router's kind alone.
+func ClockName(kind, name string) string {
+	if kind == Router {
+		return Router
+	}
+	return kind + "-" + name
+}
+
+// skewed is args with the -clock-offset Options.ClockOffsets gives the
+// process, if any.
+func (c *Cluster) skewed(kind, name string, args ...string) []string {
+	return withOffset(args, c.opts.ClockOffsets[ClockName(kind, name)])
+}
+
+// withOffset is args with -clock-offset offset in place of any it had
+// (none for 0).
+func withOffset(args []string, offset time.Duration) []string {
+	if i := slices.Index(args, "-clock-offset"); i >= 0 {
+		args = slices.Delete(slices.Clone(args), i, i+2)
+	}
+	if offset != 0 {
+		args = append(args, "-clock-offset", offset.String())
+	}
+	return args
+}
+
+// Skew restarts a process (kind Server, Settler or Router) with its wall
+// clock off by offset (0: the host's), and waits until it is ready: a
+// host whose clock jumps, or is set right. Problems fail the test; not for
+// one process from two goroutines at once.
+func (c *Cluster) Skew(kind, name string, offset time.Duration) {
+	c.apply(kind, name, func(p *Process) error {
+		p.Args = withOffset(p.Args, offset)
+		return p.Restart()
+	})
 }
 
 // Processes returns the cluster's processes, servers first and the router

@@ -80,7 +80,7 @@ func Operator(c *clustertest.Cluster) (*move.Operator, error) {
 	if err != nil {
 		return nil, err
 	}
-	return move.OpenOperator(context.Background(), cfg.MetaDSN, cfg.CoreMembers(), cfg.Location())
+	return move.OpenOperator(context.Background(), cfg.MetaDSN, cfg.CoreMembers(), cfg.Location(), time.Now)
 }
 
 // MoveIn is `hbctl topology move --bucket bucket --to to` with knobs, run

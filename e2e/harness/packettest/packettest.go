@@ -45,7 +45,14 @@ func Start(t *testing.T) *Cluster {
 // as YAML of its section.
 func StartLimited(t *testing.T, routerYAML string) *Cluster {
 	t.Helper()
-	rc := clustertest.Start(t, clustertest.Options{NoSettlers: true, RouterYAML: routerYAML})
+	return StartWith(t, clustertest.Options{NoSettlers: true, RouterYAML: routerYAML})
+}
+
+// StartWith starts a cluster shaped by opts (settlers, skewed clocks...)
+// for one test and opens its meta database.
+func StartWith(t *testing.T, opts clustertest.Options) *Cluster {
+	t.Helper()
+	rc := clustertest.Start(t, opts)
 	meta, err := sqldb.Open(rc.MetaDSN, 2)
 	if err != nil {
 		t.Fatal(err)

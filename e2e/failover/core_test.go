@@ -24,7 +24,6 @@ import (
 // error (503s retried), no acknowledged send or open is lost, every
 // wallet balance is exact and hbctl verify holds.
 func TestCoreFailoverKilledPrimary(t *testing.T) {
-	t.Parallel()
 	c := clustertest.Start(t, clustertest.Options{DevGrant: ctltest.DevGrant, Core: 2})
 	l, killed, took := failoverUnderLoad(t, c, c.Core.Primary, []string{"core", "failover"},
 		"does not answer", "promoted 127.0.0.1:", "1 replica(s) follow it", "failover epoch")
@@ -133,7 +132,6 @@ func checkBalances(t *testing.T, c *clustertest.Cluster, l *ctltest.TimedLoad) {
 // the old layout every send fails: its debit cannot reach the wallet), and
 // verify holds once it is back.
 func TestLosingSetAKeepsSetBSending(t *testing.T) {
-	t.Parallel()
 	c := clustertest.Start(t, clustertest.Options{DevGrant: ctltest.DevGrant, Core: 1})
 	onB := ctltest.BucketsOf(t, c, "b")
 	if len(onB) < 3 {
@@ -165,7 +163,6 @@ func TestLosingSetAKeepsSetBSending(t *testing.T) {
 // debit is there and not on the old one. hbctl core rejoin makes it a
 // replica of the new primary, and hbctl core status says so.
 func TestCoreRejoin(t *testing.T) {
-	t.Parallel()
 	c := clustertest.Start(t, clustertest.Options{DevGrant: ctltest.DevGrant, Sets: 1, ServersPerSet: 1, Core: 1})
 	p, r := c.Core.Primary, c.Core.Replicas[0]
 	bs := ctltest.BucketsOf(t, c, "a")

@@ -20,7 +20,6 @@ import (
 // answer within 30 s, every answer agrees with MySQL (an "opened" is
 // durable with its amount), nobody holds two shares, every invariant holds.
 func TestClusterKillServerDuringOpens(t *testing.T) {
-	t.Parallel()
 	c := packettest.Start(t)
 	topo := c.Topology(t)
 	setA := c.Sets[0].Name

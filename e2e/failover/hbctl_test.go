@@ -26,7 +26,6 @@ import (
 // retried), no acknowledged open is lost, no share is doubled, verify
 // holds; the time SET b acknowledged no open is logged.
 func TestFailoverKilledPrimary(t *testing.T) {
-	t.Parallel()
 	c := clustertest.Start(t, clustertest.Options{DevGrant: 1_000_000_000, Replicated: []string{"b"}, Replicas: 2})
 	b := c.Set("b")
 	l, killed, took := failoverUnderLoad(t, c, b.Group.Primary, []string{"set", "failover", "b"},
@@ -126,7 +125,6 @@ func details(t *testing.T, db *sql.DB) map[[2]int64]int64 {
 // errant (or, when there is nothing, rejoin makes it a replica that
 // follows the new primary).
 func TestFailoverPausedPrimary(t *testing.T) {
-	t.Parallel()
 	c := clustertest.Start(t, clustertest.Options{DevGrant: 1_000_000_000, Replicated: []string{"b"}, Replicas: 2})
 	b := c.Set("b")
 	l := &ctltest.TimedLoad{}
@@ -209,7 +207,6 @@ func TestFailoverPausedPrimary(t *testing.T) {
 // when the replica is back the commit completes and the retried open
 // gets exactly the share that was committed, on both machines.
 func TestReplicaDown(t *testing.T) {
-	t.Parallel()
 	c := clustertest.Start(t, clustertest.Options{DevGrant: 1_000_000_000, Replicated: []string{"b"}})
 	b := c.Set("b")
 	bs := ctltest.BucketsOf(t, c, "b")
@@ -283,7 +280,6 @@ func semiSync(t *testing.T, db *sql.DB, name string) int {
 // makes it wait for acknowledgements again (wait_no_slave back on,
 // semi-sync on once its replica is connected).
 func TestFailoverSingleReplica(t *testing.T) {
-	t.Parallel()
 	c := clustertest.Start(t, clustertest.Options{DevGrant: 1_000_000_000, Replicated: []string{"b"}})
 	g := c.Set("b").Group
 	p, r := g.Primary, g.Replicas[0]

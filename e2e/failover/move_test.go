@@ -27,7 +27,6 @@ import (
 // a signed request for the bucket 421 wrong_set; SET a's fence refuses any
 // write of the bucket; topology show counts 499/501.
 func TestClusterMoveBucket(t *testing.T) {
-	t.Parallel()
 	c := packettest.Start(t)
 	topo := c.Topology(t)
 	setA, setB := c.Sets[0].Name, c.Sets[1].Name

@@ -19,7 +19,6 @@ import (
 // on the new primary (before: R1's received position read empty, R2 was
 // promoted and the 20 commits lost).
 func TestFailoverPicksARestartedReplica(t *testing.T) {
-	t.Parallel()
 	c := clustertest.Start(t, clustertest.Options{Replicated: []string{"b"}, Replicas: 2})
 	g := c.Set("b").Group
 	r1, r2 := g.Replicas[0], g.Replicas[1]

@@ -21,7 +21,6 @@ import (
 // that stopped before its purge leaves no orphan copy on the old SET
 // (hbctl verify used to count it forever).
 func TestArchivedPacketsMoveWithTheirBucket(t *testing.T) {
-	t.Parallel()
 	c := clustertest.Start(t, clustertest.Options{DevGrant: 1_000_000})
 	a, b := c.Sets[0].Name, c.Sets[1].Name
 	own := ctltest.BucketsOf(t, c, a)

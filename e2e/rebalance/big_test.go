@@ -23,7 +23,6 @@ import (
 // recorded in BENCHMARKS.md, not asserted). Every acknowledged open is on
 // the target, which holds every packet.
 func TestMoveBigBucket(t *testing.T) {
-	t.Parallel()
 	c := clustertest.Start(t, clustertest.Options{DevGrant: 1_000_000})
 	a, b := c.Sets[0].Name, c.Sets[1].Name
 	bucket := ctltest.BucketsOf(t, c, a)[42]

@@ -25,7 +25,6 @@ import (
 // outbox row may be left stuck, the stale claim must be gone, and hbctl
 // verify must pass.
 func TestMoveKilledAtClaim(t *testing.T) {
-	t.Parallel()
 	const expiry = 25 * time.Second
 	c := clustertest.Start(t, clustertest.Options{Sets: 3, Expiry: expiry, SweepAfter: 2 * time.Second, DevGrant: 1_000_000})
 	a, target := c.Sets[0].Name, c.Sets[2].Name
@@ -123,7 +122,6 @@ func TestMoveKilledAtClaim(t *testing.T) {
 // cleanup would delete the only copy the topology names); the next apply
 // finishes the move.
 func TestMoveLostItsJournalStep(t *testing.T) {
-	t.Parallel()
 	c := clustertest.Start(t, clustertest.Options{DevGrant: 1_000_000})
 	a, b := c.Sets[0].Name, c.Sets[1].Name
 	bucket := ctltest.BucketsOf(t, c, a)[9]

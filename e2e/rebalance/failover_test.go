@@ -30,7 +30,6 @@ import (
 //     promoted primary still has the fence row), the target's servers
 //     drop its claim, and the next apply moves the bucket.
 func TestMoveFollowsFailover(t *testing.T) {
-	t.Parallel()
 	for _, tc := range []struct {
 		name     string
 		out      bool   // moves out of b (else into b)

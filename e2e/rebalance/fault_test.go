@@ -22,7 +22,6 @@ import (
 // on the target with its amount, the source's copy is deleted, and hbctl
 // verify holds.
 func TestMoveKilledAtEachStep(t *testing.T) {
-	t.Parallel()
 	c := clustertest.Start(t, clustertest.Options{DevGrant: 1_000_000})
 	a, b := c.Sets[0].Name, c.Sets[1].Name
 	own := ctltest.BucketsOf(t, c, a)
@@ -79,7 +78,6 @@ func TestMoveKilledAtEachStep(t *testing.T) {
 // fails naming the table, the journal records the move failed with the
 // difference, the bucket stays on the source, which keeps serving it.
 func TestMoveStopsOnVerifyMismatch(t *testing.T) {
-	t.Parallel()
 	c := clustertest.Start(t, clustertest.Options{DevGrant: 1_000_000})
 	a, b := c.Sets[0].Name, c.Sets[1].Name
 	bucket := ctltest.BucketsOf(t, c, a)[11]

@@ -26,7 +26,6 @@ import (
 // closes the quiet session, the freeze rolls back and the source serves;
 // the move fails and a later apply moves the bucket.
 func TestMoverTakesTheBucketLease(t *testing.T) {
-	t.Parallel()
 	c := clustertest.Start(t, clustertest.Options{Sets: 2, DevGrant: 1_000_000})
 	etcd := etcdtest.Start(t, 3)
 	ctx := context.Background()

@@ -26,7 +26,6 @@ import (
 // a send caught in a freeze waits that long at most on a starved machine,
 // and the tests' 5 s would cancel it under the client (402).
 func TestRebalanceUnderLoad(t *testing.T) {
-	t.Parallel()
 	c := clustertest.Start(t, clustertest.Options{DevGrant: 1_000_000_000, Spare: 1, SweepAfter: 30 * time.Second})
 	spare := c.Spares[0].Name
 	before := map[hongbao.PacketID]map[hongbao.UserID]int64{}

@@ -19,7 +19,6 @@ import (
 // its SET, its key and amount, and the outbox row's id; a packet whose
 // money is right is not named.
 func TestVerifyNamesThePackets(t *testing.T) {
-	t.Parallel()
 	// No settlers: the outbox rows stay where they are.
 	c := clustertest.Start(t, clustertest.Options{NoSettlers: true, DevGrant: 1_000_000})
 	bs := ctltest.BucketsOf(t, c, "a")

@@ -20,7 +20,6 @@ import (
 // (packets expiring and being closed meanwhile); with a ledger row or a
 // share tampered with, it fails and names the violation.
 func TestVerifyLive(t *testing.T) {
-	t.Parallel()
 	// Packets expire in 3 s: refunds flow through the outbox as well.
 	c := clustertest.Start(t, clustertest.Options{Expiry: 3 * time.Second, SweepAfter: 2 * time.Second, DevGrant: 1_000_000_000})
 	ctx, stop := context.WithCancel(context.Background())

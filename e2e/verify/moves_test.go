@@ -21,7 +21,6 @@ import (
 // the copy that counts makes it fail naming the packet; once the move
 // ends it passes again.
 func TestVerifyDuringHandover(t *testing.T) {
-	t.Parallel()
 	c := clustertest.Start(t, clustertest.Options{DevGrant: 1_000_000})
 	a, b := c.Sets[0].Name, c.Sets[1].Name
 	own := ctltest.BucketsOf(t, c, a)

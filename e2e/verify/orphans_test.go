@@ -34,7 +34,6 @@ type orphanPacket struct {
 // settler refunded; --restore-marks writes the mark back, after which the
 // settler refunds exactly the rest to its sender, once, and verify passes.
 func TestVerifyOrphans(t *testing.T) {
-	t.Parallel()
 	// Packets live 24 h; settle.sweep_after (the settlers' and verify's
 	// delay) is 30 s.
 	c := clustertest.Start(t, clustertest.Options{SweepAfter: 30 * time.Second})
@@ -201,7 +200,6 @@ func violations(out string) []string {
 // no bucket counted twice or not at all across a move's handover); once
 // the load stops and the settlers catch up it passes.
 func TestVerifyNoOrphansWhileMoving(t *testing.T) {
-	t.Parallel()
 	c := clustertest.Start(t, clustertest.Options{Expiry: 2 * time.Second, SweepAfter: 2 * time.Second, DevGrant: 1_000_000_000})
 	buckets := ctltest.BucketsOf(t, c, c.Sets[0].Name)[:2]
 	ctx, stop := context.WithCancel(context.Background())

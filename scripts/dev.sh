@@ -820,12 +820,8 @@ case "${1:-}" in
     # packages spend much of their time waiting (a replica's timeout, a
     # kill's recovery), and on 2 cores -p 4 took make test from 667 s to
     # 477 s with the same result (README, "Two commands").
-    # The slowest packages are named first: go test starts packages in the
-    # order it is given them, and the longest started last would end the
-    # run alone on an idle machine.
-    slow="./e2e/failover ./e2e/dev ./e2e/rebalance ./cmd/hbchaos ./set/failover ./e2e/face ./e2e/verify ./set/settle ./set/webhooks"
     # shellcheck disable=SC2086 # a list of package patterns
-    go test -race -count=1 -timeout 20m -p "$((2 * $(nproc)))" "$@" ${HB_TEST_PKGS:-$slow ./...} 2>&1 | tee "$RUN/test.log" || rc=$?
+    go test -race -count=1 -timeout 20m -p "$((2 * $(nproc)))" "$@" ${HB_TEST_PKGS:-./...} 2>&1 | tee "$RUN/test.log" || rc=$?
     test_times "$RUN/test.log"
     exit "$rc"
     ;;

@@ -18,7 +18,6 @@ import (
 // directory; without unshare (not root) it fails, saying so.
 func TestDevCluster(t *testing.T) {
 	dbtest.Need(t)
-	t.Parallel() // beside TestDevHosts: each in a network namespace and a run directory of its own
 	if err := exec.Command("unshare", "-n", "true").Run(); err != nil {
 		t.Fatalf("unshare -n: %v: the dev cluster's fixed ports need a network namespace of their own (run make test as root)", err)
 	}

@@ -42,7 +42,6 @@ func TestDevHosts(t *testing.T) {
 	if err := exec.Command("unshare", "-n", "true").Run(); err != nil {
 		t.Fatalf("unshare -n: %v: the hosts need root (run make test as root)", err)
 	}
-	t.Parallel() // beside TestDevCluster: each in a network namespace and a run directory of its own
 	began := time.Now()
 	cmd := exec.Command("unshare", "-n", "bash", "-c",
 		`ip link set lo up && exec "$0" -test.run '^TestDevHosts$' -test.v -test.count=1`, os.Args[0])

@@ -149,26 +149,25 @@ func alignSlavePos(ctx context.Context, db *sql.DB, slavePos string) (State, err
 // number of a's and b's (one GTID per domain each, as gtid_slave_pos and
 // gtid_binlog_pos hold), and whether b's was higher anywhere.
 func laterPerDomain(a, b State) (State, bool) {
-	top := func(s State) map[uint32][2]uint64 { // domain -> server, seq
-		m := map[uint32][2]uint64{}
+	top := func(s State) map[uint32]GTID {
+		m := map[uint32]GTID{}
 		for k, seq := range s {
-			if cur, ok := m[k[0]]; !ok || seq > cur[1] {
-				m[k[0]] = [2]uint64{uint64(k[1]), seq}
+			if cur, ok := m[k[0]]; !ok || seq > cur.Seq {
+				m[k[0]] = GTID{k[0], k[1], seq}
 			}
 		}
 		return m
 	}
-	ta, tb := top(a), top(b)
+	ta := top(a)
 	later := false
-	for d, g := range tb {
-		if cur, ok := ta[d]; !ok || g[1] > cur[1] {
-			ta[d] = g
-			later = true
+	for d, g := range top(b) {
+		if cur, ok := ta[d]; !ok || g.Seq > cur.Seq {
+			ta[d], later = g, true
 		}
 	}
 	out := State{}
-	for d, g := range ta {
-		out[[2]uint32{d, uint32(g[0])}] = g[1]
+	for _, g := range ta {
+		out[[2]uint32{g.Domain, g.Server}] = g.Seq
 	}
 	return out, later
 }

@@ -358,6 +358,9 @@ wait_http() { hbdev wait-http "$1"; } # wait_http URL
 # The core group (the meta and wallet databases, hbctl core failover) is
 # replicated the same way: 3346 -> 3347.
 infra() {
+  # etcd first: a replica that restarts (start_replication) takes its
+  # group's lease there before it replicates again.
+  etcd_start
   mariadb_start core $(member core)
   mariadb_replica core-replica $(member core-replica) core
   mariadb_start a $(member a)
@@ -523,7 +526,6 @@ up() {
   deps
   build
   hosts_up
-  etcd_start
   infra
   rejoin_core
   rejoin_old_primaries

@@ -40,6 +40,10 @@ import (
 // ErrBusy is returned by TryAcquire when another holder has the key.
 var ErrBusy = errors.New("lease: held by another actor")
 
+// ErrUnreachable is returned when etcd did not answer a call within the
+// client's CallTimeout: its quorum is down or cut off from this host.
+var ErrUnreachable = errors.New("lease: etcd unreachable")
+
 // ErrLost is returned by Check when this holder's key is gone or belongs
 // to someone else now: stop acting.
 var ErrLost = errors.New("lease: lost")
@@ -54,15 +58,20 @@ type Options struct {
 	TTL time.Duration
 	// DialTimeout bounds connecting to etcd. Default 5 s.
 	DialTimeout time.Duration
+	// CallTimeout bounds each call to etcd (grant, take, check, release).
+	// Without it a call waits for etcd forever: an operator's hbctl
+	// with the quorum down hung instead of saying so. Default 5 s.
+	CallTimeout time.Duration
 	// Log receives acquisitions, losses and releases. Default: none.
 	Log *zap.Logger
 }
 
 // Client takes leases from one etcd cluster.
 type Client struct {
-	cli *clientv3.Client
-	ttl int64
-	log *zap.Logger
+	cli  *clientv3.Client
+	ttl  int64
+	call time.Duration
+	log  *zap.Logger
 }
 
 // Dial connects to the etcd cluster at endpoints (host:port or URLs).
@@ -75,6 +84,9 @@ func Dial(ctx context.Context, endpoints []string, o Options) (*Client, error) {
 	}
 	if o.DialTimeout <= 0 {
 		o.DialTimeout = 5 * time.Second
+	}
+	if o.CallTimeout <= 0 {
+		o.CallTimeout = 15 * time.Second
 	}
 	if o.Log == nil {
 		o.Log = zap.NewNop()
@@ -91,7 +103,22 @@ func Dial(ctx context.Context, endpoints []string, o Options) (*Client, error) {
 		return nil, fmt.Errorf("lease: etcd %s: %w", strings.Join(endpoints, ","), err)
 	}
 	ttl := int64((o.TTL + time.Second - 1) / time.Second)
-	return &Client{cli: cli, ttl: ttl, log: o.Log}, nil
+	return &Client{cli: cli, ttl: ttl, call: o.CallTimeout, log: o.Log}, nil
+}
+
+// bounded is ctx limited to one call's time; its error is ErrUnreachable
+// when that time ran out (and ctx itself had not ended).
+func (c *Client) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(ctx, c.call, fmt.Errorf("%w: no answer in %v", ErrUnreachable, c.call))
+}
+
+// cause is err, or the reason ctx ended when it did (ErrUnreachable for
+// a call that ran out of time).
+func cause(ctx context.Context, err error) error {
+	if c := context.Cause(ctx); c != nil && ctx.Err() != nil {
+		return c
+	}
+	return err
 }
 
 // Close closes the connection; held leases expire after their TTL unless
@@ -114,9 +141,11 @@ type Held struct {
 // holder, at once.
 func (c *Client) TryAcquire(ctx context.Context, name, holder string) (*Held, error) {
 	key := Prefix + name
+	ctx, cancel := c.bounded(ctx)
+	defer cancel()
 	grant, err := c.cli.Grant(ctx, c.ttl)
 	if err != nil {
-		return nil, fmt.Errorf("lease: grant for %s: %w", name, err)
+		return nil, fmt.Errorf("lease: grant for %s: %w", name, cause(ctx, err))
 	}
 	resp, err := c.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
@@ -125,7 +154,7 @@ func (c *Client) TryAcquire(ctx context.Context, name, holder string) (*Held, er
 		Commit()
 	if err != nil {
 		c.revoke(grant.ID)
-		return nil, fmt.Errorf("lease: take %s: %w", name, err)
+		return nil, fmt.Errorf("lease: take %s: %w", name, cause(ctx, err))
 	}
 	if !resp.Succeeded {
 		c.revoke(grant.ID)
@@ -155,7 +184,10 @@ func (c *Client) Acquire(ctx context.Context, name, holder string) (*Held, error
 // ends. It watches from the revision it read the key at, so a deletion
 // between the read and the watch is not missed.
 func (c *Client) waitGone(ctx context.Context, key string) error {
-	resp, err := c.cli.Get(ctx, key)
+	gctx, cancel := c.bounded(ctx)
+	resp, err := c.cli.Get(gctx, key)
+	err = cause(gctx, err)
+	cancel()
 	if err != nil {
 		return err
 	}
@@ -210,6 +242,8 @@ func (h *Held) Check(ctx context.Context) error {
 		return fmt.Errorf("%w: %s: keep-alive ended", ErrLost, h.key)
 	default:
 	}
+	ctx, cancel := h.c.bounded(ctx)
+	defer cancel()
 	resp, err := h.c.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.Value(h.key), "=", h.holder),
 			clientv3.Compare(clientv3.LeaseValue(h.key), "=", h.id)).
@@ -221,7 +255,7 @@ func (h *Held) Check(ctx context.Context) error {
 		Then(clientv3.OpGet(h.key)).
 		Commit()
 	if err != nil {
-		return fmt.Errorf("%w: %s: cannot ask etcd: %v", ErrLost, h.key, err)
+		return fmt.Errorf("%w: %s: cannot ask etcd: %w", ErrLost, h.key, cause(ctx, err))
 	}
 	if !resp.Succeeded {
 		return fmt.Errorf("%w: %s is no longer %s's", ErrLost, h.key, h.holder)
@@ -233,7 +267,10 @@ func (h *Held) Check(ctx context.Context) error {
 // keep-alive. A release that cannot reach etcd leaves the key to expire.
 func (h *Held) Release(ctx context.Context) error {
 	h.cancel()
+	ctx, cancel := h.c.bounded(ctx)
+	defer cancel()
 	_, err := h.c.cli.Revoke(ctx, h.id)
+	err = cause(ctx, err)
 	<-h.lost
 	if err != nil {
 		return fmt.Errorf("lease: release %s (it expires by itself): %w", h.key, err)
@@ -274,15 +311,17 @@ func Open(ctx context.Context, cfg configs.Etcd, log *zap.Logger) (*Client, erro
 // holder is gone and will not wait for its TTL, and for tests. It
 // reports whether a key was there.
 func (c *Client) Revoke(ctx context.Context, name string) (bool, error) {
+	ctx, cancel := c.bounded(ctx)
+	defer cancel()
 	resp, err := c.cli.Get(ctx, Prefix+name)
 	if err != nil {
-		return false, fmt.Errorf("lease: read %s: %w", name, err)
+		return false, fmt.Errorf("lease: read %s: %w", name, cause(ctx, err))
 	}
 	if len(resp.Kvs) == 0 {
 		return false, nil
 	}
 	if _, err := c.cli.Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease)); err != nil {
-		return false, fmt.Errorf("lease: revoke %s: %w", name, err)
+		return false, fmt.Errorf("lease: revoke %s: %w", name, cause(ctx, err))
 	}
 	return true, nil
 }

@@ -202,3 +202,44 @@ func TestQuorum(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestQuorumGoneAnswersInTime: with every member down, taking, checking
+// and revoking a key answer ErrUnreachable within the client's call
+// timeout instead of waiting for etcd forever (an operator's hbctl replica
+// start once hung so, with etcd not started), even under a context with
+// no deadline.
+func TestQuorumGoneAnswersInTime(t *testing.T) {
+	c := etcdtest.Start(t, 3)
+	ctx := context.Background()
+	cl, err := Dial(ctx, c.Endpoints(), Options{TTL: ttl, CallTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cl.Close() })
+	h, err := cl.TryAcquire(ctx, "set/b", "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range c.Members() {
+		c.Kill(m)
+	}
+	calls := []struct {
+		name string
+		call func() error
+	}{
+		{"TryAcquire", func() error { _, err := cl.TryAcquire(ctx, "set/c", "a"); return err }},
+		{"Check", func() error { return h.Check(ctx) }},
+		{"Revoke", func() error { _, err := cl.Revoke(ctx, "set/b"); return err }},
+	}
+	for _, tc := range calls {
+		began := time.Now()
+		err := tc.call()
+		took := time.Since(began)
+		if !errors.Is(err, ErrUnreachable) {
+			t.Errorf("%s with no etcd: %v, want ErrUnreachable", tc.name, err)
+		}
+		if took > 3*time.Second {
+			t.Errorf("%s with no etcd took %v, want about the 1 s call timeout", tc.name, took)
+		}
+	}
+}

@@ -38,6 +38,11 @@ if [ -n "$HOSTS" ]; then RUN="$BASE/hosts" CONFIG="$BASE/hosts/dev.yaml"; fi
 declare -A ADDR=() NS=()
 API=http://127.0.0.1:8080
 mkdir -p "$RUN"
+# HB_DEV_BIN: a directory for the binaries that other runs share (the
+# tests' dev clusters: e2e/harness/clustertest's BinDir); RUN/bin points
+# there. go build leaves a binary that matches its sources as it is, so
+# only the first run of a make test links them.
+if [ -n "${HB_DEV_BIN:-}" ] && [ ! -e "$RUN/bin" ]; then mkdir -p "$HB_DEV_BIN" && ln -s "$HB_DEV_BIN" "$RUN/bin"; fi
 
 # addr KIND-NAME: the address of the host a process runs on (127.0.0.1
 # on one host).
@@ -238,20 +243,36 @@ mariadb_start() {
   [ -z "$id" ] || start_replication "$name" "$port"
 }
 
-# mariadb_install NAME DIR: a fresh data directory. A loaded host now and
-# then breaks a bootstrap: tried up to three times, from scratch; the
-# last attempt's errors first when all fail.
+# mariadb_install NAME DIR: a fresh data directory, a copy of a template
+# bootstrapped once per machine and MariaDB version (a bootstrap runs all
+# of the system tables' SQL through a mariadbd of its own: make up and the
+# tests that start dev clusters paid it for every server; the harnesses do
+# the same, e2e/harness/dbtest/template.go). A loaded host now and then
+# breaks a bootstrap: tried up to three times, from scratch; the last
+# attempt's errors first when all fail. Racing runs each bootstrap into a
+# directory of their own and the first to rename it into place wins.
 mariadb_install() {
-  local name=$1 dir=$2 log="$RUN/mariadb-$1.install.log" attempt
-  for attempt in 1 2 3; do
-    rm -rf "$dir"
-    mariadb-install-db --no-defaults --datadir="$dir" --auth-root-authentication-method=normal \
-      --skip-test-db $(as_root_opt --user=root) >"$log" 2>&1 && return 0
-    echo "mariadb $name: bootstrap attempt $attempt failed" >&2
-  done
-  grep -iE "error|fail|abort" "$log" | head -20 >&2 || true
-  cat "$log"
-  exit 1
+  local name=$1 dir=$2 log="$RUN/mariadb-$1.install.log" attempt tmpl work
+  tmpl="${TMPDIR:-/tmp}/hongbao-mariadb-template-dev-$( { mariadbd --version; id -u; } | sha256sum | head -c 16)"
+  if [ ! -d "$tmpl/mysql" ]; then
+    work=$(mktemp -d "${TMPDIR:-/tmp}/hongbao-mariadb-template-new-XXXXXX")
+    for attempt in 1 2 3; do
+      rm -rf "$work/data"
+      mariadb-install-db --no-defaults --datadir="$work/data" --auth-root-authentication-method=normal \
+        --skip-test-db $(as_root_opt --user=root) >"$log" 2>&1 && break
+      echo "mariadb $name: bootstrap attempt $attempt failed" >&2
+      if [ "$attempt" = 3 ]; then
+        rm -rf "$work"
+        grep -iE "error|fail|abort" "$log" | head -20 >&2 || true
+        cat "$log"
+        exit 1
+      fi
+    done
+    mv -T "$work/data" "$tmpl" 2>/dev/null || [ -d "$tmpl/mysql" ] || { echo "mariadb $name: could not keep the template $tmpl" >&2; exit 1; }
+    rm -rf "$work"
+  fi
+  rm -rf "$dir"
+  cp -a --reflink=auto "$tmpl" "$dir"
 }
 
 # seed_dump SOCKET FILE: a consistent dump of the primary at SOCKET, with

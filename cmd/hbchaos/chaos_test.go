@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hongbao-dev/hongbao/e2e/harness/clustertest"
 	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 )
 
@@ -69,7 +70,7 @@ func TestChaosShort(t *testing.T) {
 	// Its hosts' names are its own: another chaos run (make chaos HOSTS=1,
 	// another test binary) may run beside it.
 	net := fmt.Sprintf("ct%d", os.Getpid()%100000)
-	cmd.Env = append(os.Environ(), "HB_DEV_RUN="+run, "HB_MARIADB_BUFFER_POOL=128M", "HB_LIMITS_EXPIRY=15s",
+	cmd.Env = append(os.Environ(), "HB_DEV_RUN="+run, "HB_DEV_BIN="+clustertest.BinDir(t), "HB_MARIADB_BUFFER_POOL=128M", "HB_LIMITS_EXPIRY=15s",
 		"HB_HOSTS=1", "HB_HOSTS_NET="+net)
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = 2 * time.Minute

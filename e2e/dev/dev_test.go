@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hongbao-dev/hongbao/e2e/harness/clustertest"
 	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 )
 
@@ -25,7 +26,7 @@ func TestDevCluster(t *testing.T) {
 	began := time.Now()
 	cmd := exec.Command("unshare", "-n", "bash", "-c", "ip link set lo up && exec scripts/dev_test.sh")
 	cmd.Dir = filepath.Join("..", "..") // the module's root
-	cmd.Env = append(os.Environ(), "HB_DEV_RUN="+run, "HB_MARIADB_BUFFER_POOL=128M")
+	cmd.Env = append(os.Environ(), "HB_DEV_RUN="+run, "HB_DEV_BIN="+clustertest.BinDir(t), "HB_MARIADB_BUFFER_POOL=128M")
 	out, err := cmd.CombinedOutput()
 	t.Logf("scripts/dev_test.sh (%v):\n%s", time.Since(began).Round(time.Second), out)
 	if err != nil {

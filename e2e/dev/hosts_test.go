@@ -21,6 +21,7 @@ import (
 	_ "github.com/go-sql-driver/mysql"
 
 	"github.com/hongbao-dev/hongbao/configs"
+	"github.com/hongbao-dev/hongbao/e2e/harness/clustertest"
 	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 	"github.com/hongbao-dev/hongbao/e2e/harness/devhosts"
 	"github.com/hongbao-dev/hongbao/set/lease"
@@ -45,7 +46,7 @@ func TestDevHosts(t *testing.T) {
 	began := time.Now()
 	cmd := exec.Command("unshare", "-n", "bash", "-c",
 		`ip link set lo up && exec "$0" -test.run '^TestDevHosts$' -test.v -test.count=1`, os.Args[0])
-	cmd.Env = append(os.Environ(), "HB_DEVHOSTS_INNER=1", "HB_DEV_RUN="+t.TempDir())
+	cmd.Env = append(os.Environ(), "HB_DEVHOSTS_INNER=1", "HB_DEV_RUN="+t.TempDir(), "HB_DEV_BIN="+clustertest.BinDir(t))
 	out, err := cmd.CombinedOutput()
 	t.Logf("TestDevHosts in a network namespace of its own (%v):\n%s", time.Since(began).Round(time.Second), out)
 	if err != nil {

@@ -63,18 +63,15 @@ func testNet(t *testing.T, names ...string) []*hosts.Host {
 func startMariaDB(t *testing.T, h *hosts.Host) string {
 	t.Helper()
 	dir := t.TempDir()
-	user, root := []string{}, ""
+	root := ""
 	if os.Geteuid() == 0 {
-		user, root = []string{"--user=root"}, "root"
+		root = "root"
 	}
 	if err := os.Mkdir(dir+"/tmp", 0o700); err != nil {
 		t.Fatal(err)
 	}
-	install := exec.Command("mariadb-install-db", append([]string{"--no-defaults", "--datadir=" + dir + "/data",
-		"--tmpdir=" + dir + "/tmp", "--auth-root-authentication-method=normal", "--skip-test-db",
-		"--innodb-log-file-size=16M"}, user...)...)
-	if out, err := install.CombinedOutput(); err != nil {
-		t.Fatalf("mariadb-install-db: %v\n%s", err, out)
+	if err := dbtest.InstallDataDir(dir + "/data"); err != nil {
+		t.Fatal(err)
 	}
 	args := replication.Server{DataDir: dir + "/data", Socket: dir + "/sock", TmpDir: dir + "/tmp",
 		Port: 3306, Bind: h.Addr.String(), LogError: dir + "/error.log", User: root,

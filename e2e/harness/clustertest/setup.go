@@ -2,7 +2,8 @@ package clustertest
 
 import (
 	"bytes"
-	"errors"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -13,7 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 
 	"github.com/go-sql-driver/mysql"
@@ -23,7 +23,8 @@ import (
 
 var (
 	buildMu sync.Mutex
-	binDir  string               // where this test binary's commands go
+	binDir  string               // where this checkout's commands go
+	goRoot  string               // the module's root, where go build runs
 	built   = map[string]error{} // by command name: how its build ended
 )
 
@@ -37,16 +38,35 @@ func Binary(t testing.TB, name string) string {
 	return filepath.Join(build(t, name), name)
 }
 
-// build compiles the commands not built yet, with one go build, into a
-// directory named after this process, and returns the directory;
-// directories left by earlier test binaries that are gone are removed.
+// BinDir is the directory the commands are built into, shared by every
+// test binary of this checkout; a test that runs scripts/dev.sh passes it
+// as HB_DEV_BIN, so that the dev cluster's builds link nothing that is
+// already there.
+func BinDir(t testing.TB) string {
+	t.Helper()
+	return build(t)
+}
+
+// build compiles the commands not built yet in this test binary, with one
+// go build, and returns their directory. The directory is shared by every
+// test binary of one checkout (named after its module root): go build
+// leaves a command whose build ID matches its sources as it is, so only
+// the first package to need a command links it, where each package used
+// to link its own (a tenth of make test's CPU went to the linker). go
+// build renames what it links into place: a binary running from the
+// directory is never written to.
 func build(t testing.TB, names ...string) string {
 	t.Helper()
 	buildMu.Lock()
 	defer buildMu.Unlock()
 	if binDir == "" {
-		removeStaleBins()
-		binDir = filepath.Join(os.TempDir(), fmt.Sprintf("%s%d", binPrefix, os.Getpid()))
+		root, err := moduleRoot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256([]byte(root))
+		binDir = filepath.Join(os.TempDir(), binPrefix+hex.EncodeToString(sum[:6]))
+		goRoot = root
 	}
 	var pkgs []string
 	for _, n := range names {
@@ -68,39 +88,33 @@ func build(t testing.TB, names ...string) string {
 	return binDir
 }
 
+// goBin is the go command.
+func goBin() string {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	return "/usr/local/go/bin/go" // where this machine kind installs Go
+}
+
+// moduleRoot is the directory of the module's go.mod.
+func moduleRoot() (string, error) {
+	out, err := exec.Command(goBin(), "env", "GOMOD").Output()
+	if gomod := strings.TrimSpace(string(out)); err != nil || gomod == "" || gomod == os.DevNull {
+		return "", fmt.Errorf("clustertest: go env GOMOD: %v (%s)", err, out)
+	}
+	return filepath.Dir(strings.TrimSpace(string(out))), nil
+}
+
 // goBuild runs go build -o dir/ pkgs... at the module root.
 func goBuild(dir string, pkgs []string) error {
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		gobin = "/usr/local/go/bin/go" // where this machine kind installs Go
-	}
-	out, err := exec.Command(gobin, "env", "GOMOD").Output()
-	if gomod := strings.TrimSpace(string(out)); err != nil || gomod == "" || gomod == os.DevNull {
-		return fmt.Errorf("clustertest: go env GOMOD: %v (%s)", err, out)
-	}
-	cmd := exec.Command(gobin, append([]string{"build", "-o", dir + string(filepath.Separator)}, pkgs...)...)
-	cmd.Dir = filepath.Dir(strings.TrimSpace(string(out)))
+	cmd := exec.Command(goBin(), append([]string{"build", "-o", dir + string(filepath.Separator)}, pkgs...)...)
+	cmd.Dir = goRoot
 	var buf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &buf, &buf
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("clustertest: go build %s: %v\n%s", strings.Join(pkgs, " "), err, buf.String())
 	}
 	return nil
-}
-
-// removeStaleBins deletes the binary directories of test processes that no
-// longer run.
-func removeStaleBins() {
-	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), binPrefix+"*"))
-	for _, d := range dirs {
-		pid, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(d), binPrefix))
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
-			_ = os.RemoveAll(d)
-		}
-	}
 }
 
 // goTB lets helpers that fail with t.Fatal run on goroutines of their

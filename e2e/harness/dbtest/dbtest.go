@@ -230,24 +230,17 @@ func startMariaDB(member *replication.Member, extra []string) (m *MariaDB, err e
 	if m.Port, err = PickPort(); err != nil {
 		return nil, err
 	}
-	user, root := []string{}, ""
+	root := ""
 	if os.Geteuid() == 0 {
-		user, root = []string{"--user=root"}, "root"
+		root = "root"
 	}
 	// A private tmpdir: a mariadbd starting elsewhere on the host must not
 	// clean up the temporary tables of this install.
 	if err := os.Mkdir(dir+"/tmp", 0o700); err != nil {
 		return nil, err
 	}
-	install := exec.Command("mariadb-install-db", append([]string{"--no-defaults", "--datadir=" + dir + "/data", "--tmpdir=" + dir + "/tmp",
-		"--auth-root-authentication-method=normal", "--skip-test-db",
-		// The redo log the server runs with, from the start: a first start
-		// resizing it (96 MiB -> 16 MiB), killed soon after (as the
-		// failover tests do), once failed its crash recovery ("Not
-		// applying UNDO_APPEND due to corruption").
-		"--innodb-log-file-size=16M"}, user...)...)
-	if out, err := install.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("mariadb-install-db: %v\n%s", err, out)
+	if err := InstallDataDir(dir + "/data"); err != nil {
+		return nil, err
 	}
 	// The options of every hongbao MariaDB (replication.Server), sized
 	// for a test: a small buffer pool and redo log.

@@ -23,8 +23,13 @@ import (
 // restart: sends (wallet debits) are acknowledged again, no client sees an
 // error (503s retried), no acknowledged send or open is lost, every
 // wallet balance is exact and hbctl verify holds.
+//
+// The settlers sweep pending sends after 30 s, their production default: a
+// send waiting for its debit while the wallet's group fails over (5.5 s
+// under a loaded make test) must not be voided under the client (409
+// send_cancelled, as the tests' 5 s did once).
 func TestCoreFailoverKilledPrimary(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{DevGrant: ctltest.DevGrant, Core: 2})
+	c := clustertest.Start(t, clustertest.Options{DevGrant: ctltest.DevGrant, Core: 2, SweepAfter: 30 * time.Second})
 	l, killed, took := failoverUnderLoad(t, c, c.Core.Primary, []string{"core", "failover"},
 		"does not answer", "promoted 127.0.0.1:", "1 replica(s) follow it", "failover epoch")
 	primary := ctltest.WritableMember(t, c.Core)

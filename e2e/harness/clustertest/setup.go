@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/go-sql-driver/mysql"
@@ -105,8 +106,24 @@ func moduleRoot() (string, error) {
 	return filepath.Dir(strings.TrimSpace(string(out))), nil
 }
 
-// goBuild runs go build -o dir/ pkgs... at the module root.
+// goBuild runs go build -o dir/ pkgs... at the module root, holding
+// dir/.lock (scripts/dev.sh's build takes it too). go build writes a
+// binary it takes from its cache in place, not by a rename: a second build
+// racing the first could rewrite a binary another test binary is about to
+// run. Once one build made them, the others find them up to date and
+// write nothing.
 func goBuild(dir string, pkgs []string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return err
+	}
+	defer lock.Close() // releases the lock
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return fmt.Errorf("clustertest: lock %s: %w", lock.Name(), err)
+	}
 	cmd := exec.Command(goBin(), append([]string{"build", "-o", dir + string(filepath.Separator)}, pkgs...)...)
 	cmd.Dir = goRoot
 	var buf bytes.Buffer

@@ -16,12 +16,9 @@ import (
 // MariaDB's kill -9 succeeds, make down leaves nothing running. It runs
 // scripts/dev_test.sh against a whole dev cluster in a network namespace of
 // its own (the cluster's ports are fixed) with its data in a temporary
-// directory; without unshare (not root) it fails, saying so. It runs
-// beside TestDevHosts (each in a network namespace of its own): the two are
-// make test's longest package, mostly waiting.
+// directory; without unshare (not root) it fails, saying so.
 func TestDevCluster(t *testing.T) {
 	dbtest.Need(t)
-	t.Parallel()
 	if err := exec.Command("unshare", "-n", "true").Run(); err != nil {
 		t.Fatalf("unshare -n: %v: the dev cluster's fixed ports need a network namespace of their own (run make test as root)", err)
 	}

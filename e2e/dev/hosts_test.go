@@ -40,7 +40,6 @@ func TestDevHosts(t *testing.T) {
 		devHostsInner(t)
 		return
 	}
-	t.Parallel() // beside TestDevCluster, each in a network namespace of its own
 	if err := exec.Command("unshare", "-n", "true").Run(); err != nil {
 		t.Fatalf("unshare -n: %v: the hosts need root (run make test as root)", err)
 	}

@@ -875,7 +875,8 @@ case "${1:-}" in
     # Two packages per core (go test's default is one): the whole-cluster
     # packages spend much of their time waiting (a replica's timeout, a
     # kill's recovery), and on 2 cores -p 4 took make test from 667 s to
-    # 477 s with the same result (README, "Two commands").
+    # 477 s with the same result; with the MariaDB template and the shared
+    # binaries (e2e/harness), 373-378 s (README, "Two commands").
     # shellcheck disable=SC2086 # a list of package patterns
     go test -race -count=1 -timeout 20m -p "$((2 * $(nproc)))" "$@" ${HB_TEST_PKGS:-./...} 2>&1 | tee "$RUN/test.log" || rc=$?
     test_times "$RUN/test.log"

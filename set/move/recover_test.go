@@ -137,7 +137,8 @@ func TestRecoveryLeavesAResumedMove(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The server's clock is ahead: every lease looks run out.
+	// The server's clock is a minute ahead: it changes nothing, the
+	// leases run on the meta database's clock.
 	server, err := topology.NewJournal(ctx, meta, func() time.Time { return time.Now().Add(time.Minute) })
 	if err != nil {
 		t.Fatal(err)
@@ -155,22 +156,25 @@ func TestRecoveryLeavesAResumedMove(t *testing.T) {
 		}
 		return s
 	}
-	disowning := func() {
+	// disowning records the move's handover with a lease of d.
+	disowning := func(d time.Duration) {
 		t.Helper()
 		m.Step = topology.Disowning
-		if err := mover.Record(ctx, m, time.Second); err != nil {
+		if err := mover.Record(ctx, m, d); err != nil {
 			t.Fatal(err)
 		}
 	}
 
 	rec := NewRecovery("", nil, db, a, nil, zap.NewNop())
-	disowning()
+	disowning(time.Millisecond)
+	time.Sleep(20 * time.Millisecond) // the lease runs out
 	if err := rec.Once(ctx, server); err != nil || step() != topology.CatchingUp {
 		t.Fatalf("a dead mover's move: %v, step %s; want it sent back to %s", err, step(), topology.CatchingUp)
 	}
 
-	disowning()
-	rec.Knobs.AfterHolds = func(*topology.Move) { disowning() } // resumed: a new attempt, a new lease
+	disowning(time.Millisecond)
+	time.Sleep(20 * time.Millisecond)
+	rec.Knobs.AfterHolds = func(*topology.Move) { disowning(time.Minute) } // resumed: a new attempt, a new lease
 	if err := rec.Once(ctx, server); err != nil || step() != topology.Disowning {
 		t.Fatalf("a move resumed under the server's look: %v, step %s; want it left %s to its mover", err, step(), topology.Disowning)
 	}

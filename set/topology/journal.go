@@ -162,13 +162,18 @@ func (j *Journal) Record(ctx context.Context, m *Move, lease time.Duration) erro
 	if m.StartedAt.IsZero() && m.Step != Planned {
 		m.StartedAt = now
 	}
-	var until any
+	// The lease runs on the meta database's clock, as Stuck reads it: the
+	// mover and the servers that judge its lease are on other hosts, and a
+	// mover whose clock was minutes behind wrote leases that every server
+	// saw as long gone (its live moves sent back, again and again).
+	var micros any // NULL: no lease
 	if lease > 0 {
-		until = now.Add(lease)
+		micros = lease.Microseconds()
 	}
 	_, err := j.db.ExecContext(ctx, `UPDATE moves SET step = ?, rows_copied = ?, passes = ?, freeze_ms = ?, error = ?,
-		started_at = ?, updated_at = ?, lease_until = ? WHERE rebalance_id = ? AND bucket = ?`,
-		m.Step, m.RowsCopied, m.Passes, m.FreezeMS, m.Error, nullTime(m.StartedAt), now, until, m.Rebalance, int(m.Bucket))
+		started_at = ?, updated_at = ?, lease_until = UTC_TIMESTAMP(3) + INTERVAL ? MICROSECOND
+		WHERE rebalance_id = ? AND bucket = ?`,
+		m.Step, m.RowsCopied, m.Passes, m.FreezeMS, m.Error, nullTime(m.StartedAt), now, micros, m.Rebalance, int(m.Bucket))
 	if err != nil {
 		return fmt.Errorf("topology: journal bucket %d: %w", m.Bucket, err)
 	}
@@ -243,12 +248,13 @@ func (j *Journal) PublishAll(ctx context.Context, ms []*Move) (int64, error) {
 }
 
 // Stuck returns the moves out of SET from that are Disowning with their
-// lease run out: their mover died between giving the bucket up and
-// publishing it. The source's servers finish them (Publish) when their
+// lease run out by the meta database's clock (the one Record writes it
+// with, whatever the hosts' clocks say): their mover died between giving
+// the bucket up and publishing it. The source's servers finish them (Publish) when their
 // fence no longer has the bucket, or send them back (Retry) when it does.
 func (j *Journal) Stuck(ctx context.Context, from string) ([]Move, error) {
 	rows, err := j.db.QueryContext(ctx, `SELECT rebalance_id, bucket, from_set, to_set, step, lease_until FROM moves
-		WHERE step = ? AND from_set = ? AND lease_until < ?`, Disowning, from, j.now().UTC())
+		WHERE step = ? AND from_set = ? AND lease_until < UTC_TIMESTAMP(3)`, Disowning, from)
 	if err != nil {
 		if sqldb.IsMissingTable(err) {
 			return nil, nil

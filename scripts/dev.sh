@@ -245,35 +245,13 @@ mariadb_start() {
 }
 
 # mariadb_install NAME DIR: a fresh data directory, a copy of a template
-# bootstrapped once per machine and MariaDB version (a bootstrap runs all
-# of the system tables' SQL through a mariadbd of its own: make up and the
-# tests that start dev clusters paid it for every server; the harnesses do
-# the same, e2e/harness/dbtest/template.go). A loaded host now and then
-# breaks a bootstrap: tried up to three times, from scratch; the last
-# attempt's errors first when all fail. Racing runs each bootstrap into a
-# directory of their own and the first to rename it into place wins.
+# bootstrapped once per machine and MariaDB version (hbdev install-datadir,
+# replication.InstallDataDir, which the test harnesses use too).
 mariadb_install() {
-  local name=$1 dir=$2 log="$RUN/mariadb-$1.install.log" attempt tmpl work
-  tmpl="${TMPDIR:-/tmp}/hongbao-mariadb-template-dev-$( { mariadbd --version; id -u; } | sha256sum | head -c 16)"
-  if [ ! -d "$tmpl/mysql" ]; then
-    work=$(mktemp -d "${TMPDIR:-/tmp}/hongbao-mariadb-template-new-XXXXXX")
-    for attempt in 1 2 3; do
-      rm -rf "$work/data"
-      mariadb-install-db --no-defaults --datadir="$work/data" --auth-root-authentication-method=normal \
-        --skip-test-db $(as_root_opt --user=root) >"$log" 2>&1 && break
-      echo "mariadb $name: bootstrap attempt $attempt failed" >&2
-      if [ "$attempt" = 3 ]; then
-        rm -rf "$work"
-        grep -iE "error|fail|abort" "$log" | head -20 >&2 || true
-        cat "$log"
-        exit 1
-      fi
-    done
-    mv -T "$work/data" "$tmpl" 2>/dev/null || [ -d "$tmpl/mysql" ] || { echo "mariadb $name: could not keep the template $tmpl" >&2; exit 1; }
-    rm -rf "$work"
-  fi
+  local name=$1 dir=$2
   rm -rf "$dir"
-  cp -a --reflink=auto "$tmpl" "$dir"
+  hbdev install-datadir "$dir" >"$RUN/mariadb-$name.install.log" 2>&1 ||
+    { cat "$RUN/mariadb-$name.install.log" >&2; echo "mariadb $name: no data directory" >&2; exit 1; }
 }
 
 # seed_dump SOCKET FILE: a consistent dump of the primary at SOCKET, with

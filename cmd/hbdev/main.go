@@ -7,6 +7,7 @@
 // goes through hbdev.
 //
 //	hbdev mariadbd-args -datadir DIR -socket SOCK -port N [-server-id N -primary] ...
+//	hbdev install-datadir DIR (a fresh MariaDB data directory: replication.InstallDataDir)
 //	hbdev start -run DIR KIND NAME CMD...    a supervised process in the background
 //	hbdev supervise -run DIR KIND NAME CMD...  the supervisor itself (start runs it)
 //	hbdev restart-with -run DIR KIND NAME [ARG...]  restart it with ARGs added (none: as started)
@@ -25,6 +26,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+
+	"github.com/hongbao-dev/hongbao/store/replication"
 )
 
 func main() {
@@ -36,6 +39,11 @@ func main() {
 	switch cmd {
 	case "mariadbd-args":
 		err = mariadbdArgs(args)
+	case "install-datadir":
+		if len(args) != 1 {
+			usage()
+		}
+		err = replication.InstallDataDir(args[0])
 	case "start":
 		err = start(args)
 	case "supervise":
@@ -85,6 +93,6 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: hbdev mariadbd-args|start|supervise|restart-with|alive|running|stop|down|wait-http|hosts-up|hosts-env|hosts-roles|hosts-down ... (see go doc ./cmd/hbdev)")
+	fmt.Fprintln(os.Stderr, "usage: hbdev mariadbd-args|install-datadir|start|supervise|restart-with|alive|running|stop|down|wait-http|hosts-up|hosts-env|hosts-roles|hosts-down ... (see go doc ./cmd/hbdev)")
 	os.Exit(2)
 }

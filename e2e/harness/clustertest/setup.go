@@ -53,9 +53,8 @@ func BinDir(t testing.TB) string {
 // test binary of one checkout (named after its module root): go build
 // leaves a command whose build ID matches its sources as it is, so only
 // the first package to need a command links it, where each package used
-// to link its own (a tenth of make test's CPU went to the linker). go
-// build renames what it links into place: a binary running from the
-// directory is never written to.
+// to link its own (a tenth of make test's CPU went to the linker). Builds
+// hold the directory's lock (goBuild).
 func build(t testing.TB, names ...string) string {
 	t.Helper()
 	buildMu.Lock()

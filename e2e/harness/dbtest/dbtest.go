@@ -356,3 +356,12 @@ func (c *Clock) Set(t time.Time) {
 	c.now = t
 	c.mu.Unlock()
 }
+
+// InstallDataDir makes datadir a fresh data directory for a test's
+// MariaDB (replication.InstallDataDir) with the redo log the server runs
+// with from the start: a first start resizing it (96 MiB -> 16 MiB),
+// killed soon after (as the failover tests do), once failed its crash
+// recovery ("Not applying UNDO_APPEND due to corruption").
+func InstallDataDir(datadir string) error {
+	return replication.InstallDataDir(datadir, "--innodb-log-file-size=16M")
+}

@@ -1,4 +1,4 @@
-package dbtest
+package replication
 
 import (
 	"crypto/sha256"
@@ -16,28 +16,33 @@ import (
 // options.
 const templatePrefix = "hongbao-mariadb-template-"
 
-// InstallDataDir makes datadir a fresh MariaDB data directory, what
-// mariadb-install-db with the harnesses' options (a 16 MiB redo log, root
-// with a password-less socket login, no test database) leaves, as a copy
-// of a template bootstrapped once per machine and MariaDB version.
+// InstallDataDir makes datadir (which must not exist) a fresh MariaDB
+// data directory: what mariadb-install-db leaves with root's
+// password-less socket login, no test database and the options opts (e.g.
+// --innodb-log-file-size=16M), as a copy of a template bootstrapped once
+// per machine, MariaDB version and options, in the system's temporary
+// directory. The test harnesses (dbtest) and the dev cluster (hbdev
+// install-datadir, for scripts/dev.sh) both make their servers so.
 //
 // Why a copy: make test starts hundreds of private servers, and a
 // bootstrap runs every system table's SQL through a mariadbd of its own: a
 // profile of make test put a fifth of all MariaDB CPU in bootstraps. A
 // copy of the 34 MB a bootstrap writes costs a few milliseconds and is the
 // same bytes (MariaDB keeps no per-instance identity in its data
-// directory: the server ID is an option).
-func InstallDataDir(datadir string) error {
-	args := []string{"--no-defaults", "--auth-root-authentication-method=normal", "--skip-test-db",
-		// The redo log the server runs with, from the start: a first start
-		// resizing it (96 MiB -> 16 MiB), killed soon after (as the
-		// failover tests do), once failed its crash recovery ("Not
-		// applying UNDO_APPEND due to corruption").
-		"--innodb-log-file-size=16M"}
+// directory: the server ID is an option). A loaded host now and then
+// breaks a bootstrap: it is tried up to three times.
+func InstallDataDir(datadir string, opts ...string) error {
+	args := append([]string{"--no-defaults", "--auth-root-authentication-method=normal", "--skip-test-db"}, opts...)
 	if os.Geteuid() == 0 {
 		args = append(args, "--user=root")
 	}
-	tmpl, err := template(args)
+	var tmpl string
+	var err error
+	for range 3 {
+		if tmpl, err = template(args); err == nil {
+			break
+		}
+	}
 	if err != nil {
 		return err
 	}

@@ -60,7 +60,9 @@ type Options struct {
 	DialTimeout time.Duration
 	// CallTimeout bounds each call to etcd (grant, take, check, release).
 	// Without it a call waits for etcd forever: an operator's hbctl
-	// with the quorum down hung instead of saying so. Default 5 s.
+	// with the quorum down hung instead of saying so. Default 15 s: a
+	// quorum electing a new leader under load took over 5 s to answer a
+	// grant.
 	CallTimeout time.Duration
 	// Log receives acquisitions, losses and releases. Default: none.
 	Log *zap.Logger

@@ -60,7 +60,7 @@ deps() {
   command -v memcached >/dev/null || need+=(memcached)
   command -v etcd >/dev/null || need+=(etcd-server)
   [ ${#need[@]} -eq 0 ] && return 0
-  echo "installing ${need[*]} (apt-get)..."
+  echo "installing ${need[*]} (apt-get)..." >&2
   local sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
   export DEBIAN_FRONTEND=noninteractive
   $sudo apt-get install -y -qq "${need[@]}" >"$RUN/apt.log" 2>&1 ||
@@ -73,7 +73,7 @@ deps() {
 # Without its recommends: no node exporter is installed along.
 prometheus_deps() {
   command -v prometheus >/dev/null && command -v promtool >/dev/null && return 0
-  echo "installing prometheus (apt-get)..."
+  echo "installing prometheus (apt-get)..." >&2
   local sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
   export DEBIAN_FRONTEND=noninteractive
   $sudo apt-get install -y -qq --no-install-recommends prometheus >>"$RUN/apt.log" 2>&1 ||
@@ -89,7 +89,7 @@ chromium_deps() {
   command -v chromium >/dev/null || need+=(chromium)
   [ -e /usr/share/fonts/truetype/wqy/wqy-microhei.ttc ] || need+=(fonts-wqy-microhei)
   [ ${#need[@]} -eq 0 ] && return 0
-  echo "installing ${need[*]} (apt-get)..."
+  echo "installing ${need[*]} (apt-get)..." >&2
   local sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
   export DEBIAN_FRONTEND=noninteractive
   $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >>"$RUN/apt.log" 2>&1 ||

@@ -9,6 +9,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -76,14 +77,30 @@ const idemDDL = `CREATE TABLE IF NOT EXISTS %s.t_idem (
 
 // Statements returns the DDL that creates the database and tables of t.
 func Statements(t hongbao.DayTable) []string {
-	return []string{
-		"CREATE DATABASE IF NOT EXISTS " + t.DB(),
-		fmt.Sprintf(idemDDL, t.DB()),
-		fmt.Sprintf(packetsDDL, t.Packets()),
-		fmt.Sprintf(detailsDDL, t.Details()),
-		fmt.Sprintf(audienceDDL, t.DB()),
+	var out []string
+	for _, st := range statements(t) {
+		out = append(out, st.sql)
+	}
+	return out
+}
+
+// statement is one DDL statement of a day table's and what it creates:
+// a table of t.DB() by name, or "" for the database itself.
+type statement struct{ table, sql string }
+
+// statements are Statements(t) with what each creates.
+func statements(t hongbao.DayTable) []statement {
+	return []statement{
+		{"", "CREATE DATABASE IF NOT EXISTS " + t.DB()},
+		{"t_idem", fmt.Sprintf(idemDDL, t.DB())},
+		{tableName(t.Packets()), fmt.Sprintf(packetsDDL, t.Packets())},
+		{tableName(t.Details()), fmt.Sprintf(detailsDDL, t.Details())},
+		{"t_audience", fmt.Sprintf(audienceDDL, t.DB())},
 	}
 }
+
+// tableName is the table of "db.table".
+func tableName(qualified string) string { return qualified[strings.IndexByte(qualified, '.')+1:] }
 
 // Ensurer creates day tables once per process. It is safe for concurrent use.
 type Ensurer struct {
@@ -94,30 +111,78 @@ type Ensurer struct {
 // NewEnsurer returns an Ensurer creating tables in db.
 func NewEnsurer(db *sql.DB) *Ensurer { return &Ensurer{db: db} }
 
-// Ensure creates the tables of t unless this process already did.
+// Ensure creates the tables of t unless this process already did or they
+// exist.
 func (e *Ensurer) Ensure(ctx context.Context, t hongbao.DayTable) error {
 	if _, ok := e.done.Load(t); ok {
 		return nil
 	}
-	for _, stmt := range Statements(t) {
-		if _, err := e.db.ExecContext(ctx, stmt); err != nil {
-			return fmt.Errorf("schema: ensure %s: %w", t.Packets(), err)
+	have, err := e.existing(ctx, "table_schema = ?", t.DB())
+	if err != nil {
+		return fmt.Errorf("schema: ensure %s: %w", t.Packets(), err)
+	}
+	return e.create(ctx, t, have)
+}
+
+// create runs the DDL of what t lacks in have (its database's tables
+// that exist, "db.table"): none when it lacks nothing. Every statement is
+// written to the binary log, even one IF NOT EXISTS finds done: replicas
+// apply it, and a primary killed before a replica acknowledged it holds
+// a transaction the replicas lack, which keeps it from rejoining them
+// after a failover (it is rebuilt instead). So what exists is not
+// created again, by this process or any other (hbctl schema ensure,
+// hbarchive, a restarted server).
+func (e *Ensurer) create(ctx context.Context, t hongbao.DayTable, have map[string]bool) error {
+	for _, st := range statements(t) {
+		switch {
+		case st.table == "" && have[t.DB()+"."]:
+		case st.table != "" && have[t.DB()+"."+st.table]:
+		default:
+			if _, err := e.db.ExecContext(ctx, st.sql); err != nil {
+				return fmt.Errorf("schema: ensure %s: %w", t.Packets(), err)
+			}
 		}
 	}
 	e.done.Store(t, struct{}{})
 	return nil
 }
 
+// existing lists the tables of the day-table databases where says (a
+// condition on table_schema, with args), as "db.table", and each database
+// that holds one as "db.": only names, which MariaDB reads without opening
+// a table.
+func (e *Ensurer) existing(ctx context.Context, where string, args ...any) (map[string]bool, error) {
+	rows, err := e.db.QueryContext(ctx, "SELECT table_schema, table_name FROM information_schema.tables WHERE "+where, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	have := map[string]bool{}
+	for rows.Next() {
+		var db, table string
+		if err := rows.Scan(&db, &table); err != nil {
+			return nil, err
+		}
+		have[db+"."+table], have[db+"."] = true, true
+	}
+	return have, rows.Err()
+}
+
 // EnsureDays creates the day tables of buckets for the day of from and
 // the next ahead days (from's time zone says which day it is), and returns
 // how many it ensured: hbarchive's and hbctl schema's ahead-of-time
-// creation, so that no first open of a day pays for the DDL.
+// creation, so that no first open of a day pays for the DDL. What exists
+// is read once and left alone (create).
 func (e *Ensurer) EnsureDays(ctx context.Context, buckets []hongbao.Bucket, from time.Time, ahead int) (int, error) {
+	have, err := e.existing(ctx, `table_schema LIKE 'db\_%'`)
+	if err != nil {
+		return 0, fmt.Errorf("schema: ensure days: %w", err)
+	}
 	n := 0
 	for d := 0; d <= ahead; d++ {
 		day := from.AddDate(0, 0, d).Day()
 		for _, b := range buckets {
-			if err := e.Ensure(ctx, hongbao.DayTable{Bucket: b, Day: day}); err != nil {
+			if err := e.create(ctx, hongbao.DayTable{Bucket: b, Day: day}, have); err != nil {
 				return n, err
 			}
 			n++

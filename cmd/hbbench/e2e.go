@@ -17,6 +17,7 @@ import (
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/e2e/harness/devrun"
 	"github.com/hongbao-dev/hongbao/store/sqldb"
 	"github.com/hongbao-dev/hongbao/store/wallet"
 )
@@ -113,7 +114,9 @@ func endToEnd(ctx context.Context, o options, env *benchEnv, w io.Writer) error 
 	if err != nil {
 		return fmt.Errorf("flag -wrk-conns: %w", err)
 	}
-	waitEnsure(o.pids)
+	devrun.WaitEnsure(context.Background(), o.pids, 5*time.Minute, func() {
+		fmt.Println("e2e: waiting for the day tables' creation (hbctl schema ensure) to end...")
+	})
 	fmt.Println("e2e: warm-up...")
 	for _, r := range []*e2eRow{two, ping, open} {
 		if _, err := x.run(ctx, r, conns[0], 2*time.Second); err != nil {
@@ -410,28 +413,4 @@ func procKinds(ps []proc) string {
 		out = append(out, fmt.Sprintf("%d %s", n[k], k))
 	}
 	return strings.Join(out, ", ")
-}
-
-// waitEnsure waits (up to 5 minutes) for the dev cluster's background
-// creation of day tables (scripts/dev.sh up starts it, .run/ensure.pid)
-// to end: its thousands of CREATE TABLEs load MariaDB and would be
-// charged to the first runs.
-func waitEnsure(dir string) {
-	b, err := os.ReadFile(filepath.Join(dir, "ensure.pid"))
-	if err != nil {
-		return
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		return
-	}
-	for t0 := time.Now(); time.Since(t0) < 5*time.Minute; time.Sleep(time.Second) {
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if i := bytes.LastIndexByte(stat, ')'); err != nil || i < 0 || i+2 >= len(stat) || stat[i+2] == 'Z' {
-			return // gone (or a zombie nobody reaped)
-		}
-		if time.Since(t0) < time.Second {
-			fmt.Println("e2e: waiting for the day tables' creation (hbctl schema ensure) to end...")
-		}
-	}
 }

@@ -22,6 +22,10 @@ import (
 // The faults that fail a SET over: a dead primary, a cut replica link,
 // and bringing the old primary back as a replica.
 
+// failsOver reports whether a kind of fault fails a SET over (its SET is
+// then one failoverSet picks).
+func failsOver(kind string) bool { return kind == failover || kind == linkCut || kind == replicaThenPrimary }
+
 // failoverSet picks a SET that can be failed over (one with replicas
 // whose MariaDB holds neither the meta nor the wallet database: those stay
 // on their server), or says why none can; set when none is picked.
@@ -190,26 +194,27 @@ func (d *dev) asAdmin(ctx context.Context, dsn, stmt string) error {
 // again from the SET's new primary (scripts/dev.sh reseed) and rejoined.
 func (d *dev) rejoin(ctx context.Context, set configs.Set, old string) error {
 	errant, err := d.tryRejoin(ctx, set)
-	if err != nil || !errant {
+	if err != nil || errant == "" {
 		return err
 	}
 	primary, _ := d.primary(ctx, set)
+	fmt.Fprintf(d.notes, "%s  %s: rejoin of %s refused, rebuilding it from %s: %s\n", time.Now().Format("15:04:05"), set.Name, old, primary, errant)
 	if out, err := d.devsh(ctx, "reseed", old, primary); err != nil {
 		return fmt.Errorf("scripts/dev.sh reseed %s %s: %w\n%s", old, primary, err, out)
 	}
-	if errant, err = d.tryRejoin(ctx, set); errant {
-		return fmt.Errorf("%s still has errant transactions after its reseed", old)
+	if errant, err = d.tryRejoin(ctx, set); errant != "" {
+		return fmt.Errorf("%s still has errant transactions after its reseed: %s", old, errant)
 	}
 	return err
 }
 
 // tryRejoin runs hbctl set rejoin until it succeeds or refuses for errant
-// transactions (errant true), at most 90 s.
-func (d *dev) tryRejoin(ctx context.Context, set configs.Set) (errant bool, err error) {
+// transactions (errant: its refusal), at most 90 s.
+func (d *dev) tryRejoin(ctx context.Context, set configs.Set) (errant string, err error) {
 	_, err = until(ctx, time.Now(), func() error {
 		out, err := d.hbctl(ctx, "set", "rejoin", set.Name, "-config", d.config)
 		if err != nil && strings.Contains(string(out), "errant") {
-			errant = true
+			errant = strings.TrimSpace(string(out))
 			return nil
 		}
 		if err != nil {

@@ -4,19 +4,20 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/hongbao-dev/hongbao/configs"
 	"github.com/hongbao-dev/hongbao/e2e/harness/devhosts"
+	"github.com/hongbao-dev/hongbao/e2e/harness/devrun"
 	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
@@ -47,6 +48,10 @@ type fault struct {
 	err          error // it did not recover (or could not be injected)
 	skipped      string
 	acked0       int64 // answers acknowledged when it was injected (its window's start)
+	// outage is the longest time in which no write to the SET it hit was
+	// acknowledged, from the last before it until its recovery (-1: not
+	// measured; see watchOutage).
+	outage time.Duration
 }
 
 // dev is the dev cluster the faults act on: its pid files (scripts/dev.sh's
@@ -64,13 +69,19 @@ type dev struct {
 	hosts   *devhosts.File // the hosts of make up HOSTS=1 (nil: one host, no network faults)
 	l       *load          // the clients: when each SET's writes were last acknowledged
 	holdFor time.Duration  // the mean length of a partition (-hold)
+	notes   io.Writer      // the run's output, for what a fault met on its way (a rejoin refused)
 }
 
 // inject runs one fault of kind and waits (at most 90 s) until what it hit
-// serves again.
-func (d *dev) inject(ctx context.Context, kind string) fault {
-	f := fault{kind: kind, at: time.Now()}
+// serves again, and measures the longest outage of the writes meanwhile.
+func (d *dev) inject(ctx context.Context, kind string) (f fault) {
+	f = fault{kind: kind, at: time.Now()}
 	set := d.sets[d.rng.IntN(len(d.sets))]
+	if failsOver(kind) {
+		set, f.skipped = d.failoverSet(set)
+	}
+	stop := d.watchOutage(ctx, kind, set)
+	defer func() { f.outage = stop() }()
 	switch kind {
 	case killServer:
 		i := d.rng.IntN(len(set.Servers))
@@ -106,7 +117,6 @@ func (d *dev) inject(ctx context.Context, kind string) fault {
 	case clockSkew:
 		f.target, f.recovery, f.err = d.skewClock(ctx, set)
 	case failover, linkCut:
-		set, f.skipped = d.failoverSet(set)
 		f.target = "SET " + set.Name
 		switch {
 		case f.skipped != "":
@@ -122,13 +132,7 @@ func (d *dev) inject(ctx context.Context, kind string) fault {
 }
 
 // pid reads a pid file of the dev cluster.
-func (d *dev) pid(name string) (int, error) {
-	b, err := os.ReadFile(filepath.Join(d.run, name+".pid"))
-	if err != nil {
-		return 0, err
-	}
-	return strconv.Atoi(strings.TrimSpace(string(b)))
-}
+func (d *dev) pid(name string) (int, error) { return devrun.Pid(d.run, name) }
 
 // killProc kills a supervised process with SIGKILL and waits until another
 // process under its pid file answers ready.

@@ -96,8 +96,7 @@ func (d *dev) injectNemesis(ctx context.Context, kind string, set configs.Set, f
 	case halfDeadReplica:
 		f.target = "MariaDB " + replica
 		f.recovery, f.err = d.halfDead(ctx, "mariadb-"+replica, serves)
-	case replicaThenPrimary:
-		set, f.skipped = d.failoverSet(set)
+	case replicaThenPrimary: // its SET picked by failoverSet (inject)
 		if f.skipped != "" {
 			return
 		}

@@ -56,19 +56,19 @@ func table(r *result) string {
 	}
 	row("hbctl verify", "after the run: %s; during the run: %d passed, %d violations, %d could not run (a database down)",
 		ok, verifies["ok"], verifies["violation"], verifies["error"])
-	b.WriteString("\n| fault | injected | recovered | serving again after (min / median / max) |\n|---|---|---|---|\n")
+	b.WriteString("\n| fault | injected | recovered | serving again after (min / median / max) | its SET's writes unacknowledged for at most |\n|---|---|---|---|---|\n")
 	for _, k := range kinds {
 		st := statOf(r.faults, k)
 		n, bad, skipped, ds := st.n, st.bad, st.skipped, st.ds
 		switch {
 		case n == 0 && skipped != "":
-			fmt.Fprintf(&b, "| %s | skipped | | %s |\n", k, skipped)
+			fmt.Fprintf(&b, "| %s | skipped | | %s | |\n", k, skipped)
 		case n == 0:
-			fmt.Fprintf(&b, "| %s | 0 | | |\n", k)
+			fmt.Fprintf(&b, "| %s | 0 | | | |\n", k)
 		case len(ds) == 0:
-			fmt.Fprintf(&b, "| %s | %d | 0 | |\n", k, n)
+			fmt.Fprintf(&b, "| %s | %d | 0 | | %s |\n", k, n, st.outage())
 		default:
-			fmt.Fprintf(&b, "| %s | %d | %d | %.2f / %.2f / %.2f s |\n", k, n, n-bad, ds[0].Seconds(), ds[len(ds)/2].Seconds(), ds[len(ds)-1].Seconds())
+			fmt.Fprintf(&b, "| %s | %d | %d | %.2f / %.2f / %.2f s | %s |\n", k, n, n-bad, ds[0].Seconds(), ds[len(ds)/2].Seconds(), ds[len(ds)-1].Seconds(), st.outage())
 		}
 	}
 	return b.String()
@@ -78,10 +78,21 @@ func table(r *result) string {
 // not recover, their recoveries (sorted), the targets, and why it was
 // skipped when it was.
 type kindStat struct {
-	n, bad  int
-	ds      []time.Duration
-	targets []string
-	skipped string
+	n, bad   int
+	ds       []time.Duration
+	targets  []string
+	skipped  string
+	outages  int           // how many of them measured their write outage
+	outageTo time.Duration // the longest of those
+}
+
+// outage is the longest write outage of the kind's faults, "" when none
+// was measured.
+func (st kindStat) outage() string {
+	if st.outages == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%.2f s", st.outageTo.Seconds())
 }
 
 // statOf is kind k's kindStat among fs.
@@ -96,6 +107,10 @@ func statOf(fs []fault, k string) kindStat {
 			continue
 		}
 		st.n++
+		if f.outage >= 0 {
+			st.outages++
+			st.outageTo = max(st.outageTo, f.outage)
+		}
 		if !slices.Contains(st.targets, f.target) {
 			st.targets = append(st.targets, f.target)
 		}

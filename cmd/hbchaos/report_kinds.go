@@ -108,6 +108,9 @@ func kindTables(r *result) string {
 		if len(ds) > 0 {
 			row(recoveryLabel(k), "%.2f / %.2f / %.2f s (min / median / max)", ds[0].Seconds(), ds[len(ds)/2].Seconds(), ds[len(ds)-1].Seconds())
 		}
+		if o := st.outage(); o != "" {
+			row(outageLabel(k), "%s (the longest of its injections)", o)
+		}
 		row("verify during it", "%d passed, %d violations, %d could not run", verifies["ok"], verifies["violation"], verifies["error"])
 	}
 	return b.String()
@@ -124,4 +127,12 @@ func recoveryLabel(kind string) string {
 		return "serving again after the replica's kill (failover and rejoin included)"
 	}
 	return "serving again after"
+}
+
+// outageLabel says whose writes a kind's outage follows.
+func outageLabel(kind string) string {
+	if kind == killRouter || kind == moverKilled {
+		return "writes to every SET unacknowledged for at most"
+	}
+	return "its SET's writes unacknowledged for at most"
 }

@@ -71,6 +71,12 @@ func run(ctx context.Context, args, environ []string) error {
 		return err
 	}
 	d.r.Now = configs.Clock(*clockOffset, log)
+	if len(cfg.Etcd.Endpoints) == 0 {
+		// Its locks are then GET_LOCKs, held for as long as it hangs
+		// (RELIABILITY.md, the failure model): a second watchdog would
+		// wait on a hung one instead of taking over.
+		log.Warn("no etcd.endpoints: a SET's failover lock is a GET_LOCK in the meta database, held by a hung watchdog until it is killed; configure etcd to run more than one hbwatch")
+	}
 	defer func() {
 		if err := d.Close(); err != nil {
 			log.Warn("closing", zap.Error(err))

@@ -24,7 +24,9 @@ import (
 
 // failsOver reports whether a kind of fault fails a SET over (its SET is
 // then one failoverSet picks).
-func failsOver(kind string) bool { return kind == failover || kind == linkCut || kind == replicaThenPrimary }
+func failsOver(kind string) bool {
+	return kind == failover || kind == linkCut || kind == replicaThenPrimary
+}
 
 // failoverSet picks a SET that can be failed over (one with replicas
 // whose MariaDB holds neither the meta nor the wallet database: those stay

@@ -22,7 +22,8 @@ var harnesses = []string{"e2e", "e2e/harness/dbtest", "e2e/harness/clustertest",
 	"e2e/harness/browsertest", "e2e/harness/packettest", "e2e/harness/ctltest",
 	"e2e/packets", "e2e/failover", "e2e/metrics", "e2e/replication", "e2e/face", "e2e/dev",
 	"e2e/rebalance", "e2e/verify", "e2e/watch", "e2e/archive", "e2e/crash",
-	"e2e/harness/etcdtest", "e2e/harness/hosts", "e2e/liveness", "e2e/harness/devhosts", "e2e/clock"}
+	"e2e/harness/etcdtest", "e2e/harness/hosts", "e2e/liveness", "e2e/harness/devhosts", "e2e/clock",
+	"e2e/harness/devrun"}
 
 // goPackage is what `go list -json` says of a package.
 type goPackage struct {

@@ -1,6 +1,7 @@
 package schema_test
 
 import (
+	"context"
 	"database/sql"
 	"testing"
 	"time"
@@ -76,4 +77,62 @@ func creates(t *testing.T, db *sql.DB) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// Ensure waits for a CREATE of one of its tables that another session has
+// under way (a slow one: here a CREATE ... SELECT, in production one
+// waiting for its semi-sync acknowledgement), though information_schema
+// lists the table already: a caller that wrote into the table before that
+// CREATE commits would hide its row from every snapshot opened meanwhile
+// (error 1412, the audit's skip of "a table created after it").
+func TestEnsureWaitsForACreateUnderWay(t *testing.T) {
+	db := dbtest.DB(t, "a", 4)
+	ctx := t.Context()
+	day := hongbao.DayTable{Bucket: 996, Day: time.Now().AddDate(0, 0, 16).Day()}
+	if err := schema.NewEnsurer(db).Ensure(ctx, day); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { // the real table back, for other runs
+		_, _ = db.Exec("DROP TABLE IF EXISTS " + day.Details())
+		_ = schema.NewEnsurer(db).Ensure(context.Background(), day)
+	})
+	if _, err := db.ExecContext(ctx, "DROP TABLE "+day.Details()); err != nil {
+		t.Fatal(err)
+	}
+	created := make(chan time.Time, 1)
+	go func() {
+		_, err := db.ExecContext(ctx, "CREATE TABLE "+day.Details()+" ENGINE=InnoDB AS SELECT SLEEP(2) AS slow")
+		if err != nil {
+			t.Error(err)
+		}
+		created <- time.Now()
+	}()
+	for deadline := time.Now().Add(2 * time.Second); dbtest.Count(t, db,
+		"SELECT COUNT(*) FROM information_schema.tables WHERE CONCAT(table_schema, '.', table_name) = ?", day.Details()) == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the slow CREATE's table never showed in information_schema")
+		}
+	}
+	if err := schema.NewEnsurer(db).Ensure(ctx, day); err != nil {
+		t.Fatal(err)
+	}
+	ensured := time.Now()
+	snap, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Close()
+	if _, err := snap.ExecContext(ctx, "START TRANSACTION WITH CONSISTENT SNAPSHOT"); err != nil {
+		t.Fatal(err)
+	}
+	// Ensure and the CREATE's own client hear of its end together (give
+	// or take the scheduler); without the wait, Ensure returns 2 s early.
+	if early := (<-created).Sub(ensured); early > 500*time.Millisecond {
+		t.Errorf("Ensure returned %v before the CREATE under way committed", early)
+	}
+	var n int
+	if err := snap.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+day.Details()).Scan(&n); err != nil {
+		t.Errorf("a snapshot opened after Ensure cannot read %s: %v", day.Details(), err)
+	}
+	_, _ = snap.ExecContext(ctx, "ROLLBACK")
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // packetsDDL: one row per packet. remaining_* are only ever decremented in
@@ -112,16 +113,44 @@ type Ensurer struct {
 func NewEnsurer(db *sql.DB) *Ensurer { return &Ensurer{db: db} }
 
 // Ensure creates the tables of t unless this process already did or they
-// exist.
+// exist. Each is probed with a read that waits for a CREATE under way on
+// it (its metadata lock): information_schema lists a table while another
+// session's CREATE still waits to commit (for a semi-sync
+// acknowledgement), and a row written into it then, by a caller that took
+// it for made, would be hidden from every snapshot opened before that
+// CREATE commits (error 1412, "Table definition has changed"), the
+// audit's among them.
 func (e *Ensurer) Ensure(ctx context.Context, t hongbao.DayTable) error {
 	if _, ok := e.done.Load(t); ok {
 		return nil
 	}
-	have, err := e.existing(ctx, "table_schema = ?", t.DB())
+	have, err := e.probe(ctx, t)
 	if err != nil {
 		return fmt.Errorf("schema: ensure %s: %w", t.Packets(), err)
 	}
 	return e.create(ctx, t, have)
+}
+
+// probe reads each table of t (none of its rows), in the form existing
+// answers: the tables that exist, and their database when one does.
+func (e *Ensurer) probe(ctx context.Context, t hongbao.DayTable) (map[string]bool, error) {
+	have := map[string]bool{}
+	for _, st := range statements(t) {
+		if st.table == "" {
+			continue
+		}
+		name := t.DB() + "." + st.table
+		rows, err := e.db.QueryContext(ctx, "SELECT 1 FROM "+name+" LIMIT 0")
+		if sqldb.IsMissingTable(err) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		rows.Close()
+		have[name], have[t.DB()+"."] = true, true
+	}
+	return have, nil
 }
 
 // create runs the DDL of what t lacks in have (its database's tables
@@ -172,7 +201,9 @@ func (e *Ensurer) existing(ctx context.Context, where string, args ...any) (map[
 // the next ahead days (from's time zone says which day it is), and returns
 // how many it ensured: hbarchive's and hbctl schema's ahead-of-time
 // creation, so that no first open of a day pays for the DDL. What exists
-// is read once and left alone (create).
+// is listed once and left alone (create): a table another session is
+// creating is listed too, and left to it (writers go through Ensure,
+// which waits for it).
 func (e *Ensurer) EnsureDays(ctx context.Context, buckets []hongbao.Bucket, from time.Time, ahead int) (int, error) {
 	have, err := e.existing(ctx, `table_schema LIKE 'db\_%'`)
 	if err != nil {

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -116,6 +117,9 @@ func walkTables(ctx context.Context, db, cold querier, owned map[hongbao.Bucket]
 			}
 			err := fn(src.db, t, skip)
 			if isTableDefChanged(err) || sqldb.IsMissingTable(err) {
+				if err := younger(ctx, src.db, t, err); err != nil {
+					return err
+				}
 				continue
 			}
 			if err != nil {
@@ -124,6 +128,44 @@ func walkTables(ctx context.Context, db, cold querier, owned map[hongbao.Bucket]
 		}
 	}
 	return nil
+}
+
+// younger checks that table t, whose read with its detail table failed
+// with cause (1412: created after the snapshot began; or missing), has no
+// row the snapshot sees: then it was created after the snapshot too, and
+// is rightly left out. A day table whose packets the snapshot sees but
+// whose detail table is younger is no consistent view (its shares may be
+// in it): an error, so that the snapshot is opened again.
+func younger(ctx context.Context, q querier, t string, cause error) error {
+	n, err := countRows(ctx, q, t)
+	switch {
+	case isTableDefChanged(err) || sqldb.IsMissingTable(err) || err == nil && n == 0:
+		return nil
+	case err != nil:
+		return fmt.Errorf("verify %s: %w", t, err)
+	}
+	return fmt.Errorf("verify %s: the snapshot sees %d packets in it, but its detail table was created after the snapshot began (%v): %w", t, n, cause, ErrYounger)
+}
+
+// ErrYounger is a snapshot's error when a table it must read was created
+// after it began while rows it sees depend on it: opened again, it sees
+// both.
+var ErrYounger = errors.New("no consistent view: a table is younger than the snapshot; open it again")
+
+// countRows counts the rows of table t through q.
+func countRows(ctx context.Context, q querier, t string) (int, error) {
+	rows, err := q.QueryContext(ctx, "SELECT COUNT(*) FROM "+t)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	var n int
+	for rows.Next() {
+		if err := rows.Scan(&n); err != nil {
+			return 0, err
+		}
+	}
+	return n, rows.Err()
 }
 
 // tableBucket returns the bucket of a day table (db_xx.t_y_dd) or an

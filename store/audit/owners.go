@@ -3,6 +3,7 @@ package audit
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -139,7 +140,8 @@ type setPools struct {
 
 // openSnapshots begins every SET's snapshot and counts in each the
 // buckets assign gives it, reading again while a handover overlaps the
-// opening (at most settleFor; retry, when not nil, is told each time).
+// opening (at most settleFor; retry, when not nil, is told each time) or
+// a day's tables are created under it (store.ErrYounger).
 // meta nil: no topology, every snapshot counts every table. The snapshots
 // are returned in the order of pools, with the stale claims; the caller
 // closes them.
@@ -148,6 +150,9 @@ func openSnapshots(ctx context.Context, meta *sql.DB, pools []setPools, loc *tim
 	deadline := time.Now().Add(settleFor)
 	for {
 		snaps, unsettled, stale, err := openPass(ctx, meta, pools, loc)
+		if errors.Is(err, store.ErrYounger) && time.Now().Before(deadline) {
+			continue // a day's tables were being created as it opened (openPass closed its snapshots)
+		}
 		if err != nil || len(unsettled) == 0 {
 			return snaps, stale, err
 		}

@@ -9,6 +9,7 @@ import (
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // An ensure of day tables that exist runs no DDL (each statement, even an
@@ -135,4 +136,36 @@ func TestEnsureWaitsForACreateUnderWay(t *testing.T) {
 		t.Errorf("a snapshot opened after Ensure cannot read %s: %v", day.Details(), err)
 	}
 	_, _ = snap.ExecContext(ctx, "ROLLBACK")
+}
+
+// EnsureAudience (every restarted server's first read of each database)
+// runs no DDL for an audience table that exists, creates a missing one,
+// and never a database.
+func TestEnsureAudienceRunsNoDDLForWhatExists(t *testing.T) {
+	db := dbtest.DB(t, "a", 1)
+	ctx := t.Context()
+	day := hongbao.DayTable{Bucket: 995, Day: time.Now().AddDate(0, 0, 17).Day()}
+	if err := schema.NewEnsurer(db).Ensure(ctx, day); err != nil {
+		t.Fatal(err)
+	}
+	before := creates(t, db)
+	if err := schema.NewEnsurer(db).EnsureAudience(ctx, day.DB()); err != nil {
+		t.Fatal(err)
+	}
+	if n := creates(t, db) - before; n != 0 {
+		t.Errorf("EnsureAudience of an existing table ran %d CREATE TABLE; want none", n)
+	}
+	if _, err := db.ExecContext(ctx, "DROP TABLE "+day.DB()+".t_audience"); err != nil {
+		t.Fatal(err)
+	}
+	before = creates(t, db)
+	if err := schema.NewEnsurer(db).EnsureAudience(ctx, day.DB()); err != nil {
+		t.Fatal(err)
+	}
+	if n := creates(t, db) - before; n != 1 || dbtest.Count(t, db, "SELECT COUNT(*) FROM "+day.DB()+".t_audience") != 0 {
+		t.Errorf("EnsureAudience of a dropped table ran %d CREATE TABLE; want 1", n)
+	}
+	if err := schema.NewEnsurer(db).EnsureAudience(ctx, "db_no_such_db"); !sqldb.IsMissingTable(err) {
+		t.Errorf("EnsureAudience of a missing database: %v; want unknown database", err)
+	}
 }

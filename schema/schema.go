@@ -8,11 +8,13 @@ package schema
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
@@ -140,15 +142,16 @@ func (e *Ensurer) probe(ctx context.Context, t hongbao.DayTable) (map[string]boo
 			continue
 		}
 		name := t.DB() + "." + st.table
-		rows, err := e.db.QueryContext(ctx, "SELECT 1 FROM "+name+" LIMIT 0")
-		if sqldb.IsMissingTable(err) {
-			continue
+		ok, err := e.exists(ctx, name)
+		if sqldb.IsMissingTable(err) { // no database
+			return have, nil
 		}
 		if err != nil {
 			return nil, err
 		}
-		rows.Close()
-		have[name], have[t.DB()+"."] = true, true
+		if ok {
+			have[name], have[t.DB()+"."] = true, true
+		}
 	}
 	return have, nil
 }
@@ -244,11 +247,34 @@ func (e *Ensurer) EnsureAudience(ctx context.Context, db string) error {
 	if _, ok := e.done.Load(key); ok {
 		return nil
 	}
-	if _, err := e.db.ExecContext(ctx, fmt.Sprintf(audienceDDL, db)); err != nil {
+	// Probed first, as Ensure probes: every restarted server reads from
+	// every database, and a DDL statement, even one that finds its
+	// table, is binlogged (see create).
+	exists, err := e.exists(ctx, db+".t_audience")
+	if err == nil && !exists {
+		_, err = e.db.ExecContext(ctx, fmt.Sprintf(audienceDDL, db))
+	}
+	if err != nil {
 		return fmt.Errorf("schema: ensure %s.t_audience: %w", db, err)
 	}
 	e.done.Store(key, struct{}{})
 	return nil
+}
+
+// exists reports whether table name ("db.table") exists, with a read of
+// none of its rows that waits for a CREATE of it under way. Without its
+// database it fails with MySQL's unknown database.
+func (e *Ensurer) exists(ctx context.Context, name string) (bool, error) {
+	rows, err := e.db.QueryContext(ctx, "SELECT 1 FROM "+name+" LIMIT 0")
+	if err == nil {
+		rows.Close()
+		return true, nil
+	}
+	var me *mysql.MySQLError
+	if errors.As(err, &me) && me.Number == 1146 { // no such table
+		return false, nil
+	}
+	return false, err
 }
 
 // Forget drops the memo of t, for when its tables were dropped under us.

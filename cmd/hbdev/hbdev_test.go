@@ -190,7 +190,7 @@ func testMariadbdArgs(t *testing.T, bin string) {
 		return strings.Split(strings.TrimSpace(string(out)), "\n")
 	}
 	replica := args("-server-id", "2", "-primary=false", "-semi-sync-timeout", "10s", "-thread-pool")
-	for _, want := range []string{"--server-id=2", "--read-only=1", "--rpl-semi-sync-slave-enabled=1", "--rpl-semi-sync-master-enabled=0",
+	for _, want := range []string{"--server-id=2", "--read-only=1", "--rpl-semi-sync-slave-enabled=1", "--loose-init-rpl-role=SLAVE", "--rpl-semi-sync-master-enabled=0",
 		"--log-bin=/d/binlog", "--rpl-semi-sync-master-timeout=10000", "--skip-slave-start", "--thread-handling=one-thread-per-connection"} {
 		if !slices.Contains(replica, want) {
 			t.Errorf("replica: no %s in %v", want, replica)

@@ -65,7 +65,7 @@ func ServerArgs(serverID int, timeout time.Duration, primary bool) []string {
 		"--server-id=" + strconv.Itoa(serverID),
 		"--log-bin", "--log-slave-updates=1", "--binlog-format=ROW", "--sync-binlog=1",
 		"--gtid-strict-mode=1",
-		SlaveArg(!primary),
+		SlaveArg(!primary), RoleArg(primary),
 		"--rpl-semi-sync-master-wait-point=AFTER_SYNC",
 		"--rpl-semi-sync-master-timeout=" + strconv.FormatInt(TimeoutMS(timeout), 10),
 		// What a replica acknowledged and did not apply is in its relay
@@ -91,6 +91,21 @@ func SlaveArg(replica bool) string {
 		return "--rpl-semi-sync-slave-enabled=1"
 	}
 	return "--rpl-semi-sync-slave-enabled=0"
+}
+
+// RoleArg is the option that tells a server's crash recovery its role.
+// MariaDB 10.11.14 drops a replica's uncommitted binary log tail (SlaveArg)
+// only when it is started with init_rpl_role=SLAVE: with
+// rpl_semi_sync_slave_enabled alone, an old primary restarted as a
+// replica committed the 29 commits that had waited for an
+// acknowledgement, errant, and was rebuilt instead of rejoined (the chaos
+// run of 2026-11-28). loose-: a MariaDB without the option starts all the
+// same (and recovers by SlaveArg).
+func RoleArg(primary bool) string {
+	if primary {
+		return "--loose-init-rpl-role=MASTER"
+	}
+	return "--loose-init-rpl-role=SLAVE"
 }
 
 // MasterArg is the option that makes a server a semi-sync master

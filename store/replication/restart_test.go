@@ -320,3 +320,71 @@ func TestReplicaRestartsWithItsSlavePosBehind(t *testing.T) {
 		t.Errorf("replica's gtid_slave_pos %q; want %q", got, end)
 	}
 }
+
+// TestKilledPrimaryDropsWhatNoReplicaAcknowledged: a primary killed -9
+// while commits wait for an acknowledgement (its replica's receiving
+// thread stopped), restarted as a replica as a failover's old primary
+// is, drops them from its binary log and its tables: what it keeps is
+// what its replica acknowledged, so that rejoin finds nothing errant and
+// no rebuild is needed. MariaDB 10.11.14 kept them (committed, errant)
+// without init_rpl_role=SLAVE (replication.RoleArg).
+func TestKilledPrimaryDropsWhatNoReplicaAcknowledged(t *testing.T) {
+	g := dbtest.StartReplicated(t, 0, 1)
+	ctx := context.Background()
+	app := dbtest.Open(t, g.Primary.AppDSN(), 8)
+	for _, q := range []string{"CREATE DATABASE x", "CREATE TABLE x.t (id INT PRIMARY KEY, v BIGINT)"} {
+		if _, err := app.Exec(q); err != nil {
+			t.Fatal(q, err)
+		}
+	}
+	want := acked(t, app, 1, 5)
+	root := dbtest.Open(t, g.Primary.DSN, 1)
+	acknowledged, err := replication.BinlogPos(ctx, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replica := dbtest.Open(t, g.Replicas[0].DSN, 1)
+	if err := replication.WaitApplied(ctx, replica, acknowledged, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := replication.StopIO(ctx, replica); err != nil {
+		t.Fatal(err)
+	}
+	for id := 100; id < 103; id++ { // each waits for an acknowledgement nobody sends
+		go func() { _, _ = app.Exec("INSERT INTO x.t VALUES (?, ?)", id, id*100) }()
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		pos, err := replication.BinlogPos(ctx, root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pos != acknowledged {
+			break // in its binary log, waiting
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no commit reached the binary log to wait for its acknowledgement")
+		}
+	}
+	root.Close()
+	app.Close()
+	g.Primary.Stop()
+	if err := g.Primary.RestartAsReplica(); err != nil {
+		t.Fatal(err)
+	}
+	old := dbtest.Open(t, g.Primary.DSN, 1)
+	pos, err := replication.BinlogPos(ctx, old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := old.QueryRow("SELECT COUNT(*) FROM x.t").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if pos != acknowledged || n != len(want) {
+		t.Errorf("the old primary restarted as a replica is at %s with %d rows; want %s (what its replica acknowledged) and %d rows",
+			pos, n, acknowledged, len(want))
+	}
+	if lost := missing(t, old, want); len(lost) > 0 {
+		t.Errorf("it lost acknowledged commits: %v", lost)
+	}
+}

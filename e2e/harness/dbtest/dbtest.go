@@ -277,10 +277,28 @@ func startMariaDB(member *replication.Member, extra []string) (m *MariaDB, err e
 // (started with --skip-slave-start, replication.ServerArgs) applies what
 // its relay log holds before it replicates again (replication.StartReplica).
 func (m *MariaDB) Restart() error {
+	_, err := os.Stat(m.dir + "/data/master.info")
+	return m.restartAs(err != nil)
+}
+
+// RestartAsReplica starts a killed primary again as a replica, as a
+// failover's old primary comes back (scripts/dev.sh's .new-replica mark):
+// read-only, a semi-sync replica whose crash recovery drops what no
+// replica acknowledged; replicating from nobody until it is rejoined.
+func (m *MariaDB) RestartAsReplica() error { return m.restartAs(false) }
+
+// restartAs is Restart in the role given.
+func (m *MariaDB) restartAs(primary bool) error {
 	for i, a := range m.args {
-		if strings.HasPrefix(a, "--rpl-semi-sync-master-enabled=") {
-			_, err := os.Stat(m.dir + "/data/master.info")
-			m.args[i] = replication.MasterArg(err != nil)
+		switch {
+		case strings.HasPrefix(a, "--rpl-semi-sync-master-enabled="):
+			m.args[i] = replication.MasterArg(primary)
+		case strings.HasPrefix(a, "--rpl-semi-sync-slave-enabled="):
+			m.args[i] = replication.SlaveArg(!primary)
+		case strings.HasPrefix(a, "--loose-init-rpl-role="):
+			m.args[i] = replication.RoleArg(primary)
+		case strings.HasPrefix(a, "--read-only="):
+			m.args[i] = replication.ReadOnlyArg(!primary)
 		}
 	}
 	m.cmd = exec.Command("mariadbd", m.args...)

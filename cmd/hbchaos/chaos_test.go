@@ -22,7 +22,7 @@ import (
 // namespace per process, inside a network namespace of its own; its data
 // in a temporary directory) while the quicker kinds of fault hit it, each
 // drawn once (shortKinds): kills of every kind of process but the
-// archiver, a mover killed at a step, the network nemesis (partitions, a
+// archiver and the mover, the network nemesis (partitions, a
 // one-way cut, a host isolated, a host's and a whole SET's power loss, a
 // half-dead replica) and a host's clock skewed.
 // Then the checks. It fails when an acknowledged answer was lost or
@@ -99,12 +99,14 @@ func TestChaosShort(t *testing.T) {
 }
 
 // shortKinds are the kinds of fault of the short run: the ones that
-// recover within seconds. Not the failovers: an old primary killed or cut
-// off often holds transactions no replica has (DDL among them, which its
-// crash recovery cannot drop) and is rebuilt from the new one, a dump of
-// thousands of day tables under load (3-5 minutes on this machine); nor
-// the archiver's kill, whose recovery is a whole ensure.
-var shortKinds = []string{killServer, killRouter, killSettler, killMariaDB, killMemcached, pauseMariaDB, moverKilled,
+// recover within seconds. Not the failovers: a run with one waits for the
+// new cluster's first creation of its day tables (a failover among its
+// CREATE TABLEs rebuilds the old primary from a dump) and then rejoins it
+// in 40-80 s, minutes more under make test's load; nor the archiver's
+// kill, whose recovery is a whole ensure; nor a mover's kill, whose
+// recovery (its lease run out, the move finished) took over 90 s once
+// under make test's load.
+var shortKinds = []string{killServer, killRouter, killSettler, killMariaDB, killMemcached, pauseMariaDB,
 	partPrimaryReplica, cutReplicaPrimary, partRouterServer, partServerPrimary, partServerCore, partWatcherPrimary,
 	isolateServer, powerLoss,
 	halfDeadReplica, setPowerLoss, clockSkew}

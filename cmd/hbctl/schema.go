@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/hongbao-dev/hongbao/configs"
@@ -39,26 +37,17 @@ func cmdSchema(ctx context.Context, e *env, args []string) error {
 		}
 		sets = []configs.Set{sc}
 	}
-	// Each SET has a MariaDB of its own: they run side by side.
-	type result struct {
-		n   int
-		err error
-	}
-	res := make([]result, len(sets))
-	var wg sync.WaitGroup
-	for i, sc := range sets {
-		wg.Go(func() { res[i].n, res[i].err = ensureSet(ctx, sc, cfg.Location(), *days) })
-	}
-	wg.Wait()
-	var errs []error
-	for i, sc := range sets {
-		if res[i].err != nil {
-			errs = append(errs, fmt.Errorf("SET %s: %w", sc.Name, res[i].err))
-			continue
+	// One SET after another: on one machine (the dev cluster, the tests)
+	// their DDL shares a disk, and side by side it starved every other
+	// MariaDB of it.
+	for _, sc := range sets {
+		n, err := ensureSet(ctx, sc, cfg.Location(), *days)
+		if err != nil {
+			return fmt.Errorf("SET %s: %w", sc.Name, err)
 		}
-		fmt.Fprintf(e.stdout, "SET %s: %d day tables ensured\n", sc.Name, res[i].n)
+		fmt.Fprintf(e.stdout, "SET %s: %d day tables ensured\n", sc.Name, n)
 	}
-	return errors.Join(errs...)
+	return nil
 }
 
 // ensureSet creates the tables of every bucket for today and the next days.

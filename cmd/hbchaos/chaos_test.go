@@ -22,9 +22,9 @@ import (
 // namespace per process, inside a network namespace of its own; its data
 // in a temporary directory) while the quicker kinds of fault hit it, each
 // drawn once (shortKinds): kills of every kind of process but the
-// archiver and the mover, the network nemesis (partitions, a
-// one-way cut, a host isolated, a host's and a whole SET's power loss, a
-// half-dead replica) and a host's clock skewed.
+// archiver and the mover, and the network nemesis (partitions, a one-way
+// cut, a host isolated, a host's and a whole SET's power loss, a
+// half-dead replica).
 // Then the checks. It fails when an acknowledged answer was lost or
 // doubled, money is wrong, verify fails or a fault was not recovered from.
 func TestChaosShort(t *testing.T) {
@@ -105,11 +105,13 @@ func TestChaosShort(t *testing.T) {
 // in 40-80 s, minutes more under make test's load; nor the archiver's
 // kill, whose recovery is a whole ensure; nor a mover's kill, whose
 // recovery (its lease run out, the move finished) took over 90 s once
-// under make test's load.
+// under make test's load; nor a clock skewed (a restart on each side of
+// it, e2e/clock's subject): with it the 17 kinds did not all fit in the
+// run's cap (three times -duration) under make test's load.
 var shortKinds = []string{killServer, killRouter, killSettler, killMariaDB, killMemcached, pauseMariaDB,
 	partPrimaryReplica, cutReplicaPrimary, partRouterServer, partServerPrimary, partServerCore, partWatcherPrimary,
 	isolateServer, powerLoss,
-	halfDeadReplica, setPowerLoss, clockSkew}
+	halfDeadReplica, setPowerLoss}
 
 // lineLogger logs what the chaos run prints as it prints it (go test -v
 // shows it at once): a run that dies or hangs shows how far it got.

@@ -32,8 +32,10 @@ var updateScreenshots = flag.Bool("update-screenshots", false, "also write the b
 const devGrant = 1_000_000
 
 // faceExpiry is the packets' life in TestFaces: long enough for each flow
-// to open its packet, short enough that one held open expires by the end.
-const faceExpiry = 20 * time.Second
+// to open its packet (at 20 s, a page under make test's load once took
+// longer to sign in than its packet lived), short enough that one held
+// open expires by the end (the flows take about two minutes).
+const faceExpiry = 60 * time.Second
 
 // screenshotDirs are where screenshots go: the test's temp dir, and
 // docs/screenshots with -update-screenshots.

@@ -8,13 +8,11 @@ package schema
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
@@ -179,12 +177,11 @@ func (e *Ensurer) create(ctx context.Context, t hongbao.DayTable, have map[strin
 	return nil
 }
 
-// existing lists the tables of the day-table databases where says (a
-// condition on table_schema, with args), as "db.table", and each database
-// that holds one as "db.": only names, which MariaDB reads without opening
-// a table.
-func (e *Ensurer) existing(ctx context.Context, where string, args ...any) (map[string]bool, error) {
-	rows, err := e.db.QueryContext(ctx, "SELECT table_schema, table_name FROM information_schema.tables WHERE "+where, args...)
+// existing lists the tables of the day-table databases, as "db.table",
+// and each database that holds one as "db.": only names, which MariaDB
+// reads without opening a table.
+func (e *Ensurer) existing(ctx context.Context) (map[string]bool, error) {
+	rows, err := e.db.QueryContext(ctx, `SELECT table_schema, table_name FROM information_schema.tables WHERE table_schema LIKE 'db\_%'`)
 	if err != nil {
 		return nil, err
 	}
@@ -208,7 +205,7 @@ func (e *Ensurer) existing(ctx context.Context, where string, args ...any) (map[
 // creating is listed too, and left to it (writers go through Ensure,
 // which waits for it).
 func (e *Ensurer) EnsureDays(ctx context.Context, buckets []hongbao.Bucket, from time.Time, ahead int) (int, error) {
-	have, err := e.existing(ctx, `table_schema LIKE 'db\_%'`)
+	have, err := e.existing(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("schema: ensure days: %w", err)
 	}
@@ -270,8 +267,7 @@ func (e *Ensurer) exists(ctx context.Context, name string) (bool, error) {
 		rows.Close()
 		return true, nil
 	}
-	var me *mysql.MySQLError
-	if errors.As(err, &me) && me.Number == 1146 { // no such table
+	if sqldb.IsNoSuchTable(err) {
 		return false, nil
 	}
 	return false, err

@@ -46,6 +46,10 @@ func IsDupEntry(err error) bool { return isError(err, errDupEntry) }
 // not exist, which for a read of a day table means the packet does not exist.
 func IsMissingTable(err error) bool { return isError(err, errNoSuchTable, errBadDB) }
 
+// IsNoSuchTable reports whether err says a table does not exist in a
+// database that does.
+func IsNoSuchTable(err error) bool { return isError(err, errNoSuchTable) }
+
 // IsRetryable reports whether a transaction failed before commit in a way
 // a fresh attempt can succeed: a deadlock or a lock wait timeout.
 func IsRetryable(err error) bool { return retryable(err) }

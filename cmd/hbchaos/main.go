@@ -57,8 +57,9 @@ type options struct {
 	duration, gap, drain, hold         time.Duration
 	seed                               uint64
 	verifyEvery                        time.Duration
-	faults                             []string // the kinds to inject (nil: every kind)
-	everyKind                          bool     // go on past duration until each kind was drawn
+	faults                             []string      // the kinds to inject (nil: every kind)
+	everyKind                          bool          // go on past duration until each kind was drawn
+	longest                            time.Duration // with everyKind, the load's cap (0: 3 times duration)
 }
 
 func main() {
@@ -75,10 +76,15 @@ func main() {
 	flag.DurationVar(&o.verifyEvery, "verify-every", 30*time.Second, "run hbctl verify this often during the run (0: never)")
 	flag.Uint64Var(&o.seed, "seed", uint64(time.Now().UnixNano()), "seed of the clients and the fault schedule")
 	flag.StringVar(&o.hosts, "hosts", "", "hosts.json of a cluster on hosts (make up HOSTS=1): enables the network faults (partitions, isolation, power loss)")
-	flag.BoolVar(&o.everyKind, "every-kind", true, "go on past -duration (up to 3 times it) until every kind of fault was drawn once")
+	flag.BoolVar(&o.everyKind, "every-kind", true, "go on past -duration (up to -longest) until every kind of fault was drawn once")
+	flag.DurationVar(&o.longest, "longest", 0, "with -every-kind, the longest the load goes on (default: 3 times -duration)")
 	flag.StringVar(&o.markdown, "markdown", "", "also write the report as Markdown into this file (RELIABILITY.md)")
 	only := flag.String("faults", "", "the kinds of fault to inject, comma-separated (default: every kind: "+strings.Join(kinds, ", ")+")")
 	flag.Parse()
+	if o.longest != 0 && o.longest < o.duration {
+		fmt.Fprintf(os.Stderr, "hbchaos: flag -longest: %v is shorter than -duration (%v)\n", o.longest, o.duration)
+		os.Exit(2)
+	}
 	if *only != "" {
 		for _, k := range strings.Split(*only, ",") {
 			if k = strings.TrimSpace(k); !slices.Contains(kinds, k) {
@@ -203,14 +209,17 @@ func run(ctx context.Context, o options, w io.Writer) (bool, error) {
 		})
 	}
 	// The faults, one at a time, each kind in turn in a shuffled order;
-	// with -every-kind the load goes on past -duration (up to three
-	// times it) until every kind was drawn once, so that each has its
-	// table.
+	// with -every-kind the load goes on past -duration (up to -longest)
+	// until every kind was drawn once, so that each has its table.
+	longest := o.longest
+	if longest <= 0 {
+		longest = 3 * o.duration
+	}
 	deck, drawn := []string{}, 0
 	began := time.Now()
 	for {
 		over := time.Since(began) >= o.duration
-		if over && (!o.everyKind || drawn >= len(faultKinds(o)) || time.Since(began) >= 3*o.duration) {
+		if over && (!o.everyKind || drawn >= len(faultKinds(o)) || time.Since(began) >= longest) {
 			break
 		}
 		time.Sleep(time.Duration(float64(o.gap) * (0.5 + d.rng.Float64())))

@@ -715,10 +715,14 @@ test_times() {
 # bench_deps: Redis for the redis+lua baseline, wrk as an independent client.
 bench_deps() {
   deps
-  command -v redis-server >/dev/null && command -v wrk >/dev/null && return 0
   local sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq redis-server wrk >>"$RUN/apt.log" 2>&1 ||
-    { $sudo apt-get update -qq >>"$RUN/apt.log" 2>&1 && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq redis-server wrk >>"$RUN/apt.log" 2>&1; }
+  if ! command -v redis-server >/dev/null || ! command -v wrk >/dev/null; then
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq redis-server wrk >>"$RUN/apt.log" 2>&1 ||
+      { $sudo apt-get update -qq >>"$RUN/apt.log" 2>&1 && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq redis-server wrk >>"$RUN/apt.log" 2>&1; }
+  fi
+  # perf: MariaDB's profile under HB_PROFILE=1; hbbench goes on without it.
+  command -v perf >/dev/null || DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq linux-perf >>"$RUN/apt.log" 2>&1 ||
+    echo "linux-perf could not be installed (see $RUN/apt.log): HB_PROFILE=1 profiles no MariaDB" >&2
 }
 
 # The cluster of the benchmarks: activity limits (one 1,000,000-share packet).
@@ -733,7 +737,10 @@ bench_env() {
 # network namespace of its own on a shared machine).
 bench_e2e() {
   up
-  local prof=(); [ -n "${HB_PROFILE:-}" ] && prof=(-ceiling-profiles "$RUN")
+  # HB_PROFILE=1: CPU profiles of the ceilings (their whole life), and of the
+  # router, servers (pprof) and MariaDB processes (perf) during each row's
+  # first round, in $RUN/profiles; the MariaDB one is a table of the results.
+  local prof=(); [ -n "${HB_PROFILE:-}" ] && { mkdir -p "$RUN/profiles"; prof=(-ceiling-profiles "$RUN" -profile-dir "$RUN/profiles"); }
   "$RUN/bin/hbbench" -config "$CONFIG" -e2e http://127.0.0.1:8080 -compare=false -pids "$RUN" -out "$ROOT/docs/bench" "${prof[@]}" "$@"
   down
 }
@@ -853,7 +860,9 @@ case "${1:-}" in
     # would move or drop fails the run (it prints the difference).
     go mod tidy -diff || { echo "go.mod is not tidy: run go mod tidy" >&2; exit 1; }
     go vet ./...
-    (cd cmd/hbbench && go vet ./...)
+    # The benchmark is a module of its own (its dependencies stay out of
+    # the product's go.mod): ./... below does not reach its tests.
+    (cd cmd/hbbench && go vet ./... && go test -race -count=1 ./...)
     vulncheck
     rc=0
     # HB_TEST_PKGS="./queue ./store/..." tests only those packages.

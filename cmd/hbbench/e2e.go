@@ -124,16 +124,23 @@ func endToEnd(ctx context.Context, o options, env *benchEnv, w io.Writer) error 
 		}
 	}
 	var runs []*e2eRun
+	var perfs []perfOf
 	for _, c := range conns {
 		for round := range o.rounds {
 			for _, r := range rows {
 				fmt.Printf("e2e: %s, %d connections, round %d...\n", r.name, c, round+1)
-				wait := func() {}
+				wait, perf := func() {}, func() *perfProfile { return nil }
 				if round == 0 && (r == ping || r == open) {
 					wait = rowProfiles(ctx, admins, o.profileDir, map[*e2eRow]string{ping: "ping", open: "open"}[r], c, o.e2eDur)
 				}
+				if round == 0 && r == open {
+					perf = rowPerf(ctx, mariadbs(sys), o.profileDir, "open", c, o.e2eDur)
+				}
 				run, err := x.run(ctx, r, c, o.e2eDur)
 				wait()
+				if p := perf(); p != nil && err == nil {
+					perfs = append(perfs, perfOf{p, run.w.rate()})
+				}
 				if err != nil {
 					return err
 				}
@@ -142,6 +149,9 @@ func endToEnd(ctx context.Context, o options, env *benchEnv, w io.Writer) error 
 		}
 	}
 	x.report(w, rows, conns, runs)
+	for _, p := range perfs {
+		writePerf(w, p.profile, p.rate)
+	}
 	if o.rainUsers > 0 {
 		return x.rain(ctx, w, conns, two, o.rainShares, o.rainUsers)
 	}

@@ -69,7 +69,7 @@ func main() {
 	flag.StringVar(&o.pids, "pids", ".run", "with -e2e: directory of the dev cluster's pid files (scripts/dev.sh)")
 	flag.IntVar(&o.rainShares, "rain-shares", 20000, "with -e2e: shares of the rain's packet")
 	flag.IntVar(&o.rainUsers, "rain-users", 100000, "with -e2e: users of the rain, each trying once, through the router, the two-hop ceiling and in process (0: no rain)")
-	flag.StringVar(&o.profileDir, "profile-dir", "", "with -e2e: directory for CPU profiles of the cluster's processes taken through their admin listeners during the first round of each ping and hot open run (empty: none)")
+	flag.StringVar(&o.profileDir, "profile-dir", "", "with -e2e: directory for CPU profiles of the cluster's processes taken through their admin listeners during the first round of each ping and hot open run, and of its MariaDB processes (perf record) during the hot open's, summarized in the results (empty: none)")
 	flag.StringVar(&o.profileAdmins, "profile-admins", "router=127.0.0.1:9080,server-a1=127.0.0.1:9081,server-a2=127.0.0.1:9082,server-b1=127.0.0.1:9083,server-b2=127.0.0.1:9084",
 		"with -profile-dir: the admin listeners to profile, name=host:port,...")
 	backend := flag.String("ceiling-backend", "", "serve as the one-hop ceiling's bare backend on this address (the e2e bench starts it)")

@@ -124,7 +124,7 @@ func endToEnd(ctx context.Context, o options, env *benchEnv, w io.Writer) error 
 		}
 	}
 	var runs []*e2eRun
-	var perfs []perfOf
+	var perfs []*perfProfile
 	for _, c := range conns {
 		for round := range o.rounds {
 			for _, r := range rows {
@@ -139,7 +139,8 @@ func endToEnd(ctx context.Context, o options, env *benchEnv, w io.Writer) error 
 				run, err := x.run(ctx, r, c, o.e2eDur)
 				wait()
 				if p := perf(); p != nil && err == nil {
-					perfs = append(perfs, perfOf{p, run.w.rate()})
+					p.rate = run.w.rate()
+					perfs = append(perfs, p)
 				}
 				if err != nil {
 					return err
@@ -150,7 +151,7 @@ func endToEnd(ctx context.Context, o options, env *benchEnv, w io.Writer) error 
 	}
 	x.report(w, rows, conns, runs)
 	for _, p := range perfs {
-		writePerf(w, p.profile, p.rate)
+		writePerf(w, p)
 	}
 	if o.rainUsers > 0 {
 		return x.rain(ctx, w, conns, two, o.rainShares, o.rainUsers)

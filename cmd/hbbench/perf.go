@@ -50,12 +50,6 @@ func perfPart(sym, dso string) string {
 	return partNamed
 }
 
-// perfOf is a row run's profile and the run's rate of requests.
-type perfOf struct {
-	profile *perfProfile
-	rate    float64
-}
-
 // mariadbs are the MariaDB processes among procs.
 func mariadbs(procs []proc) []proc {
 	var out []proc
@@ -67,12 +61,14 @@ func mariadbs(procs []proc) []proc {
 	return out
 }
 
-// perfProfile is one row run's samples of each process, by part.
+// perfProfile is one row run's samples of each process, by part, and the
+// run's rate of requests (set once the run is over).
 type perfProfile struct {
 	row     string
 	conns   int
 	secs    float64
 	samples map[string]map[string]int // process -> part -> samples
+	rate    float64
 }
 
 // rowPerf samples procs (name and pid; a row's MariaDB processes) with
@@ -147,18 +143,14 @@ func readPerfScript(r io.Reader, names map[string]string) (map[string]map[string
 		if !ok {
 			continue
 		}
-		dso := f[len(f)-1]
-		if !strings.HasPrefix(dso, "(") {
-			dso = ""
-		}
-		sym := strings.Join(f[2:len(f)-1], " ")
-		if dso == "" {
-			sym = strings.Join(f[2:], " ")
+		sym, dso := f[2:], ""
+		if last := f[len(f)-1]; strings.HasPrefix(last, "(") {
+			sym, dso = f[2:len(f)-1], last
 		}
 		if out[name] == nil {
 			out[name] = map[string]int{}
 		}
-		out[name][perfPart(sym, dso)]++
+		out[name][perfPart(strings.Join(sym, " "), dso)]++
 	}
 	return out, sc.Err()
 }
@@ -166,8 +158,8 @@ func readPerfScript(r io.Reader, names map[string]string) (map[string]map[string
 // writePerf writes p as a table: each process's CPU microseconds per
 // request (its samples over perfHz, over the requests of the sampled
 // seconds at the run's rate) and its parts.
-func writePerf(w io.Writer, p *perfProfile, rate float64) {
-	if p == nil || rate <= 0 {
+func writePerf(w io.Writer, p *perfProfile) {
+	if p == nil || p.rate <= 0 {
 		return
 	}
 	fmt.Fprintf(w, "\n### MariaDB during the %s row at %d connections (perf record -F %d, %.0f s of its first round)\n\n", p.row, p.conns, perfHz, p.secs)
@@ -177,7 +169,7 @@ func writePerf(w io.Writer, p *perfProfile, rate float64) {
 		names = append(names, n)
 	}
 	slices.Sort(names)
-	requests := rate * p.secs
+	requests := p.rate * p.secs
 	total := 0.0
 	for _, n := range names {
 		parts := p.samples[n]

@@ -59,9 +59,9 @@ func TestWritePerf(t *testing.T) {
 	p := &perfProfile{row: "open", conns: 256, secs: 1, samples: map[string]map[string]int{
 		"mariadb-a":    {partKernel: 499, partUnresolved: 498},
 		"mariadb-core": {partParser: 997},
-	}}
+	}, rate: 1000}
 	var b strings.Builder
-	writePerf(&b, p, 1000)
+	writePerf(&b, p)
 	want := `
 ### MariaDB during the open row at 256 connections (perf record -F 997, 1 s of its first round)
 

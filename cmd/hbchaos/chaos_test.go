@@ -59,10 +59,10 @@ func TestChaosShort(t *testing.T) {
 	// on a quiet machine the 16 kinds take about two minutes; under make
 	// test's load (a load average of 30 on 2 cores) their recoveries take
 	// longer, and 3 minutes (hbchaos's default cap) once fitted only 13 of
-	// them.
-	// The run is bounded below the test binary's timeout, so that a run
-	// that hangs fails with its output and its cluster stopped (scripts/dev.sh down
-	// on TERM) instead of a timeout's panic that shows nothing.
+	// them. The run is bounded below the test binary's timeout, so that a
+	// run that hangs fails with its output and its cluster stopped
+	// (scripts/dev.sh down on TERM) instead of a timeout's panic that shows
+	// nothing.
 	ctx := context.Background()
 	if dl, ok := t.Deadline(); ok {
 		var cancel context.CancelFunc

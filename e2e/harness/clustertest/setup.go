@@ -162,6 +162,8 @@ const portLow, portHigh = 27000, 32700
 var (
 	portMu sync.Mutex
 	ports  = map[int]bool{} // handed out by this test binary
+	// portLocks are the open files whose locks reserve ports (reservePort).
+	portLocks []*os.File
 )
 
 // FreeAddr returns an address 127.0.0.1:port to listen on, free now and
@@ -192,6 +194,9 @@ func freePort(t testing.TB) int {
 		if ports[p] {
 			continue
 		}
+		if !reservePort(p) {
+			continue
+		}
 		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
 		if err != nil {
 			continue
@@ -201,6 +206,29 @@ func freePort(t testing.TB) int {
 		return p
 	}
 	return dbtest.FreePort(t)
+}
+
+// reservePort holds an exclusive lock on a file named for port until the
+// test binary exits, so that the test binaries make test runs side by
+// side (one per package) never hand out the same port: between one's
+// probe and its process's bind, another could pick it (a server "bind:
+// address already in use", in a clean-clone check). false: another live
+// binary holds it. A file that cannot be locked here reserves nothing.
+func reservePort(port int) bool {
+	dir := filepath.Join(os.TempDir(), "hongbao-test-ports")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return true
+	}
+	f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(port)), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return true
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return false
+	}
+	portLocks = append(portLocks, f) // held (open) for the binary's life
+	return true
 }
 
 // withDB returns dsn with database name selected.

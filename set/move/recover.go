@@ -31,9 +31,11 @@ type Recovery struct {
 	set     string
 	owner   func(hongbao.Bucket) string
 	log     *zap.Logger
-	// Every is the pause between rounds (default 500 ms); after a failed
-	// round it doubles, up to MaxBackoff (default 5 s), until a round
-	// succeeds.
+	// Every is the pause between rounds (default 1 s: a stuck move waited
+	// out its mover's lease first, and every server of the SET runs a
+	// round, each a read of the SET's fence and two of the journal);
+	// after a failed round it doubles, up to MaxBackoff (default 5 s),
+	// until a round succeeds.
 	Every, MaxBackoff time.Duration
 	// Now is the clock the journal's leases are judged with: a live
 	// mover's lease was written with the mover's (nil: time.Now).
@@ -48,7 +50,7 @@ type Recovery struct {
 // topology, and log for what it does and each failure.
 func NewRecovery(metaDSN string, core []string, db *sql.DB, set string, owner func(hongbao.Bucket) string, log *zap.Logger) *Recovery {
 	return &Recovery{metaDSN: metaDSN, core: core, db: db, set: set, owner: owner, log: log,
-		Every: 500 * time.Millisecond, MaxBackoff: 5 * time.Second}
+		Every: time.Second, MaxBackoff: 5 * time.Second}
 }
 
 // Run runs rounds until ctx ends. It never stops for good on an error: a
@@ -65,7 +67,7 @@ func (r *Recovery) Run(ctx context.Context) {
 	var j *topology.Journal
 	every := r.Every
 	if every <= 0 {
-		every = 500 * time.Millisecond
+		every = time.Second
 	}
 	delay := every
 	for {

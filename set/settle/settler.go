@@ -30,6 +30,13 @@ type Settler struct {
 	SweepAfter time.Duration
 	// Interval is the pause between rounds that found no work.
 	Interval time.Duration
+	// DueEvery is the pause between passes over the due lists (expired
+	// packets, undecided sends) that found nothing; the outbox is read
+	// every round. Users wait for a credit; an expired packet's refund
+	// or a sweep that comes a second later costs nobody anything, and
+	// each pass reads the SET's fence and the topology (at 5 rounds a
+	// second they were most of an idle SET MySQL's work).
+	DueEvery time.Duration
 	// Batch is how many credits one wallet transaction records.
 	Batch int
 	// Workers is how many wallet transactions a delivery runs at once.
@@ -41,13 +48,18 @@ type Settler struct {
 // New returns a Settler for one SET.
 func New(st *store.Store, w *wallet.Wallet, now func() time.Time, log *zap.Logger) *Settler {
 	return &Settler{store: st, wallet: w, now: now, log: log, SweepAfter: 30 * time.Second, Interval: 200 * time.Millisecond,
-		Batch: 500, Workers: 4}
+		DueEvery: time.Second, Batch: 500, Workers: 4}
 }
 
 // Run settles until ctx ends.
 func (s *Settler) Run(ctx context.Context) {
+	p := pace{every: s.DueEvery} // real time: the pace of the passes, not a money time
 	for {
-		n, err := s.Round(ctx)
+		due := p.due(time.Now())
+		n, dueWork, err := s.round(ctx, due)
+		if due {
+			p.ran(time.Now(), dueWork, err)
+		}
 		if err != nil && ctx.Err() == nil {
 			s.log.Warn("settle round failed; retrying", zap.Error(err))
 		}
@@ -68,10 +80,21 @@ func (s *Settler) Run(ctx context.Context) {
 
 // Round does one pass of every job and returns how many items it handled.
 func (s *Settler) Round(ctx context.Context) (int, error) {
-	swept, err1 := s.Sweep(ctx)
-	closed, err2 := s.CloseExpired(ctx)
+	n, _, err := s.round(ctx, true)
+	return n, err
+}
+
+// round delivers the outbox and, when due, passes over the due lists; it
+// returns how many items it handled, and how many of them the due lists'.
+func (s *Settler) round(ctx context.Context, due bool) (n, dueWork int, err error) {
+	var swept, closed int
+	var err1, err2 error
+	if due {
+		swept, err1 = s.Sweep(ctx)
+		closed, err2 = s.CloseExpired(ctx)
+	}
 	sent, err3 := s.Deliver(ctx)
-	return swept + closed + sent, errors.Join(err1, err2, err3)
+	return swept + closed + sent, swept + closed, errors.Join(err1, err2, err3)
 }
 
 // CloseExpired closes packets past expiry, writing their refunds.
@@ -129,4 +152,23 @@ func (s *Settler) Sweep(ctx context.Context) (int, error) {
 		s.log.Info("pending send settled", zap.Stringer("packet_id", id), zap.Int("funding", int(to)))
 	}
 	return len(ids), nil
+}
+
+// pace spaces the passes over the due lists: at most one per every,
+// unless the last found work or failed (more may be due: look again at
+// once).
+type pace struct {
+	every time.Duration
+	last  time.Time // end of the last idle pass; zero: due now
+}
+
+func (p *pace) due(now time.Time) bool { return now.Sub(p.last) >= p.every }
+
+// ran records a pass that ended at now having handled work items.
+func (p *pace) ran(now time.Time, work int, err error) {
+	if work > 0 || err != nil {
+		p.last = time.Time{}
+		return
+	}
+	p.last = now
 }

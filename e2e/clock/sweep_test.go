@@ -61,7 +61,10 @@ func sendMany(t *testing.T, c *packettest.Cluster, total int64, workers, n int) 
 		out[i].sender = dbtest.FreshUser()
 		c.TopUp(t, out[i].sender, total)
 	}
-	cl := c.Client.Retrying(20 * time.Second)
+	// A minute of retries: under make test's load (memcached and readiness
+	// checks timing out) one attempt may take the router's 30 s, and a
+	// send left without an answer fails the test without any money wrong.
+	cl := c.Client.Retrying(time.Minute)
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {

@@ -44,13 +44,16 @@ type Recovery struct {
 	Knobs Knobs
 }
 
+// defaultRecoveryEvery is Recovery.Every when none is set.
+const defaultRecoveryEvery = time.Second
+
 // NewRecovery returns the recovery of SET set's interrupted moves: the
 // meta database at metaDSN (its core group's members core), the SET's
 // primary db, owner naming a bucket's SET as the server last saw the
 // topology, and log for what it does and each failure.
 func NewRecovery(metaDSN string, core []string, db *sql.DB, set string, owner func(hongbao.Bucket) string, log *zap.Logger) *Recovery {
 	return &Recovery{metaDSN: metaDSN, core: core, db: db, set: set, owner: owner, log: log,
-		Every: time.Second, MaxBackoff: 5 * time.Second}
+		Every: defaultRecoveryEvery, MaxBackoff: 5 * time.Second}
 }
 
 // Run runs rounds until ctx ends. It never stops for good on an error: a
@@ -67,7 +70,7 @@ func (r *Recovery) Run(ctx context.Context) {
 	var j *topology.Journal
 	every := r.Every
 	if every <= 0 {
-		every = time.Second
+		every = defaultRecoveryEvery
 	}
 	delay := every
 	for {

@@ -88,11 +88,10 @@ type Probe struct {
 // and answers nothing.
 const probeTimeout = time.Second
 
-// ProbeMember reads db's read_only and failover epoch, in one round trip:
-// every process probes every member of its groups twice a second, so a
-// second statement per probe was most of an idle cluster's queries.
-// Before the first failover the epoch table is missing and read_only is
-// read alone.
+// ProbeMember reads db's read_only and failover epoch, in one round trip
+// once the epoch table exists (every process probes every member of its
+// groups twice a second). Before the first failover made the table, that
+// statement fails and read_only is read alone: two round trips.
 func ProbeMember(ctx context.Context, db *sql.DB) Probe {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()

@@ -32,10 +32,11 @@ var updateScreenshots = flag.Bool("update-screenshots", false, "also write the b
 const devGrant = 1_000_000
 
 // faceExpiry is the packets' life in TestFaces: long enough for each flow
-// to open its packet (at 20 s, a page under make test's load once took
-// longer to sign in than its packet lived), short enough that one held
-// open expires by the end (the flows take about two minutes).
-const faceExpiry = 60 * time.Second
+// to open its packet (under make test's load a page once took longer to
+// sign in than its packet lived: at 20 s, and at 60 s with the cluster
+// itself 18 s to start), short enough that one held open expires by the
+// end (the flows take one to two minutes; the test waits for the rest).
+const faceExpiry = 120 * time.Second
 
 // screenshotDirs are where screenshots go: the test's temp dir, and
 // docs/screenshots with -update-screenshots.

@@ -29,7 +29,7 @@ import (
 // under a loaded make test) must not be voided under the client (409
 // send_cancelled, as the tests' 5 s did once).
 func TestCoreFailoverKilledPrimary(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{DevGrant: ctltest.DevGrant, Core: 2, SweepAfter: 30 * time.Second})
+	c := clustertest.Start(t, clustertest.Options{DevGrant: ctltest.DevGrant, Core: 2, SweepAfter: ctltest.SweepAfter})
 	l, killed, took := failoverUnderLoad(t, c, c.Core.Primary, []string{"core", "failover"},
 		"does not answer", "promoted 127.0.0.1:", "1 replica(s) follow it", "failover epoch")
 	primary := ctltest.WritableMember(t, c.Core)

@@ -26,7 +26,7 @@ import (
 // retried), no acknowledged open is lost, no share is doubled, verify
 // holds; the time SET b acknowledged no open is logged.
 func TestFailoverKilledPrimary(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{DevGrant: 1_000_000_000, Replicated: []string{"b"}, Replicas: 2})
+	c := clustertest.Start(t, clustertest.Options{DevGrant: 1_000_000_000, Replicated: []string{"b"}, Replicas: 2, SweepAfter: ctltest.SweepAfter})
 	b := c.Set("b")
 	l, killed, took := failoverUnderLoad(t, c, b.Group.Primary, []string{"set", "failover", "b"},
 		"does not answer", "promoted 127.0.0.1:", "1 replica(s) follow it")
@@ -125,7 +125,7 @@ func details(t *testing.T, db *sql.DB) map[[2]int64]int64 {
 // errant (or, when there is nothing, rejoin makes it a replica that
 // follows the new primary).
 func TestFailoverPausedPrimary(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{DevGrant: 1_000_000_000, Replicated: []string{"b"}, Replicas: 2})
+	c := clustertest.Start(t, clustertest.Options{DevGrant: 1_000_000_000, Replicated: []string{"b"}, Replicas: 2, SweepAfter: ctltest.SweepAfter})
 	b := c.Set("b")
 	l := &ctltest.TimedLoad{}
 	stop := make(chan struct{})

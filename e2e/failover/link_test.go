@@ -21,7 +21,7 @@ import (
 // wallet holds exactly the credits of the shares there (hbctl verify), and
 // no opener is credited for a share the promoted primary lacks.
 func TestFailoverBrokenReplicaLink(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{DevGrant: 1_000_000_000, Replicated: []string{"b"}})
+	c := clustertest.Start(t, clustertest.Options{DevGrant: 1_000_000_000, Replicated: []string{"b"}, SweepAfter: ctltest.SweepAfter})
 	b := c.Set("b")
 	old, replica := b.Group.Primary, b.Group.Replicas[0]
 	l := &ctltest.TimedLoad{}

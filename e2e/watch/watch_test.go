@@ -235,7 +235,7 @@ func waitAcks(t *testing.T, l *ctltest.TimedLoad, more int) {
 // store on it, and no open acknowledged before (or after) the kill is lost.
 func TestWatchKilledPrimary(t *testing.T) {
 	const after = 3 * time.Second
-	c := clustertest.Start(t, clustertest.Options{DevGrant: 1_000_000_000, Replicated: []string{"b"}, ServersPerSet: 1})
+	c := clustertest.Start(t, clustertest.Options{DevGrant: 1_000_000_000, Replicated: []string{"b"}, ServersPerSet: 1, SweepAfter: ctltest.SweepAfter})
 	b := c.Set("b")
 	w := startWatch(t, c, nil, after, "--accept-single-copy")
 	old, _ := metaSet(t, c, "b")
@@ -294,7 +294,7 @@ func TestWatchKilledPrimary(t *testing.T) {
 // still replicates from it, and SET b sends and opens.
 func TestWatchNoFailover(t *testing.T) {
 	const after = 3 * time.Second
-	c := clustertest.Start(t, clustertest.Options{DevGrant: 1_000_000_000, Replicated: []string{"b"}, ServersPerSet: 1})
+	c := clustertest.Start(t, clustertest.Options{DevGrant: 1_000_000_000, Replicated: []string{"b"}, ServersPerSet: 1, SweepAfter: ctltest.SweepAfter})
 	g := c.Set("b").Group
 	proxy := startProxy(t, fmt.Sprintf("127.0.0.1:%d", g.Primary.Port))
 	w := startLocalWatch(t, c, "b", after, dialVia(fmt.Sprintf("127.0.0.1:%d", g.Primary.Port), proxy.addr()))

@@ -29,6 +29,13 @@ func WaitOutbox(t testing.TB, c *clustertest.Cluster) {
 // send (dev_grant), so balances can be checked exactly.
 const DevGrant = 1_000_000_000
 
+// SweepAfter is the settlers' sweep delay (settle.sweep_after) of a
+// cluster whose test holds a primary up under TimedLoad: production's
+// 30 s. A send waiting for its debit while a group fails over (6-7 s
+// with a paused primary under a loaded make test) must not be voided
+// under its client (409 send_cancelled), as the test clusters' 5 s did.
+const SweepAfter = 30 * time.Second
+
 // WritableMember returns the member of g whose read_only is off (nil: none).
 func WritableMember(t *testing.T, g *dbtest.Group) *dbtest.MariaDB {
 	t.Helper()

@@ -143,16 +143,22 @@ member_args() {
 }
 
 # meta_sql QUERY: QUERY on the meta database (hb_meta) of the core group's
-# writable member (the one every process follows), nothing when none
-# answers or the meta database does not exist yet.
+# primary, the one every process follows: of the writable members, the
+# one with the highest failover epoch (after hbctl core failover the old
+# primary comes back writable until rejoin_core, and its meta database
+# may lack what was written since). Nothing when none answers or the meta
+# database does not exist yet.
 meta_sql() {
-  local m
+  local m ep best="" best_ep=-1
   for m in core core-replica; do
     [ -S "$RUN/mariadb-$m.sock" ] || continue
     [ "$(command mariadb --no-defaults -uroot --socket="$RUN/mariadb-$m.sock" -N -e 'SELECT @@read_only' 2>/dev/null)" = 0 ] || continue
-    command mariadb --no-defaults -uroot --socket="$RUN/mariadb-$m.sock" -N -e "$1" hb_meta 2>/dev/null || true
-    return 0
+    # No epoch table: never failed over, epoch 0.
+    ep=$(command mariadb --no-defaults -uroot --socket="$RUN/mariadb-$m.sock" -N -e 'SELECT COALESCE(MAX(epoch), 0) FROM hb_core.failover' 2>/dev/null) || ep=0
+    [ "${ep:-0}" -gt "$best_ep" ] && best=$m best_ep=${ep:-0}
   done
+  [ -n "$best" ] || return 0
+  command mariadb --no-defaults -uroot --socket="$RUN/mariadb-$best.sock" -N -e "$1" hb_meta 2>/dev/null || true
 }
 
 # meta_primary SET: the port of the MySQL the meta database names for SET

@@ -142,24 +142,23 @@ member_args() {
   echo -server-id "$id" -primary="$primary" -semi-sync-timeout "${HB_REPLICATION_SEMI_SYNC_TIMEOUT:-0}"
 }
 
-# core_primary: the port of the core group's primary as hbctl core status
-# names it (failover.CoreMembers: the highest failover epoch, the member
-# every process follows), nothing when it cannot tell.
-core_primary() {
-  [ -x "$RUN/bin/hbctl" ] || build
-  "$RUN/bin/hbctl" core status -config "$CONFIG" 2>/dev/null | sed -n 's/^core group: primary [0-9.]*:\([0-9]*\) .*/\1/p' || true
-}
-
 # meta_sql QUERY: QUERY on the meta database (hb_meta) of the core group's
-# primary (core_primary: after hbctl core failover the old primary comes
-# back writable until rejoin_core, and its meta database may lack what was
-# written since), nothing when none answers or the meta database does not
-# exist yet.
+# primary, the one every process follows: of the writable members, the
+# one with the highest failover epoch (after hbctl core failover the old
+# primary comes back writable until rejoin_core, and its meta database
+# may lack what was written since). Nothing when none answers or the meta
+# database does not exist yet.
 meta_sql() {
-  local m
-  m=$(member_at "$(core_primary)") || true
-  [ -n "$m" ] || return 0
-  command mariadb --no-defaults -uroot --socket="$RUN/mariadb-$m.sock" -N -e "$1" hb_meta 2>/dev/null || true
+  local m ep best="" best_ep=-1
+  for m in core core-replica; do
+    [ -S "$RUN/mariadb-$m.sock" ] || continue
+    [ "$(command mariadb --no-defaults -uroot --socket="$RUN/mariadb-$m.sock" -N -e 'SELECT @@read_only' 2>/dev/null)" = 0 ] || continue
+    # No epoch table: never failed over, epoch 0.
+    ep=$(command mariadb --no-defaults -uroot --socket="$RUN/mariadb-$m.sock" -N -e 'SELECT COALESCE(MAX(epoch), 0) FROM hb_core.failover' 2>/dev/null) || ep=0
+    [ "${ep:-0}" -gt "$best_ep" ] && best=$m best_ep=${ep:-0}
+  done
+  [ -n "$best" ] || return 0
+  command mariadb --no-defaults -uroot --socket="$RUN/mariadb-$best.sock" -N -e "$1" hb_meta 2>/dev/null || true
 }
 
 # meta_primary SET: the port of the MySQL the meta database names for SET
@@ -472,7 +471,7 @@ rejoin_core() {
   echo "the core group has two writable members (an old primary back after hbctl core failover): hbctl core rejoin" >&2
   if ! "$RUN/bin/hbctl" core rejoin -config "$CONFIG" >>"$RUN/rejoin.log" 2>&1; then
     tail -5 "$RUN/rejoin.log" >&2
-    primary=$(core_primary)
+    primary=$("$RUN/bin/hbctl" core status -config "$CONFIG" 2>/dev/null | sed -n 's/^core group: primary [0-9.]*:\([0-9]*\) .*/\1/p')
     m=core; [ "$(member_at "$primary")" = core ] && m=core-replica
     echo "the old core primary $m could not rejoin (above). Seed it again from the primary, then make up:" >&2
     echo "  scripts/dev.sh reseed $m $(member_at "$primary")" >&2

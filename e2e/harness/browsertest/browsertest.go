@@ -101,18 +101,18 @@ func (tab *Tab) Do(steps ...chromedp.Action[chromedp.Void]) {
 	}
 }
 
-// waitFor is how long Wait polls: a page's answer under make test's
+// WaitFor is how long Wait polls: a page's answer under make test's
 // heaviest phase (load average 30, a new cluster creating its first day
 // tables) once took over 20 s; a page that never answers fails all the
 // same.
-const waitFor = 45 * time.Second
+const WaitFor = 45 * time.Second
 
 // Wait polls the JavaScript expression in the tab until it is truthy
-// (at most waitFor) and returns its value; a timeout fails the test with
+// (at most WaitFor) and returns its value; a timeout fails the test with
 // the page's text.
 func Wait[T any](tab *Tab, expr string) T {
 	tab.t.Helper()
-	deadline := time.Now().Add(waitFor)
+	deadline := time.Now().Add(WaitFor)
 	for {
 		v, err := chromedp.Run(tab.Ctx, chromedp.Poll[T](expr, chromedp.WithPollingTimeout(time.Until(deadline)),
 			chromedp.WithPollingInterval(50*time.Millisecond)))

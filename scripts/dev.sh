@@ -393,8 +393,15 @@ build() {
 # .run/sup-KIND-NAME.pid, both log to .run/KIND-NAME.log.
 # On hosts apart it runs on its host (ip netns exec, which execs it: the pid
 # is the binary's).
+# It runs with GOMAXPROCS=$HB_GOMAXPROCS: 1 unless set, set empty for Go's
+# default (a P per core). The cluster's Go processes (router, 6 servers,
+# 3 settlers, the watchdog, 3 etcd) share this machine's cores; with a P
+# per core each of them hands its goroutines between threads and spins
+# looking for work, which cost a third of the HTTP path's CPU
+# (BENCHMARKS.md, "One P per process"). Where a process has cores of its
+# own, give it that many.
 # shellcheck disable=SC2046 # on's words
-proc() { local kind=$1 name=$2; shift 2; hbdev start -run "$RUN" "$kind" "$name" $(on "$kind-$name") "$@"; }
+proc() { local kind=$1 name=$2; shift 2; GOMAXPROCS=${HB_GOMAXPROCS-1} hbdev start -run "$RUN" "$kind" "$name" $(on "$kind-$name") "$@"; }
 
 wait_http() { hbdev wait-http "$1"; } # wait_http URL
 

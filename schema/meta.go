@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // MetaStatements is the DDL of the topology database (the database of the
@@ -70,12 +72,16 @@ var MetaStatements = []string{
 ) ENGINE=InnoDB`,
 }
 
-// EnsureMeta creates the topology tables in db's current database.
+// EnsureMeta creates the topology tables in db's current database, and
+// the failover epochs' table of the core group the database lives on.
 func EnsureMeta(ctx context.Context, db *sql.DB) error {
 	for _, stmt := range MetaStatements {
 		if _, err := db.ExecContext(ctx, stmt); err != nil {
 			return fmt.Errorf("schema: meta: %w", err)
 		}
 	}
-	return nil
+	// The core group's failover epochs (sqldb.Epoch): empty until its
+	// first failover, but there, so the probes of its members by every
+	// process's pools are one statement each.
+	return sqldb.EnsureEpochTable(ctx, db)
 }

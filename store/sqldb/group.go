@@ -65,14 +65,36 @@ func Epoch(ctx context.Context, db *sql.DB) (int64, string, error) {
 // (as the operator, through read_only), so the epoch is in its binary log
 // before any application write.
 func StampEpoch(ctx context.Context, db *sql.DB, epoch int64, addr string) error {
-	for _, stmt := range []string{"CREATE DATABASE IF NOT EXISTS hb_core", epochDDL} {
-		if _, err := db.ExecContext(ctx, stmt); err != nil {
-			return fmt.Errorf("schema: failover epoch: %w", err)
-		}
+	if err := EnsureEpochTable(ctx, db); err != nil {
+		return err
 	}
 	if _, err := db.ExecContext(ctx, "INSERT INTO hb_core.failover (epoch, primary_addr, promoted_at) VALUES (?, ?, UTC_TIMESTAMP(3))",
 		epoch, addr); err != nil {
 		return fmt.Errorf("schema: failover epoch %d: %w", epoch, err)
+	}
+	return nil
+}
+
+// EnsureEpochTable creates hb_core.failover on db's server if missing,
+// empty (epoch 0, as without it). The meta schema creates it with the
+// core group (schema.EnsureMeta), so every probe of a member is one
+// statement from the start, not a failing one and a second; StampEpoch
+// creates it too, for a group whose meta schema is older. A table that
+// exists is left alone with no DDL: even an IF NOT EXISTS that finds it
+// is written to the binary log, a transaction a killed primary's replicas
+// may lack.
+func EnsureEpochTable(ctx context.Context, db *sql.DB) error {
+	var n int
+	if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = 'hb_core' AND TABLE_NAME = 'failover'").Scan(&n); err != nil {
+		return fmt.Errorf("schema: failover epoch: %w", err)
+	}
+	if n > 0 {
+		return nil
+	}
+	for _, stmt := range []string{"CREATE DATABASE IF NOT EXISTS hb_core", epochDDL} {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("schema: failover epoch: %w", err)
+		}
 	}
 	return nil
 }
@@ -90,8 +112,9 @@ const probeTimeout = time.Second
 
 // ProbeMember reads db's read_only and failover epoch, in one round trip
 // once the epoch table exists (every process probes every member of its
-// groups twice a second). Before the first failover made the table, that
-// statement fails and read_only is read alone: two round trips.
+// groups twice a second; the meta schema creates the table). On a server
+// without it (a group whose meta schema predates it, never failed over)
+// that statement fails and read_only is read alone: two round trips.
 func ProbeMember(ctx context.Context, db *sql.DB) Probe {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()

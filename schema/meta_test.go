@@ -34,20 +34,11 @@ func TestEnsureMetaMakesTheEpochTable(t *testing.T) {
 	if err := sqldb.StampEpoch(ctx, db, 4, "10.0.0.4:3306"); err != nil {
 		t.Fatal(err)
 	}
-	creates := func() int64 {
-		t.Helper()
-		var name string
-		var n int64
-		if err := db.QueryRowContext(ctx, "SHOW SESSION STATUS LIKE 'Com_create_table'").Scan(&name, &n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
-	before := creates()
+	before := creates(t, db) // the pool's one session
 	if err := sqldb.EnsureEpochTable(ctx, db); err != nil {
 		t.Fatal(err)
 	}
-	if after := creates(); after != before {
+	if after := creates(t, db); after != before {
 		t.Errorf("EnsureEpochTable on an existing table ran %d CREATE TABLE; want none", after-before)
 	}
 	if got := sqldb.ProbeMember(ctx, db); got != (sqldb.Probe{Writable: true, Epoch: 4}) {

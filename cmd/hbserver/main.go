@@ -111,6 +111,13 @@ func run(args []string) error {
 		return err
 	}
 	defer replica.DB().Close()
+	// One round of probes of the core group for all the pools on it
+	// (closed after them: deferred before the loops and the wallet).
+	core, err := settings.CoreProbes(cfg)
+	if err != nil {
+		return err
+	}
+	defer core.Close()
 	// The background loops are this function's: stopLoops ends them and
 	// waits for them. It runs once the server drained, and, deferred after
 	// the pools above, before they close on any early return too.
@@ -118,7 +125,7 @@ func run(args []string) error {
 	var loops sync.WaitGroup
 	stopLoops := func() { cancelBG(); loops.Wait() }
 	defer stopLoops()
-	topo, meta, err := settings.Topology(bg, cfg, log)
+	topo, meta, err := settings.Topology(bg, cfg, core, log)
 	if err != nil {
 		return err
 	}
@@ -135,7 +142,7 @@ func run(args []string) error {
 		// Interrupted moves are finished (or sent back) by every server
 		// of their source, for as long as the server runs.
 		rec := move.NewRecovery(cfg.MetaDSN, cfg.CoreMembers(), db, sc.Name, func(b hongbao.Bucket) string { return topo.Current().Owner(b).Name }, log)
-		rec.Now = now
+		rec.Now, rec.Core = now, core
 		loops.Go(func() { rec.Run(bg) })
 	}
 	reg := metrics.NewRegistry()
@@ -153,7 +160,7 @@ func run(args []string) error {
 			settings.FollowPrimary(bg, topo, sc.Name, settings.Pools{Primary: live, Archive: coldSw, Replica: replica}, log)
 		})
 	}
-	wl, err := wallet.Open(bg, cfg.WalletDSN, cfg.CoreMembers(), cfg.DBConns, now, settings.CoreMoves(log, "wallet"))
+	wl, err := wallet.Open(bg, cfg.WalletDSN, cfg.CoreMembers(), cfg.DBConns, now, settings.CoreMoves(log, "wallet"), sqldb.ProbedBy(core))
 	if err != nil {
 		return err
 	}

@@ -92,6 +92,13 @@ func run(args []string) error {
 	}
 	db := live.DB()
 	defer db.Close()
+	// One round of probes of the core group for all the pools on it
+	// (closed after them: deferred before the loops and the wallet).
+	core, err := settings.CoreProbes(cfg)
+	if err != nil {
+		return err
+	}
+	defer core.Close()
 	// The background loops are this function's: stopLoops ends them and
 	// waits for them. It runs once the settler stopped, and, deferred after
 	// the pool above, before it closes on any early return too. Their own
@@ -101,7 +108,7 @@ func run(args []string) error {
 	var loops sync.WaitGroup
 	stopLoops := func() { cancelBG(); loops.Wait() }
 	defer stopLoops()
-	topo, meta, err := settings.Topology(ctx, cfg, log)
+	topo, meta, err := settings.Topology(ctx, cfg, core, log)
 	if err != nil {
 		return err
 	}
@@ -112,7 +119,7 @@ func run(args []string) error {
 	if err := schema.EnsureSet(ctx, db); err != nil {
 		return err
 	}
-	wl, err := wallet.Open(ctx, cfg.WalletDSN, cfg.CoreMembers(), 8, now, settings.CoreMoves(log, "wallet"))
+	wl, err := wallet.Open(ctx, cfg.WalletDSN, cfg.CoreMembers(), 8, now, settings.CoreMoves(log, "wallet"), sqldb.ProbedBy(core))
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/set/topology"
 	"github.com/hongbao-dev/hongbao/store/fence"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // Recovery finishes, for one SET, the moves whose mover died. A
@@ -40,6 +41,9 @@ type Recovery struct {
 	// Now is the clock the journal's leases are judged with: a live
 	// mover's lease was written with the mover's (nil: time.Now).
 	Now func() time.Time
+	// Core are the process's probes of the core group the meta database
+	// lives on (nil: the meta pool's own).
+	Core *sqldb.GroupProbes
 	// Knobs are a test's hooks (zero: none).
 	Knobs Knobs
 }
@@ -104,7 +108,7 @@ func (r *Recovery) clock() func() time.Time {
 // yet, then finishes the stuck moves (Once) and removes stale claims.
 func (r *Recovery) round(ctx context.Context, meta **sql.DB, j **topology.Journal) error {
 	if *meta == nil {
-		db, err := topology.OpenMeta(ctx, r.metaDSN, r.core, false)
+		db, err := topology.OpenMeta(ctx, r.metaDSN, r.core, false, sqldb.ProbedBy(r.Core))
 		if err != nil {
 			return fmt.Errorf("meta DB: %w", err)
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hongbao-dev/hongbao/configs"
 	"github.com/hongbao-dev/hongbao/set/topology"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // Sets returns the SETs an operator's command acts on. The meta database
@@ -70,12 +71,13 @@ func Set(ctx context.Context, c *configs.Config, name string) (configs.Set, erro
 // group followed, the moves logged) and loads the topology a SET's server
 // and settler follow. Without a meta database it returns nothing (a SET on
 // its own: its MySQL fence alone decides). The caller runs w.Run and
-// closes meta once Run returned.
-func Topology(ctx context.Context, c *configs.Config, log *zap.Logger) (w *topology.Watcher, meta *sql.DB, err error) {
+// closes meta once Run returned. core are the process's probes of the
+// core group (CoreProbes; nil: the pool's own).
+func Topology(ctx context.Context, c *configs.Config, core *sqldb.GroupProbes, log *zap.Logger) (w *topology.Watcher, meta *sql.DB, err error) {
 	if c.MetaDSN == "" {
 		return nil, nil, nil
 	}
-	meta, err = topology.OpenMeta(ctx, c.MetaDSN, c.CoreMembers(), false, CoreMoves(log, "meta"))
+	meta, err = topology.OpenMeta(ctx, c.MetaDSN, c.CoreMembers(), false, CoreMoves(log, "meta"), sqldb.ProbedBy(core))
 	if err != nil {
 		return nil, nil, err
 	}

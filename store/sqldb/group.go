@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -146,17 +147,119 @@ func Choose(probes []Probe, cur int, seen int64) int {
 	return best
 }
 
-// followEvery is how often a group's pool probes its members.
+// followEvery is how often a group's members are probed.
 const followEvery = 500 * time.Millisecond
+
+// GroupProbes probes every member of a replicated group each followEvery
+// for all the pools of a process that follow the group (OpenGroup with
+// ProbedBy): one probe of each member per round however many pools follow
+// it. A pool probing on its own multiplies the group's probe load by the
+// pools: a SET server follows the core group with three (the topology,
+// move recovery, the wallet), and every process probes every member. The
+// probes use the account of the DSN it is made with, no database
+// selected. Close stops it.
+type GroupProbes struct {
+	members []string
+	dbs     []*sql.DB // one small pool per member, short timeouts
+
+	mu   sync.Mutex
+	last []Probe
+	next chan struct{} // closed once last holds a newer round
+
+	stop    context.CancelFunc
+	stopped chan struct{} // closed when the rounds ended (Close)
+}
+
+// NewGroupProbes starts probing the members of a group (host:port, in
+// the order the pools that use it are given them) with dsn's account.
+func NewGroupProbes(dsn string, members []string) (*GroupProbes, error) {
+	g := &GroupProbes{members: slices.Clone(members), next: make(chan struct{}), stopped: make(chan struct{})}
+	for _, m := range members {
+		p, err := probePool(dsn, m)
+		if err != nil {
+			g.closePools()
+			return nil, err
+		}
+		g.dbs = append(g.dbs, p)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	g.stop = cancel
+	go g.run(ctx)
+	return g, nil
+}
+
+// Close stops probing; the pools that followed the group stay where they
+// are. Close of nil does nothing.
+func (g *GroupProbes) Close() {
+	if g == nil {
+		return
+	}
+	g.stop()
+	<-g.stopped
+	g.closePools()
+}
+
+func (g *GroupProbes) closePools() {
+	for _, p := range g.dbs {
+		p.Close()
+	}
+}
+
+// run probes every followEvery until ctx ends, publishing each round.
+func (g *GroupProbes) run(ctx context.Context) {
+	defer close(g.stopped)
+	t := time.NewTicker(followEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		probes := g.probeAll(ctx)
+		g.mu.Lock()
+		g.last = probes
+		close(g.next)
+		g.next = make(chan struct{})
+		g.mu.Unlock()
+	}
+}
+
+// after returns a channel closed once a round newer than the last one
+// read is published.
+func (g *GroupProbes) after() <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.next
+}
+
+// latest returns the last round's probes.
+func (g *GroupProbes) latest() []Probe {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.last
+}
+
+// probeAll probes every member at once.
+func (g *GroupProbes) probeAll(ctx context.Context) []Probe {
+	out := make([]Probe, len(g.dbs))
+	var wg sync.WaitGroup
+	for i, p := range g.dbs {
+		wg.Go(func() { out[i] = ProbeMember(ctx, p) })
+	}
+	wg.Wait()
+	return out
+}
 
 // follower keeps a Switch on a group's primary.
 type follower struct {
 	sw      *Switch
-	dsns    []string  // the pool's DSN on each member
-	probes  []*sql.DB // one small pool per member, short timeouts
-	members []string  // the members' addresses
-	cur     int       // index of the member the Switch dials
-	seen    int64     // highest epoch followed
+	dsns    []string     // the pool's DSN on each member
+	src     *GroupProbes // the members' probes
+	own     bool         // src is the pool's own: closed with it
+	members []string     // the members' addresses
+	cur     int          // index of the member the Switch dials
+	seen    int64        // highest epoch followed
 	moved   func(member string, epoch int64, err error)
 	stop    context.CancelFunc
 	stopped sync.WaitGroup
@@ -173,6 +276,18 @@ type GroupOption func(*follower)
 // and must not block.
 func OnMove(fn func(member string, epoch int64, err error)) GroupOption {
 	return func(f *follower) { f.moved = fn }
+}
+
+// ProbedBy has OpenGroup's pool follow the group through g's rounds
+// instead of probes of its own; g's members must be the pool's, in the
+// same order. g outlives the pool (the process closes it after its
+// pools); nil changes nothing.
+func ProbedBy(g *GroupProbes) GroupOption {
+	return func(f *follower) {
+		if g != nil {
+			f.src = g
+		}
+	}
 }
 
 // OpenGroup opens a pool on dsn's database in a replicated group whose
@@ -195,30 +310,47 @@ func OpenGroup(ctx context.Context, dsn string, members []string, conns int, cre
 	for _, o := range opts {
 		o(f)
 	}
+	if f.src != nil && !slices.Equal(f.src.members, members) {
+		return nil, fmt.Errorf("schema: group: probes of members %v for a pool on %v", f.src.members, members)
+	}
 	for _, m := range members {
-		d, p, err := memberDSNs(dsn, m)
+		d, err := memberDSN(dsn, m)
 		if err != nil {
-			f.closeProbes()
 			return nil, err
 		}
-		f.dsns, f.probes = append(f.dsns, d), append(f.probes, p)
+		f.dsns = append(f.dsns, d)
 	}
+	if f.src == nil {
+		g, err := NewGroupProbes(dsn, members)
+		if err != nil {
+			return nil, err
+		}
+		f.src, f.own = g, true
+	}
+	db, err := f.open(ctx, dsn, conns, create)
+	if err != nil && f.own {
+		f.src.Close()
+	}
+	return db, err
+}
+
+// open opens the pool on the member the probes choose now and starts
+// following.
+func (f *follower) open(ctx context.Context, dsn string, conns int, create bool) (*sql.DB, error) {
 	first := dsn
-	probes := f.probeAll(ctx)
+	probes := f.src.probeAll(ctx)
 	if i := Choose(probes, -1, 0); i >= 0 {
 		f.cur, f.seen, first = i, probes[i].Epoch, f.dsns[i]
 	}
 	if create {
 		db, err := OpenCreate(ctx, first, 1)
 		if err != nil {
-			f.closeProbes()
 			return nil, err
 		}
 		db.Close()
 	}
 	sw, err := OpenSwitch(first, conns)
 	if err != nil {
-		f.closeProbes()
 		return nil, err
 	}
 	f.sw = sw
@@ -229,47 +361,40 @@ func OpenGroup(ctx context.Context, dsn string, members []string, conns int, cre
 	return sw.DB(), nil
 }
 
-// memberDSNs returns dsn on member's address, and a probe pool there
-// (no database selected, short timeouts).
-func memberDSNs(dsn, member string) (string, *sql.DB, error) {
+// memberDSN returns dsn on member's address.
+func memberDSN(dsn, member string) (string, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
-		return "", nil, fmt.Errorf("schema: group: dsn: %w", err)
+		return "", fmt.Errorf("schema: group: dsn: %w", err)
 	}
 	cfg.Net, cfg.Addr = "tcp", member
-	d := cfg.FormatDSN()
-	cfg.DBName = ""
-	cfg.Timeout, cfg.ReadTimeout, cfg.WriteTimeout = probeTimeout, probeTimeout, probeTimeout
-	p, err := Open(cfg.FormatDSN(), 1)
+	return cfg.FormatDSN(), nil
+}
+
+// probePool returns a pool of one connection on member with dsn's account,
+// no database selected, short timeouts.
+func probePool(dsn, member string) (*sql.DB, error) {
+	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
-		return "", nil, err
+		return nil, fmt.Errorf("schema: group: dsn: %w", err)
 	}
-	return d, p, nil
+	cfg.Net, cfg.Addr, cfg.DBName = "tcp", member, ""
+	cfg.Timeout, cfg.ReadTimeout, cfg.WriteTimeout = probeTimeout, probeTimeout, probeTimeout
+	return Open(cfg.FormatDSN(), 1)
 }
 
-// probeAll probes every member at once.
-func (f *follower) probeAll(ctx context.Context) []Probe {
-	out := make([]Probe, len(f.probes))
-	var wg sync.WaitGroup
-	for i, p := range f.probes {
-		wg.Go(func() { out[i] = ProbeMember(ctx, p) })
-	}
-	wg.Wait()
-	return out
-}
-
-// run probes the members until ctx ends and moves the pool to the one
-// Choose names.
+// run moves the pool to the member Choose names after each round of the
+// probes, until ctx ends or the probes stop.
 func (f *follower) run(ctx context.Context) {
-	t := time.NewTicker(followEvery)
-	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-f.src.stopped:
+			return
+		case <-f.src.after():
 		}
-		probes := f.probeAll(ctx)
+		probes := f.src.latest()
 		i := Choose(probes, f.cur, f.seen)
 		if i < 0 || i == f.cur && probes[i].Epoch == f.seen {
 			continue
@@ -289,11 +414,7 @@ func (f *follower) run(ctx context.Context) {
 func (f *follower) close() {
 	f.stop()
 	f.stopped.Wait()
-	f.closeProbes()
-}
-
-func (f *follower) closeProbes() {
-	for _, p := range f.probes {
-		p.Close()
+	if f.own {
+		f.src.Close()
 	}
 }

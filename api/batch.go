@@ -211,7 +211,9 @@ type AnswerReader struct {
 }
 
 // NewAnswerReader reads the answers to want sub-requests from r.
+// A want below zero reads none.
 func NewAnswerReader(r io.Reader, want int) *AnswerReader {
+	want = max(want, 0)
 	return &AnswerReader{r: bufio.NewReader(r), want: want, seen: make([]bool, want)}
 }
 
@@ -250,6 +252,9 @@ func (ar *AnswerReader) Next() (int, BatchAnswer, error) {
 // raw and returns them in item order: exactly want answers, one per item,
 // and nothing after them.
 func DecodeAnswers(raw []byte, want int) ([]BatchAnswer, error) {
+	if want < 0 {
+		return nil, fmt.Errorf("%d answers asked: %w", want, ErrBatchMalformed)
+	}
 	r := bytes.NewReader(raw)
 	ar := NewAnswerReader(r, want)
 	answers := make([]BatchAnswer, want)
@@ -298,21 +303,52 @@ func (d *streamDecoder) uvarint() uint64 {
 	}
 }
 
-// bytes reads a length-prefixed field of at most limit bytes, growing its
-// buffer as the bytes arrive (a made-up length costs no memory).
-func (d *streamDecoder) bytes(limit int) []byte {
+// length reads a field's length prefix, at most limit.
+func (d *streamDecoder) length(limit int) (int, bool) {
 	n := d.uvarint()
 	if d.err != nil {
-		return nil
+		return 0, false
 	}
 	if n > uint64(limit) {
 		d.err = fmt.Errorf("field of %d bytes, at most %d: %w", n, limit, ErrBatchMalformed)
+		return 0, false
+	}
+	return int(n), true
+}
+
+// inPlace returns the next n bytes where the reader buffers them, valid
+// until its next read, when n fits its buffer; nil and false when it does
+// not. A stream that ends first is an error (d.err).
+func (d *streamDecoder) inPlace(n int) ([]byte, bool) {
+	if n > d.r.Size() {
+		return nil, false
+	}
+	p, err := d.r.Peek(n)
+	if err != nil {
+		d.err = fmt.Errorf("field cut at %d of %d bytes: %v: %w", len(p), n, err, ErrBatchMalformed)
+		return nil, true
+	}
+	return p, true
+}
+
+// bytes reads a length-prefixed field of at most limit bytes: copied once
+// from the reader's buffer when it fits there, else into a buffer grown
+// as the bytes arrive (a made-up length costs no memory).
+func (d *streamDecoder) bytes(limit int) []byte {
+	n, ok := d.length(limit)
+	if !ok {
 		return nil
 	}
-	var buf bytes.Buffer
-	if n <= 4096 {
-		buf.Grow(int(n))
+	if p, ok := d.inPlace(n); ok {
+		if d.err != nil {
+			return nil
+		}
+		b := make([]byte, n)
+		copy(b, p)
+		_, _ = d.r.Discard(n) // buffered: cannot fail
+		return b
 	}
+	var buf bytes.Buffer
 	if got, err := io.CopyN(&buf, d.r, int64(n)); err != nil {
 		d.err = fmt.Errorf("field cut at %d of %d bytes: %w", got, n, ErrBatchMalformed)
 		return nil
@@ -320,11 +356,36 @@ func (d *streamDecoder) bytes(limit int) []byte {
 	return buf.Bytes()
 }
 
-func (d *streamDecoder) headers() []Header { return readHeaders(d.uvarint, d.bytes, &d.err) }
+// str reads a length-prefixed string of at most limit bytes, the copy in
+// common when it is one (no allocation).
+func (d *streamDecoder) str(limit int, common []string) string {
+	n, ok := d.length(limit)
+	if !ok {
+		return ""
+	}
+	p, ok := d.inPlace(n)
+	if !ok { // longer than the reader's buffer: never one of common
+		var buf bytes.Buffer
+		if got, err := io.CopyN(&buf, d.r, int64(n)); err != nil {
+			d.err = fmt.Errorf("field cut at %d of %d bytes: %w", got, n, ErrBatchMalformed)
+			return ""
+		}
+		return buf.String()
+	}
+	if d.err != nil {
+		return ""
+	}
+	s := knownString(p, common)
+	_, _ = d.r.Discard(n) // buffered: cannot fail
+	return s
+}
+
+func (d *streamDecoder) headers() []Header { return readHeaders(d.uvarint, d.str, &d.err) }
 
 // readHeaders reads a header list (a count, then each name and value) with
-// a decoder's uvarint and bytes, whose first error sticks in *err.
-func readHeaders(uvarint func() uint64, field func(limit int) []byte, err *error) []Header {
+// a decoder's uvarint and str, whose first error sticks in *err. Known
+// names and common values cost no allocation.
+func readHeaders(uvarint func() uint64, str func(limit int, common []string) string, err *error) []Header {
 	n := uvarint()
 	if *err != nil || n == 0 {
 		return nil
@@ -335,8 +396,8 @@ func readHeaders(uvarint func() uint64, field func(limit int) []byte, err *error
 	}
 	hs := make([]Header, n)
 	for i := range hs {
-		name := field(maxItemField)
-		hs[i] = Header{Name: knownString(name, headerNames), Value: string(field(maxItemField))}
+		name := str(maxItemField, headerNames)
+		hs[i] = Header{Name: name, Value: str(maxItemField, headerValues)}
 	}
 	if *err != nil {
 		return nil
@@ -416,14 +477,22 @@ func uvarintLen(v uint64) int {
 
 func (d *decoder) str() string { return string(d.bytes(maxItemField)) }
 
+// strOf reads a string of at most limit bytes, the copy in common when it
+// is one.
+func (d *decoder) strOf(limit int, common []string) string {
+	return knownString(d.bytes(limit), common)
+}
+
 // Methods and header names a batch carries, decoded without an allocation.
 var (
 	methods     = []string{http.MethodPost, http.MethodGet}
 	headerNames = []string{"Content-Type", "Idempotency-Key", HeaderPacketID, "Retry-After", "Idempotent-Replayed"}
+	// headerValues are the values most answers carry.
+	headerValues = []string{"application/json", "application/problem+json"}
 )
 
 // known reads a string, returning the copy in common when it is one.
-func (d *decoder) known(common []string) string { return knownString(d.bytes(maxItemField), common) }
+func (d *decoder) known(common []string) string { return d.strOf(maxItemField, common) }
 
 func knownString(b []byte, common []string) string {
 	for _, s := range common {
@@ -434,7 +503,7 @@ func knownString(b []byte, common []string) string {
 	return string(b)
 }
 
-func (d *decoder) headers() []Header { return readHeaders(d.uvarint, d.bytes, &d.err) }
+func (d *decoder) headers() []Header { return readHeaders(d.uvarint, d.strOf, &d.err) }
 
 // IsBatchRefusal reports whether err refuses a batch as a whole for its
 // form or size.

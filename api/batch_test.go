@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"io"
 	"net/http"
 	"reflect"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 )
 
@@ -181,5 +183,37 @@ func TestBatchSignature(t *testing.T) {
 	in.Header.Del(HeaderUser)
 	if _, err := a.VerifyBatch(in, target, sbody); !errors.Is(err, ErrForbidden) {
 		t.Fatalf("single signature taken as a batch's: %v", err)
+	}
+}
+
+// TestAnswerReaderFields: answers read from a stream come back whole
+// whatever their size: fields that fit the reader's buffer (copied once
+// from it) and bodies larger than it (read as they arrive), arriving a
+// byte at a time; one cut inside a large body is an error.
+func TestAnswerReaderFields(t *testing.T) {
+	big := bytes.Repeat([]byte("0123456789"), 1000) // over bufio's 4 KiB
+	answers := []BatchAnswer{
+		{Status: 200, Header: []Header{{"Content-Type", "application/json"}, {"X-Custom", strings.Repeat("v", 300)}}, Body: big},
+		{Status: 404, Header: []Header{{"Content-Type", "application/problem+json"}}, Body: []byte(`{"code":"not_found"}`)},
+		{Status: 204, Body: []byte{}},
+	}
+	raw := AppendAnswers(nil, answers)
+	ar := NewAnswerReader(iotest.OneByteReader(bytes.NewReader(raw)), len(answers))
+	got := make([]BatchAnswer, len(answers))
+	for {
+		i, a, err := ar.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[i] = a
+	}
+	if !reflect.DeepEqual(got, answers) {
+		t.Fatalf("answers %+v\nwant %+v", got, answers)
+	}
+	if _, err := DecodeAnswers(raw[:len(raw)-len(answers[1].Body)-len(answers[2].Body)-2000], len(answers)); !errors.Is(err, ErrBatchMalformed) {
+		t.Errorf("answers cut inside the large body: %v, want ErrBatchMalformed", err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
@@ -49,6 +50,9 @@ const macVersion = "hb-internal-v2"
 type Internal struct {
 	secret []byte
 	now    func() time.Time
+	// macs keeps HMACs under secret for reuse (*macState): a new one
+	// costs its key's two hash blocks and five allocations.
+	macs sync.Pool
 }
 
 // NewInternal returns an Internal for secret.
@@ -89,7 +93,8 @@ func (a *Internal) sign(r *http.Request, user hongbao.UserID, body []byte) {
 	r.Header.Set(HeaderTime, strconv.FormatInt(a.now().UnixMilli(), 10))
 	r.Header.Set(HeaderNonce, base64.RawURLEncoding.EncodeToString(nonce[:]))
 	sum := sha256.Sum256(body)
-	r.Header.Set(HeaderSig, base64.RawURLEncoding.EncodeToString(a.mac(r, r.URL.Host, sum[:])))
+	var mac [sha256.Size]byte
+	r.Header.Set(HeaderSig, base64.RawURLEncoding.EncodeToString(a.mac(mac[:0], r, r.URL.Host, sum[:])))
 }
 
 // bodyOf returns a copy of r's body without consuming it.
@@ -134,8 +139,9 @@ func (a *Internal) verify(r *http.Request, self string, body []byte) (Signed, er
 	// Compared as text: base64 decoders forgive stray bits and newlines,
 	// and one request must have one signature.
 	sum := sha256.Sum256(body)
-	want := base64.RawURLEncoding.EncodeToString(a.mac(r, self, sum[:]))
-	if !hmac.Equal([]byte(r.Header.Get(HeaderSig)), []byte(want)) {
+	var mac [sha256.Size]byte
+	var want [64]byte
+	if !hmac.Equal([]byte(r.Header.Get(HeaderSig)), base64.RawURLEncoding.AppendEncode(want[:0], a.mac(mac[:0], r, self, sum[:]))) {
 		return Signed{}, fmt.Errorf("bad or no signature: %w", ErrForbidden)
 	}
 	// The MAC is good, so the remaining headers are the router's own.
@@ -156,26 +162,38 @@ func (a *Internal) verify(r *http.Request, self string, body []byte) (Signed, er
 }
 
 // mac covers everything a server acts on: every field is length-prefixed,
-// so no two requests share an input.
-func (a *Internal) mac(r *http.Request, target string, bodySum []byte) []byte {
-	h := hmac.New(sha256.New, a.secret)
-	fields := []string{macVersion, r.Method, target, r.URL.EscapedPath(), r.URL.RawQuery,
-		r.Header.Get(HeaderTime), r.Header.Get(HeaderNonce)}
+// so no two requests share an input. It appends the MAC to dst.
+func (a *Internal) mac(dst []byte, r *http.Request, target string, bodySum []byte) []byte {
+	m, _ := a.macs.Get().(*macState)
+	if m == nil {
+		m = &macState{h: hmac.New(sha256.New, a.secret)}
+	}
+	in := m.in[:0]
+	for _, f := range []string{macVersion, r.Method, target, r.URL.EscapedPath(), r.URL.RawQuery,
+		r.Header.Get(HeaderTime), r.Header.Get(HeaderNonce)} {
+		in = appendField(in, f)
+	}
 	for _, k := range signedHeaders {
-		fields = append(fields, r.Header.Get(k))
+		in = appendField(in, r.Header.Get(k))
 	}
-	for _, f := range fields {
-		writeField(h, []byte(f))
-	}
-	writeField(h, bodySum)
-	return h.Sum(nil)
+	in = appendField(in, string(bodySum))
+	m.h.Reset()
+	m.h.Write(in)
+	dst = m.h.Sum(dst)
+	m.in = in
+	a.macs.Put(m)
+	return dst
 }
 
-func writeField(h hash.Hash, b []byte) {
-	var n [4]byte
-	binary.BigEndian.PutUint32(n[:], uint32(len(b)))
-	h.Write(n[:])
-	h.Write(b)
+// appendField appends f, prefixed with its length, to in.
+func appendField(in []byte, f string) []byte {
+	return append(binary.BigEndian.AppendUint32(in, uint32(len(f))), f...)
+}
+
+// macState is an HMAC under the internal secret and its scratch space.
+type macState struct {
+	h  hash.Hash
+	in []byte
 }
 
 // RestoreBody gives r the body a server already read, for its handler.

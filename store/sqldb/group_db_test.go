@@ -45,20 +45,7 @@ func TestOpenGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// A failover that could not fence the old primary: the replica stops
-	// receiving from it, applies what it has, is stamped and promoted.
-	rdb, err := sqldb.Open(next.DSN, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rdb.Close()
-	if err := replication.StopIO(ctx, rdb); err != nil {
-		t.Fatal(err)
-	}
-	stamp := func(ctx context.Context, db *sql.DB) error { return sqldb.StampEpoch(ctx, db, 10, addrOf(next)) }
-	if err := replication.Promote(ctx, rdb, 0, false, stamp); err != nil {
-		t.Fatal(err)
-	}
+	promoteUnfenced(t, next, 10)
 	waitPort(t, db, next.Port)
 	select {
 	case m := <-moves:
@@ -91,6 +78,26 @@ func TestOpenGroup(t *testing.T) {
 	}
 	if len(moves) != 0 {
 		t.Errorf("the pool reported a move after the first: %+v", <-moves)
+	}
+}
+
+// promoteUnfenced is a failover that could not fence the old primary:
+// replica m stops receiving from it, applies what it has, is stamped with
+// epoch and promoted.
+func promoteUnfenced(t *testing.T, m *dbtest.MariaDB, epoch int64) {
+	t.Helper()
+	ctx := t.Context()
+	rdb, err := sqldb.Open(m.DSN, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	if err := replication.StopIO(ctx, rdb); err != nil {
+		t.Fatal(err)
+	}
+	stamp := func(ctx context.Context, db *sql.DB) error { return sqldb.StampEpoch(ctx, db, epoch, addrOf(m)) }
+	if err := replication.Promote(ctx, rdb, 0, false, stamp); err != nil {
+		t.Fatal(err)
 	}
 }
 

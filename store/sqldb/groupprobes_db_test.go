@@ -1,12 +1,10 @@
 package sqldb_test
 
 import (
-	"context"
 	"database/sql"
 	"testing"
 
 	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
-	"github.com/hongbao-dev/hongbao/store/replication"
 	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
@@ -47,18 +45,7 @@ func TestGroupProbesShared(t *testing.T) {
 		}
 	}
 
-	rdb, err := sqldb.Open(next.DSN, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rdb.Close()
-	if err := replication.StopIO(ctx, rdb); err != nil {
-		t.Fatal(err)
-	}
-	stamp := func(ctx context.Context, db *sql.DB) error { return sqldb.StampEpoch(ctx, db, 3, addrOf(next)) }
-	if err := replication.Promote(ctx, rdb, 0, false, stamp); err != nil {
-		t.Fatal(err)
-	}
+	promoteUnfenced(t, next, 3)
 	for _, db := range pools {
 		waitPort(t, db, next.Port)
 	}

@@ -162,9 +162,11 @@ type GroupProbes struct {
 	members []string
 	dbs     []*sql.DB // one small pool per member, short timeouts
 
-	mu   sync.Mutex
-	last []Probe
-	next chan struct{} // closed once last holds a newer round
+	mu    sync.Mutex
+	last  []Probe
+	round uint64        // rounds published; last is the latest's
+	next  chan struct{} // closed once a newer round is published
+	done  chan struct{} // closed: what newer returns when one already is
 
 	stop    context.CancelFunc
 	stopped chan struct{} // closed when the rounds ended (Close)
@@ -173,7 +175,8 @@ type GroupProbes struct {
 // NewGroupProbes starts probing the members of a group (host:port, in
 // the order the pools that use it are given them) with dsn's account.
 func NewGroupProbes(dsn string, members []string) (*GroupProbes, error) {
-	g := &GroupProbes{members: slices.Clone(members), next: make(chan struct{}), stopped: make(chan struct{})}
+	g := &GroupProbes{members: slices.Clone(members), next: make(chan struct{}), done: make(chan struct{}), stopped: make(chan struct{})}
+	close(g.done)
 	for _, m := range members {
 		p, err := probePool(dsn, m)
 		if err != nil {
@@ -219,25 +222,30 @@ func (g *GroupProbes) run(ctx context.Context) {
 		probes := g.probeAll(ctx)
 		g.mu.Lock()
 		g.last = probes
+		g.round++
 		close(g.next)
 		g.next = make(chan struct{})
 		g.mu.Unlock()
 	}
 }
 
-// after returns a channel closed once a round newer than the last one
-// read is published.
-func (g *GroupProbes) after() <-chan struct{} {
+// newer returns a channel closed once a round after round seen is
+// published: closed already when one is, so a follower slower than the
+// rounds skips none's turn.
+func (g *GroupProbes) newer(seen uint64) <-chan struct{} {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.round > seen {
+		return g.done
+	}
 	return g.next
 }
 
-// latest returns the last round's probes.
-func (g *GroupProbes) latest() []Probe {
+// latest returns the last round's probes and its number.
+func (g *GroupProbes) latest() ([]Probe, uint64) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.last
+	return g.last, g.round
 }
 
 // probeAll probes every member at once.
@@ -386,15 +394,17 @@ func probePool(dsn, member string) (*sql.DB, error) {
 // run moves the pool to the member Choose names after each round of the
 // probes, until ctx ends or the probes stop.
 func (f *follower) run(ctx context.Context) {
+	_, round := f.src.latest() // the rounds before the pool opened are older than its own probe
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-f.src.stopped:
 			return
-		case <-f.src.after():
+		case <-f.src.newer(round):
 		}
-		probes := f.src.latest()
+		var probes []Probe
+		probes, round = f.src.latest()
 		i := Choose(probes, f.cur, f.seen)
 		if i < 0 || i == f.cur && probes[i].Epoch == f.seen {
 			continue

@@ -3,6 +3,7 @@ package sqldb
 import (
 	"errors"
 	"testing"
+	"time"
 )
 
 func TestChoose(t *testing.T) {
@@ -31,5 +32,39 @@ func TestChoose(t *testing.T) {
 				t.Errorf("Choose(%+v, cur %d, seen %d) = %d, want %d", tt.probes, tt.cur, tt.seen, got, tt.want)
 			}
 		})
+	}
+}
+
+// TestGroupProbesRounds: a follower that read round n is woken by the
+// next round, and at once when that round was published before it asked
+// (it skips no round's turn); Close ends the rounds.
+func TestGroupProbesRounds(t *testing.T) {
+	g, err := NewGroupProbes("u:p@tcp(127.0.0.1:1)/", nil) // no members: empty rounds
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-g.newer(0)
+	_, first := g.latest()
+	if first < 1 {
+		t.Fatalf("round %d after the first was published", first)
+	}
+	select {
+	case <-g.newer(first - 1):
+	default:
+		t.Fatalf("a follower that read round %d waits for round %d, which is out", first-1, first)
+	}
+	select {
+	case <-g.newer(first):
+		if _, now := g.latest(); now <= first {
+			t.Fatalf("woken for round %d, still at %d", first, now)
+		}
+	case <-time.After(10 * followEvery):
+		t.Fatalf("no round after %d within %s", first, 10*followEvery)
+	}
+	g.Close()
+	select {
+	case <-g.stopped:
+	default:
+		t.Fatal("Close returned with the rounds still running")
 	}
 }

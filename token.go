@@ -73,9 +73,15 @@ func (s *Signer) mac(dst []byte, body string) []byte {
 	m.in = append(m.in[:0], body...)
 	m.h.Write(m.in)
 	dst = base64.RawURLEncoding.AppendEncode(dst, m.h.Sum(m.sum[:0]))
+	if cap(m.in) > maxKeptInput {
+		m.in = nil // a huge token's copy is not kept
+	}
 	s.macs.Put(m)
 	return dst
 }
+
+// maxKeptInput bounds the scratch space a pooled HMAC keeps.
+const maxKeptInput = 1 << 10
 
 // equalText compares a token's MAC with the one computed, as text (a
 // base64 decoder forgives stray bits: one token has one MAC), in time

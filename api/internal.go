@@ -181,6 +181,9 @@ func (a *Internal) mac(dst []byte, r *http.Request, target string, bodySum []byt
 	m.h.Write(in)
 	dst = m.h.Sum(dst)
 	m.in = in
+	if cap(in) > maxKeptInput {
+		m.in = nil // a huge request's copy is not kept
+	}
 	a.macs.Put(m)
 	return dst
 }
@@ -189,6 +192,9 @@ func (a *Internal) mac(dst []byte, r *http.Request, target string, bodySum []byt
 func appendField(in []byte, f string) []byte {
 	return append(binary.BigEndian.AppendUint32(in, uint32(len(f))), f...)
 }
+
+// maxKeptInput bounds the scratch space a pooled HMAC keeps.
+const maxKeptInput = 4 << 10
 
 // macState is an HMAC under the internal secret and its scratch space.
 type macState struct {

@@ -346,6 +346,7 @@ func OpenGroup(ctx context.Context, dsn string, members []string, conns int, cre
 // following.
 func (f *follower) open(ctx context.Context, dsn string, conns int, create bool) (*sql.DB, error) {
 	first := dsn
+	_, round := f.src.latest() // the rounds after this one may be newer than the probe below
 	probes := f.src.probeAll(ctx)
 	if i := Choose(probes, -1, 0); i >= 0 {
 		f.cur, f.seen, first = i, probes[i].Epoch, f.dsns[i]
@@ -365,7 +366,7 @@ func (f *follower) open(ctx context.Context, dsn string, conns int, create bool)
 	bg, cancel := context.WithCancel(context.Background())
 	f.stop = cancel
 	sw.onClose = f.close
-	f.stopped.Go(func() { f.run(bg) })
+	f.stopped.Go(func() { f.run(bg, round) })
 	return sw.DB(), nil
 }
 
@@ -392,9 +393,8 @@ func probePool(dsn, member string) (*sql.DB, error) {
 }
 
 // run moves the pool to the member Choose names after each round of the
-// probes, until ctx ends or the probes stop.
-func (f *follower) run(ctx context.Context) {
-	_, round := f.src.latest() // the rounds before the pool opened are older than its own probe
+// probes after round, until ctx ends or the probes stop.
+func (f *follower) run(ctx context.Context, round uint64) {
 	for {
 		select {
 		case <-ctx.Done():

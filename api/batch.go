@@ -332,8 +332,7 @@ func (d *streamDecoder) inPlace(n int) ([]byte, bool) {
 }
 
 // bytes reads a length-prefixed field of at most limit bytes: copied once
-// from the reader's buffer when it fits there, else into a buffer grown
-// as the bytes arrive (a made-up length costs no memory).
+// from the reader's buffer when it fits there, else grown.
 func (d *streamDecoder) bytes(limit int) []byte {
 	n, ok := d.length(limit)
 	if !ok {
@@ -348,6 +347,12 @@ func (d *streamDecoder) bytes(limit int) []byte {
 		_, _ = d.r.Discard(n) // buffered: cannot fail
 		return b
 	}
+	return d.grown(n)
+}
+
+// grown reads the next n bytes, larger than the reader's buffer, into a
+// buffer grown as they arrive (a made-up length costs no memory).
+func (d *streamDecoder) grown(n int) []byte {
 	var buf bytes.Buffer
 	if got, err := io.CopyN(&buf, d.r, int64(n)); err != nil {
 		d.err = fmt.Errorf("field cut at %d of %d bytes: %w", got, n, ErrBatchMalformed)
@@ -365,12 +370,7 @@ func (d *streamDecoder) str(limit int, common []string) string {
 	}
 	p, ok := d.inPlace(n)
 	if !ok { // longer than the reader's buffer: never one of common
-		var buf bytes.Buffer
-		if got, err := io.CopyN(&buf, d.r, int64(n)); err != nil {
-			d.err = fmt.Errorf("field cut at %d of %d bytes: %w", got, n, ErrBatchMalformed)
-			return ""
-		}
-		return buf.String()
+		return string(d.grown(n))
 	}
 	if d.err != nil {
 		return ""

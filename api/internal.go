@@ -8,11 +8,9 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
-	"hash"
 	"io"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
@@ -48,16 +46,13 @@ const macVersion = "hb-internal-v2"
 // router -> server traffic can neither rewrite a request, nor send it to
 // another server, nor (with the server's nonce memory) send it again.
 type Internal struct {
-	secret []byte
-	now    func() time.Time
-	// macs keeps HMACs under secret for reuse (*macState): a new one
-	// costs its key's two hash blocks and five allocations.
-	macs sync.Pool
+	now  func() time.Time
+	macs *hongbao.MACs
 }
 
 // NewInternal returns an Internal for secret.
 func NewInternal(secret []byte, now func() time.Time) *Internal {
-	return &Internal{secret: secret, now: now}
+	return &Internal{now: now, macs: hongbao.NewMACs(secret)}
 }
 
 // Signed is what a valid signature vouches for.
@@ -164,42 +159,21 @@ func (a *Internal) verify(r *http.Request, self string, body []byte) (Signed, er
 // mac covers everything a server acts on: every field is length-prefixed,
 // so no two requests share an input. It appends the MAC to dst.
 func (a *Internal) mac(dst []byte, r *http.Request, target string, bodySum []byte) []byte {
-	m, _ := a.macs.Get().(*macState)
-	if m == nil {
-		m = &macState{h: hmac.New(sha256.New, a.secret)}
-	}
-	in := m.in[:0]
-	for _, f := range []string{macVersion, r.Method, target, r.URL.EscapedPath(), r.URL.RawQuery,
-		r.Header.Get(HeaderTime), r.Header.Get(HeaderNonce)} {
-		in = appendField(in, f)
-	}
-	for _, k := range signedHeaders {
-		in = appendField(in, r.Header.Get(k))
-	}
-	in = appendField(in, string(bodySum))
-	m.h.Reset()
-	m.h.Write(in)
-	dst = m.h.Sum(dst)
-	m.in = in
-	if cap(in) > maxKeptInput {
-		m.in = nil // a huge request's copy is not kept
-	}
-	a.macs.Put(m)
-	return dst
+	return a.macs.Append(dst, func(in []byte) []byte {
+		for _, f := range []string{macVersion, r.Method, target, r.URL.EscapedPath(), r.URL.RawQuery,
+			r.Header.Get(HeaderTime), r.Header.Get(HeaderNonce)} {
+			in = appendField(in, f)
+		}
+		for _, k := range signedHeaders {
+			in = appendField(in, r.Header.Get(k))
+		}
+		return appendField(in, string(bodySum))
+	})
 }
 
 // appendField appends f, prefixed with its length, to in.
 func appendField(in []byte, f string) []byte {
 	return append(binary.BigEndian.AppendUint32(in, uint32(len(f))), f...)
-}
-
-// maxKeptInput bounds the scratch space a pooled HMAC keeps.
-const maxKeptInput = 4 << 10
-
-// macState is an HMAC under the internal secret and its scratch space.
-type macState struct {
-	h  hash.Hash
-	in []byte
 }
 
 // RestoreBody gives r the body a server already read, for its handler.

@@ -60,6 +60,11 @@ type Settle struct {
 	// packet past its expiry by more than this, without the mark that
 	// settles it, an orphan. One key for both, so they cannot disagree.
 	SweepAfter Duration `yaml:"sweep_after"`
+	// DeliverEvery is how often at most a settler delivers credits while
+	// they come in a steady stream and no backlog builds (each delivery
+	// costs a wallet transaction on the core group and a delete on the
+	// SET whatever it carries): a credit waits up to this long more.
+	DeliverEvery Duration `yaml:"deliver_every"`
 }
 
 // Queue tunes the per-packet queues.
@@ -304,7 +309,7 @@ func Defaults() *Config {
 		Cache:         Cache{Timeout: Duration(200 * time.Millisecond), Conns: 64},
 		Router:        Router{Listen: "127.0.0.1:8080", RouterLimits: defaultRouterLimits(), Coalesce: Coalesce{Batch: 256, InFlight: 1}},
 		Archive:       Archive{RetentionDays: 7, AheadDays: 2},
-		Settle:        Settle{SweepAfter: Duration(30 * time.Second)},
+		Settle:        Settle{SweepAfter: Duration(30 * time.Second), DeliverEvery: Duration(100 * time.Millisecond)},
 		Replication:   Replication{AdminUser: "root", User: "repl", WaitApplied: Duration(time.Minute), MaxReplicaLag: Duration(time.Second)},
 		Admin:         Admin{Router: "127.0.0.1:9080", Server: "127.0.0.1:9081", Settler: "127.0.0.1:9082", Watch: "127.0.0.1:9083", DrainGrace: Duration(2 * time.Second)},
 		Watch:         Watch{Interval: Duration(time.Second), After: Duration(10 * time.Second), ProbeTimeout: Duration(time.Second), Refresh: Duration(5 * time.Second)},
@@ -372,6 +377,9 @@ func (c *Config) Check() error {
 	}
 	if c.Settle.SweepAfter <= 0 {
 		errs = append(errs, errors.New("settle: sweep_after must be positive"))
+	}
+	if d := c.Settle.DeliverEvery; d < 0 || d > Duration(10*time.Second) {
+		errs = append(errs, errors.New("settle: deliver_every must be between 0 and 10s"))
 	}
 	if a := c.Archive; a.AheadDays < 0 || a.AheadDays > 7 {
 		errs = append(errs, errors.New("archive: ahead_days must be between 0 and 7"))

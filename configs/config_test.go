@@ -97,6 +97,7 @@ func TestLoadEnvOverrides(t *testing.T) {
 		"HB_LIMITS_DAILY_SEND_COUNT=10",
 		"HB_LIMITS_DAILY_SEND_TOTAL=500000",
 		"HB_LIMITS_DAILY_RECEIVE_TOTAL=300000",
+		"HB_SETTLE_DELIVER_EVERY=250ms",
 		"HB_NOT_A_KEY=1", // unknown variables are ignored
 		"NOEQUALS",
 	}
@@ -125,6 +126,9 @@ func TestLoadEnvOverrides(t *testing.T) {
 	}
 	if l := c.Limits; l.MaxAudience != 40 || l.DailySendCount != 10 || l.DailySendTotal != 500000 || l.DailyReceiveTotal != 300000 {
 		t.Errorf("audience and daily limits overrides not applied: %+v", l)
+	}
+	if c.Settle.DeliverEvery.D() != 250*time.Millisecond || c.Settle.SweepAfter.D() != 30*time.Second {
+		t.Errorf("settle = %+v, want deliver_every 250ms and the file's sweep_after", c.Settle)
 	}
 	// What was not overridden keeps the file's value.
 	if c.Limits.MaxCount != 100 || c.Queue.Size != 1024 || c.InternalSecret != "dev-internal-secret-0123456789" {
@@ -157,6 +161,8 @@ func TestLoadErrors(t *testing.T) {
 		{"empty wallet DSN", nil, []string{"HB_WALLET_DSN="}, []string{"wallet_dsn"}},
 		{"etcd ttl under a second", nil, []string{"HB_ETCD_ENDPOINTS=127.0.0.1:2379", "HB_ETCD_TTL=500ms"}, []string{"etcd: ttl"}},
 		{"bad time zone", nil, []string{"HB_TIMEZONE=Mars/Olympus"}, []string{"timezone"}},
+		{"negative deliver_every", nil, []string{"HB_SETTLE_DELIVER_EVERY=-1s"}, []string{"deliver_every"}},
+		{"deliver_every of a minute", nil, []string{"HB_SETTLE_DELIVER_EVERY=1m"}, []string{"deliver_every"}},
 		{"missing file", func(t *testing.T) string { return filepath.Join(t.TempDir(), "none.yaml") }, nil, []string{"none.yaml"}},
 		{"unknown top-level key", func(t *testing.T) string {
 			return writeConfig(t, func(s string) string { return s + "\nbogus_key: 1\n" })

@@ -132,6 +132,7 @@ func run(args []string) error {
 	}
 	st := settle.New(ss, wl, now, log)
 	st.SweepAfter = *sweepAfter
+	st.DeliverEvery = cfg.Settle.DeliverEvery.D()
 	reg := metrics.NewRegistry()
 	st.Metrics = metrics.NewSettle(reg)
 	metrics.RegisterEventBacklog(reg, sc.Name, ss.EventBacklog, now)

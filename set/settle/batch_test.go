@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
@@ -221,4 +223,56 @@ func TestDeliverKeepsAConflictingRow(t *testing.T) {
 		t.Errorf("%d rows left, want only the conflicting one", n)
 	}
 	checkLedger(t, r.w, append([]hongbao.Entry{old}, good...), map[hongbao.UserID]int64{u: 305, v: 10})
+}
+
+// TestDeliverTransactions: a delivery records its credits in as few
+// wallet transactions as Batch allows (one "credits delivered" line each),
+// split among at most Workers, and every credit once.
+func TestDeliverTransactions(t *testing.T) {
+	r := newBatchRig(t)
+	ctx := t.Context()
+	tests := []struct {
+		rows, batch, workers int
+		wantTx               []int // entries of each wallet transaction, in any order
+	}{
+		{1, 500, 4, []int{1}},
+		{300, 500, 4, []int{300}},
+		{500, 500, 4, []int{500}},
+		{2, 1, 4, []int{1, 1}},
+		{12, 3, 4, []int{3, 3, 3, 3}},
+	}
+	for i, tt := range tests {
+		var es []hongbao.Entry
+		want := map[hongbao.UserID]int64{}
+		for j := range tt.rows {
+			u := hongbao.UserID(9_000_000 + 1000*i + j) // one user a row: the parts split by user
+			id := hongbao.PacketID(7000 + i)
+			es = append(es, hongbao.Entry{Key: hongbao.OpenKey(id, u), User: u, Amount: int64(1 + j), Kind: hongbao.KindOpen, Packet: id})
+			want[u] = int64(1 + j)
+		}
+		r.put(t, es)
+		core, logs := observer.New(zapcore.InfoLevel)
+		s := settle.New(store.New(r.set, "a", time.UTC, time.Now, rand.Int64N), r.w, time.Now, zap.New(core))
+		s.Batch, s.Workers = tt.batch, tt.workers
+		n, err := s.Deliver(ctx)
+		if err != nil || n != tt.rows {
+			t.Fatalf("%d rows, batch %d: Deliver = %d, %v", tt.rows, tt.batch, n, err)
+		}
+		var got []int
+		for _, e := range logs.FilterMessage("credits delivered").All() {
+			got = append(got, int(e.ContextMap()["entries"].(int64)))
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, tt.wantTx) {
+			t.Errorf("%d rows, batch %d, %d workers: wallet transactions of %v entries, want %v", tt.rows, tt.batch, tt.workers, got, tt.wantTx)
+		}
+		if n := dbtest.Count(t, r.set, "SELECT COUNT(*) FROM hb_set.outbox"); n != 0 {
+			t.Fatalf("%d rows left in the outbox", n)
+		}
+		for u, sum := range want {
+			if bal, err := r.w.Balance(ctx, u); err != nil || bal != sum {
+				t.Errorf("balance of %s: %d, %v; want %d", u, bal, err, sum)
+			}
+		}
+	}
 }

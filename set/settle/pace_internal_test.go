@@ -40,3 +40,36 @@ func TestPace(t *testing.T) {
 		}
 	}
 }
+
+// TestWait: after a round, the settler goes on at once while work may be
+// waiting, spaces deliveries of a steady stream to DeliverEvery from the
+// round's start, and idles Interval after a round that found nothing or
+// failed.
+func TestWait(t *testing.T) {
+	s := &Settler{Interval: 200 * time.Millisecond, DeliverEvery: 100 * time.Millisecond, Batch: 500, Workers: 4}
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	tests := []struct {
+		name string
+		r    roundWork
+		err  error
+		took time.Duration
+		want time.Duration
+	}{
+		{"nothing found", roundWork{}, nil, ms(5), ms(200)},
+		{"failed", roundWork{sent: 30}, errors.New("x"), ms(5), ms(200)},
+		{"a steady stream", roundWork{sent: 30}, nil, ms(30), ms(70)},
+		{"a round longer than the pace", roundWork{sent: 30}, nil, ms(150), 0},
+		{"a backlog", roundWork{sent: 2000, full: true}, nil, ms(30), 0},
+		{"due lists had work", roundWork{due: 3}, nil, ms(30), 0},
+		{"due work and credits", roundWork{due: 1, sent: 5}, nil, ms(30), 0},
+	}
+	for _, tt := range tests {
+		if got := s.wait(tt.r, tt.err, tt.took); got != tt.want {
+			t.Errorf("%s: wait = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+	s.DeliverEvery = 0 // back to back, as before the pace
+	if got := s.wait(roundWork{sent: 30}, nil, ms(30)); got != 0 {
+		t.Errorf("DeliverEvery 0: wait = %v, want 0", got)
+	}
+}

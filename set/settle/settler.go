@@ -30,6 +30,15 @@ type Settler struct {
 	SweepAfter time.Duration
 	// Interval is the pause between rounds that found no work.
 	Interval time.Duration
+	// DeliverEvery is the shortest time from the start of a round that
+	// delivered credits to the start of the next, unless the round
+	// delivered all it could read (a backlog: the next starts at once).
+	// Under a steady stream of opens, rounds back to back each carry the
+	// few credits written during the last one, and every round costs
+	// the same transactions on the core group and the SET whatever it
+	// carries: spaced, they carry more each. A credit then waits up to
+	// this long more (an idle settler's Interval is longer).
+	DeliverEvery time.Duration
 	// DueEvery is the pause between passes over the due lists (expired
 	// packets, undecided sends) that found nothing; the outbox is read
 	// every round. Users wait for a credit; an expired packet's refund
@@ -48,17 +57,18 @@ type Settler struct {
 // New returns a Settler for one SET.
 func New(st *store.Store, w *wallet.Wallet, now func() time.Time, log *zap.Logger) *Settler {
 	return &Settler{store: st, wallet: w, now: now, log: log, SweepAfter: 30 * time.Second, Interval: 200 * time.Millisecond,
-		DueEvery: time.Second, Batch: 500, Workers: 4}
+		DueEvery: time.Second, DeliverEvery: 100 * time.Millisecond, Batch: 500, Workers: 4}
 }
 
 // Run settles until ctx ends.
 func (s *Settler) Run(ctx context.Context) {
 	p := pace{every: s.DueEvery} // real time: the pace of the passes, not a money time
 	for {
-		due := p.due(time.Now())
-		n, dueWork, err := s.round(ctx, due)
+		start := time.Now()
+		due := p.due(start)
+		r, err := s.round(ctx, due)
 		if due {
-			p.ran(time.Now(), dueWork, err)
+			p.ran(time.Now(), r.due, err)
 		}
 		if err != nil && ctx.Err() == nil {
 			s.log.Warn("settle round failed; retrying", zap.Error(err))
@@ -66,10 +76,7 @@ func (s *Settler) Run(ctx context.Context) {
 		if ctx.Err() == nil {
 			s.Metrics.Round(err, s.now())
 		}
-		wait := s.Interval
-		if n > 0 && err == nil {
-			wait = 0
-		}
+		wait := s.wait(r, err, time.Since(start))
 		select {
 		case <-ctx.Done():
 			return
@@ -80,21 +87,45 @@ func (s *Settler) Run(ctx context.Context) {
 
 // Round does one pass of every job and returns how many items it handled.
 func (s *Settler) Round(ctx context.Context) (int, error) {
-	n, _, err := s.round(ctx, true)
-	return n, err
+	r, err := s.round(ctx, true)
+	return r.due + r.sent, err
 }
 
-// round delivers the outbox and, when due, passes over the due lists; it
-// returns how many items it handled, and how many of them the due lists'.
-func (s *Settler) round(ctx context.Context, due bool) (n, dueWork int, err error) {
-	var swept, closed int
+// roundWork is what a round handled: items of the due lists (sweeps and
+// closes) and outbox rows delivered, and whether the delivery took all it
+// could read (more may be waiting).
+type roundWork struct {
+	due, sent int
+	full      bool
+}
+
+// round delivers the outbox and, when due, passes over the due lists.
+func (s *Settler) round(ctx context.Context, due bool) (roundWork, error) {
+	var r roundWork
 	var err1, err2 error
 	if due {
+		var swept, closed int
 		swept, err1 = s.Sweep(ctx)
 		closed, err2 = s.CloseExpired(ctx)
+		r.due = swept + closed
 	}
 	sent, err3 := s.Deliver(ctx)
-	return swept + closed + sent, swept + closed, errors.Join(err1, err2, err3)
+	r.sent, r.full = sent, sent >= max(s.Workers, 1)*max(s.Batch, 1)
+	return r, errors.Join(err1, err2, err3)
+}
+
+// wait is the pause after a round that took took: none while work may be
+// waiting (a full delivery, or due lists that had work), up to
+// DeliverEvery from the round's start after a delivery, Interval after a
+// round that found nothing or failed.
+func (s *Settler) wait(r roundWork, err error, took time.Duration) time.Duration {
+	switch {
+	case err != nil || r.due+r.sent == 0:
+		return s.Interval
+	case r.full || r.due > 0:
+		return 0
+	}
+	return max(s.DeliverEvery-took, 0)
 }
 
 // CloseExpired closes packets past expiry, writing their refunds.

@@ -125,8 +125,14 @@ func (m *Bucket) columns(ctx context.Context, t table) (string, error) {
 // database no send has made yet: it holds nothing.
 var errNoTable = errors.New("migrate: no such table on either side")
 
+// querier is a pool or a transaction of one side.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
 // digestOf digests chunk s of t in db; a missing table is empty.
-func (m *Bucket) digestOf(ctx context.Context, db *sql.DB, t table, s span) (digest, error) {
+func (m *Bucket) digestOf(ctx context.Context, db querier, t table, s span) (digest, error) {
 	expr, err := m.columns(ctx, t)
 	if errors.Is(err, errNoTable) {
 		return digest{}, nil

@@ -47,6 +47,9 @@ type Bucket struct {
 	state map[string]*tableState // table -> the source as the last Pass saw it
 	// frozen is what the last Delta compared, for the Verify after it.
 	frozen []table
+	// beforeCopy, when set (tests), runs before a chunk of the table
+	// named is read to be copied.
+	beforeCopy func(table string)
 }
 
 // Stats are what a pass did.

@@ -88,7 +88,7 @@ func (m *Bucket) deltaTable(ctx context.Context, t table, ts *tableState) (Stats
 	// What the source holds now, under the fence: Verify compares the
 	// target with it.
 	m.remember(t, &tableState{spans: ts.spans, src: now})
-	st, err := m.copySpans(ctx, t, differ)
+	st, _, err := m.copySpans(ctx, t, differ)
 	st.Chunks = len(ts.spans)
 	return st, err
 }
@@ -115,34 +115,49 @@ func (m *Bucket) compareTable(ctx context.Context, t table) (Stats, error) {
 	if err != nil {
 		return Stats{}, err
 	}
-	m.remember(t, &tableState{spans: spans, src: src})
 	var differ []span
+	var at []int
 	for i, s := range spans {
 		if src[i] != dst[i] {
-			differ = append(differ, s)
+			differ, at = append(differ, s), append(at, i)
 		}
 	}
-	st, err := m.copySpans(ctx, t, differ)
+	st, copied, err := m.copySpans(ctx, t, differ)
 	st.Chunks = len(spans)
-	return st, err
+	if err != nil {
+		m.remember(t, nil) // a chunk copied in part: the next Delta compares the table again
+		return st, err
+	}
+	// A copied chunk holds on the target what the source held when it
+	// was read, not when it was digested above: a row that came between
+	// the two and went before the freeze would otherwise be taken for
+	// unchanged by Delta and left on the target.
+	for k, i := range at {
+		src[i] = copied[k]
+	}
+	m.remember(t, &tableState{spans: spans, src: src})
+	return st, nil
 }
 
-// copySpans copies chunks of t, Parallel at a time.
-func (m *Bucket) copySpans(ctx context.Context, t table, spans []span) (Stats, error) {
+// copySpans copies chunks of t, Parallel at a time, and returns the
+// source's digest of what it copied of each.
+func (m *Bucket) copySpans(ctx context.Context, t table, spans []span) (Stats, []digest, error) {
 	var mu sync.Mutex
 	st := Stats{Differ: len(spans)}
+	copied := make([]digest, len(spans))
 	g := newGroup(ctx, m.parallel())
-	for _, s := range spans {
+	for i, s := range spans {
 		g.Go(func(gctx context.Context) error {
-			rows, deleted, err := m.copySpan(gctx, t, s)
+			rows, deleted, d, err := m.copySpan(gctx, t, s)
 			mu.Lock()
 			defer mu.Unlock()
 			st.Rows += rows
 			st.Deleted += deleted
+			copied[i] = d
 			return err
 		})
 	}
-	return st, g.Wait()
+	return st, copied, g.Wait()
 }
 
 // tableState is what the last Pass saw of a table on the source.
@@ -151,9 +166,14 @@ type tableState struct {
 	src   []digest
 }
 
+// remember keeps ts as what the source holds of t; nil forgets t.
 func (m *Bucket) remember(t table, ts *tableState) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if ts == nil {
+		delete(m.state, t.name)
+		return
+	}
 	if m.state == nil {
 		m.state = map[string]*tableState{}
 	}
@@ -193,21 +213,25 @@ func (m *Bucket) chunkOnce(ctx context.Context, t table, s span, repair bool) (S
 		return st, fmt.Sprintf("%s %s: source %d rows (money %d), target %d rows (money %d), digests %016x / %016x",
 			t.name, s, src.rows, src.money, dst.rows, dst.money, src.hash, dst.hash), src, nil
 	}
-	rows, deleted, err := m.copySpan(ctx, t, s)
+	rows, deleted, copied, err := m.copySpan(ctx, t, s)
 	st.Rows, st.Deleted = rows, deleted
-	return st, "", src, err
+	return st, "", copied, err
 }
 
 // copySpan replaces the target's rows of chunk s of t with the source's,
-// in one transaction of the target.
-func (m *Bucket) copySpan(ctx context.Context, t table, s span) (int64, int64, error) {
-	vals, cols, err := m.read(ctx, t, s)
+// in one transaction of the target, and returns the source's digest of
+// the rows it copied.
+func (m *Bucket) copySpan(ctx context.Context, t table, s span) (int64, int64, digest, error) {
+	if m.beforeCopy != nil {
+		m.beforeCopy(t.name)
+	}
+	vals, cols, d, err := m.snapshot(ctx, t, s)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, digest{}, err
 	}
 	dst := m.db(m.To, t)
 	if err := m.ensure(ctx, dst, t); err != nil {
-		return 0, 0, err
+		return 0, 0, digest{}, err
 	}
 	var deleted int64
 	for attempt := 1; ; attempt++ {
@@ -219,13 +243,13 @@ func (m *Bucket) copySpan(ctx context.Context, t table, s span) (int64, int64, e
 		}
 	}
 	if err != nil {
-		return 0, 0, fmt.Errorf("migrate: copy %s %s: %w", t.name, s, err)
+		return 0, 0, digest{}, fmt.Errorf("migrate: copy %s %s: %w", t.name, s, err)
 	}
 	var n int64
 	if cols > 0 {
 		n = int64(len(vals) / cols)
 	}
-	return n, deleted, nil
+	return n, deleted, d, nil
 }
 
 // replaceSpan deletes the target's rows of chunk s and inserts vals, in
@@ -254,11 +278,30 @@ func replaceSpan(ctx context.Context, dst *sql.DB, t table, s span, b hongbao.Bu
 	return deleted, tx.Commit()
 }
 
+// snapshot reads the source's rows of chunk s of t and their digest from
+// one consistent snapshot (a read-only REPEATABLE READ transaction).
+func (m *Bucket) snapshot(ctx context.Context, t table, s span) ([]any, int, digest, error) {
+	tx, err := m.db(m.From, t).BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	if err != nil {
+		return nil, 0, digest{}, fmt.Errorf("migrate: read %s %s: %w", t.name, s, err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	vals, cols, err := m.read(ctx, tx, t, s)
+	if err != nil {
+		return nil, 0, digest{}, err
+	}
+	d, err := m.digestOf(ctx, tx, t, s)
+	if err != nil {
+		return nil, 0, digest{}, err
+	}
+	return vals, cols, d, tx.Commit()
+}
+
 // read returns the source's rows of chunk s of t, flattened, and the
 // number of columns.
-func (m *Bucket) read(ctx context.Context, t table, s span) ([]any, int, error) {
+func (m *Bucket) read(ctx context.Context, q querier, t table, s span) ([]any, int, error) {
 	where, args := s.where(t.key)
-	rows, err := m.db(m.From, t).QueryContext(ctx, "SELECT * FROM "+t.name+" WHERE "+where+t.filter(m.B), args...)
+	rows, err := q.QueryContext(ctx, "SELECT * FROM "+t.name+" WHERE "+where+t.filter(m.B), args...)
 	if sqldb.IsMissingTable(err) {
 		return nil, 0, nil
 	}

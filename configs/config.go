@@ -378,8 +378,8 @@ func (c *Config) Check() error {
 	if c.Settle.SweepAfter <= 0 {
 		errs = append(errs, errors.New("settle: sweep_after must be positive"))
 	}
-	if d := c.Settle.DeliverEvery; d < 0 || d > Duration(10*time.Second) {
-		errs = append(errs, errors.New("settle: deliver_every must be between 0 and 10s"))
+	if d := c.Settle.DeliverEvery; d < 0 || d > Duration(time.Second) {
+		errs = append(errs, errors.New("settle: deliver_every must be between 0 and 1s"))
 	}
 	if a := c.Archive; a.AheadDays < 0 || a.AheadDays > 7 {
 		errs = append(errs, errors.New("archive: ahead_days must be between 0 and 7"))

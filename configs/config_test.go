@@ -162,7 +162,7 @@ func TestLoadErrors(t *testing.T) {
 		{"etcd ttl under a second", nil, []string{"HB_ETCD_ENDPOINTS=127.0.0.1:2379", "HB_ETCD_TTL=500ms"}, []string{"etcd: ttl"}},
 		{"bad time zone", nil, []string{"HB_TIMEZONE=Mars/Olympus"}, []string{"timezone"}},
 		{"negative deliver_every", nil, []string{"HB_SETTLE_DELIVER_EVERY=-1s"}, []string{"deliver_every"}},
-		{"deliver_every of a minute", nil, []string{"HB_SETTLE_DELIVER_EVERY=1m"}, []string{"deliver_every"}},
+		{"deliver_every of two seconds", nil, []string{"HB_SETTLE_DELIVER_EVERY=2s"}, []string{"deliver_every"}},
 		{"missing file", func(t *testing.T) string { return filepath.Join(t.TempDir(), "none.yaml") }, nil, []string{"none.yaml"}},
 		{"unknown top-level key", func(t *testing.T) string {
 			return writeConfig(t, func(s string) string { return s + "\nbogus_key: 1\n" })
@@ -228,5 +228,23 @@ func TestDefaultsNeedSecrets(t *testing.T) {
 	d.Secret, d.InternalSecret = strings.Repeat("s", 16), strings.Repeat("i", 16)
 	if err := d.Check(); err != nil && strings.Contains(err.Error(), "secret") {
 		t.Errorf("defaults with 16-byte secrets: %v", err)
+	}
+}
+
+// TestSettleDeliverEveryBounds: the settlers' pace takes 0 (back to back)
+// up to a second, both ends included.
+func TestSettleDeliverEveryBounds(t *testing.T) {
+	for _, v := range []struct {
+		env  string
+		want time.Duration
+	}{{"0s", 0}, {"1s", time.Second}, {"250ms", 250 * time.Millisecond}} {
+		c, err := Load("dev.yaml", []string{"HB_SETTLE_DELIVER_EVERY=" + v.env})
+		if err != nil {
+			t.Errorf("deliver_every %s: %v", v.env, err)
+			continue
+		}
+		if got := c.Settle.DeliverEvery.D(); got != v.want {
+			t.Errorf("deliver_every %s: %v, want %v", v.env, got, v.want)
+		}
 	}
 }

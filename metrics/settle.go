@@ -23,7 +23,7 @@ func NewSettle(reg prometheus.Registerer) *Settle {
 	swept := prometheus.NewCounter(prometheus.CounterOpts{Name: "hongbao_settle_pending_swept_total",
 		Help: "Pending sends a crash left undecided that the sweeper decided."})
 	failed := prometheus.NewCounter(prometheus.CounterOpts{Name: "hongbao_settle_round_errors_total",
-		Help: "Settler rounds that failed (retried at once)."})
+		Help: "Settler rounds that failed (retried after the settler's idle pause)."})
 	last := prometheus.NewGauge(prometheus.GaugeOpts{Name: "hongbao_settle_last_round_timestamp_seconds",
 		Help: "Unix time of the settler's last round that succeeded."})
 	reg.MustRegister(delivered, closed, swept, failed, last)

@@ -216,13 +216,22 @@ func TestDeliverKeepsAConflictingRow(t *testing.T) {
 	if err != nil || n != 3 {
 		t.Fatalf("Deliver = %d, %v; want the 3 good rows", n, err)
 	}
+	// The kept row comes back first in every read: a delivery that read
+	// all it may is full even though it delivered one row less.
+	more := hongbao.Entry{Key: hongbao.OpenKey(79, u), User: u, Amount: 7, Kind: hongbao.KindOpen, Packet: 79}
+	r.put(t, []hongbao.Entry{more})
+	good = append(good, more)
+	sent, full, err := r.settler(t, 1, 2).DeliverRead(ctx)
+	if err != nil || sent != 1 || !full {
+		t.Fatalf("a delivery reading the kept row and one more (Batch 1, Workers 2) = %d delivered, full %v, %v; want 1, full", sent, full, err)
+	}
 	if n := dbtest.Count(t, r.set, "SELECT COUNT(*) FROM hb_set.outbox WHERE entry_key = ? AND amount = 301", conflict.Key); n != 1 {
 		t.Errorf("conflicting row: %d left, want it kept", n)
 	}
 	if n := dbtest.Count(t, r.set, "SELECT COUNT(*) FROM hb_set.outbox"); n != 1 {
 		t.Errorf("%d rows left, want only the conflicting one", n)
 	}
-	checkLedger(t, r.w, append([]hongbao.Entry{old}, good...), map[hongbao.UserID]int64{u: 305, v: 10})
+	checkLedger(t, r.w, append([]hongbao.Entry{old}, good...), map[hongbao.UserID]int64{u: 312, v: 10})
 }
 
 // TestDeliverTransactions: a delivery records its credits in as few
@@ -233,22 +242,27 @@ func TestDeliverTransactions(t *testing.T) {
 	ctx := t.Context()
 	tests := []struct {
 		rows, batch, workers int
+		perUser              int   // rows of one user (0: 1)
 		wantTx               []int // entries of each wallet transaction, in any order
 	}{
-		{1, 500, 4, []int{1}},
-		{300, 500, 4, []int{300}},
-		{500, 500, 4, []int{500}},
-		{2, 1, 4, []int{1, 1}},
-		{12, 3, 4, []int{3, 3, 3, 3}},
+		{1, 500, 4, 0, []int{1}},
+		{300, 500, 4, 0, []int{300}},
+		{500, 500, 4, 0, []int{500}},
+		{6, 500, 4, 3, []int{6}}, // two users' credits, one transaction
+		{1, 0, 0, 0, []int{1}},   // no Batch or Workers set: one at a time
+		// More than a batch: a part per batch read, split by user (the
+		// consecutive users below split evenly).
+		{2, 1, 4, 0, []int{1, 1}},
+		{12, 3, 4, 0, []int{3, 3, 3, 3}},
 	}
 	for i, tt := range tests {
 		var es []hongbao.Entry
 		want := map[hongbao.UserID]int64{}
 		for j := range tt.rows {
-			u := hongbao.UserID(9_000_000 + 1000*i + j) // one user a row: the parts split by user
-			id := hongbao.PacketID(7000 + i)
+			u := hongbao.UserID(9_000_000 + 1000*i + j/max(tt.perUser, 1)) // the parts split by user
+			id := hongbao.PacketID(7000 + 100*i + j)
 			es = append(es, hongbao.Entry{Key: hongbao.OpenKey(id, u), User: u, Amount: int64(1 + j), Kind: hongbao.KindOpen, Packet: id})
-			want[u] = int64(1 + j)
+			want[u] += int64(1 + j)
 		}
 		r.put(t, es)
 		core, logs := observer.New(zapcore.InfoLevel)

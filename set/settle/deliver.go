@@ -16,11 +16,12 @@ import (
 // Deliver applies undelivered outbox entries to the wallet, then deletes
 // them. A crash between the two re-delivers, which the ledger ignores.
 //
-// It reads up to Batch*Workers rows, splits them by user into as many
-// parts as it takes Batch credits to hold them (at most Workers) and
-// delivers the parts at once, each in wallet transactions of up to Batch
-// credits; then it deletes every delivered row in one statement. Rows one
-// transaction holds go in one: a wallet transaction's cost on the core
+// It reads up to Batch*Workers rows and, when they are more than Batch,
+// splits them by user into up to Workers parts (one per Batch rows read)
+// delivered at once; each part goes in wallet transactions of up to Batch
+// credits (a part the split by user leaves larger than Batch takes one
+// more). Then it deletes every delivered row in one statement. Rows one
+// transaction can hold go in one: a wallet transaction's cost on the core
 // group (its commit, its replica's acknowledgement and apply) hardly
 // depends on how many credits it records, and four transactions of a
 // quarter each cost the core group four times one.
@@ -29,11 +30,26 @@ import (
 // (they then wait on each other's rows, and the ledger's unique key keeps
 // each credit once).
 func (s *Settler) Deliver(ctx context.Context) (int, error) {
+	d, err := s.deliver(ctx)
+	return d.sent, err
+}
+
+// delivery is what one Deliver did: rows delivered, and whether it read
+// all it may read at once (more may be waiting).
+type delivery struct {
+	sent int
+	full bool
+}
+
+func (s *Settler) deliver(ctx context.Context) (delivery, error) {
 	workers, batch := max(s.Workers, 1), max(s.Batch, 1)
 	rows, err := s.store.Outbox(ctx, batch*workers)
 	if err != nil || len(rows) == 0 {
-		return 0, err
+		return delivery{}, err
 	}
+	// Full by the rows read, not those delivered: a row kept for a
+	// conflicting key comes back first in every read.
+	full := len(rows) >= batch*workers
 	workers = min(workers, (len(rows)+batch-1)/batch)
 	parts := make([][]store.OutboxRow, workers)
 	for _, r := range rows {
@@ -50,7 +66,7 @@ func (s *Settler) Deliver(ctx context.Context) (int, error) {
 	}
 	wg.Wait()
 	ids := slices.Concat(done...)
-	return len(ids), errors.Join(errors.Join(errs...), s.store.Delivered(ctx, ids))
+	return delivery{sent: len(ids), full: full}, errors.Join(errors.Join(errs...), s.store.Delivered(ctx, ids))
 }
 
 // deliverPart delivers rows in transactions of up to batch credits and

@@ -46,7 +46,7 @@ func TestPace(t *testing.T) {
 // round's start, and idles Interval after a round that found nothing or
 // failed.
 func TestWait(t *testing.T) {
-	s := &Settler{Interval: 200 * time.Millisecond, DeliverEvery: 100 * time.Millisecond, Batch: 500, Workers: 4}
+	s := &Settler{Interval: 200 * time.Millisecond, DeliverEvery: 100 * time.Millisecond}
 	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 	tests := []struct {
 		name string
@@ -58,8 +58,11 @@ func TestWait(t *testing.T) {
 		{"nothing found", roundWork{}, nil, ms(5), ms(200)},
 		{"failed", roundWork{sent: 30}, errors.New("x"), ms(5), ms(200)},
 		{"a steady stream", roundWork{sent: 30}, nil, ms(30), ms(70)},
+		{"a round as long as the pace", roundWork{sent: 30}, nil, ms(100), 0},
 		{"a round longer than the pace", roundWork{sent: 30}, nil, ms(150), 0},
 		{"a backlog", roundWork{sent: 2000, full: true}, nil, ms(30), 0},
+		{"a backlog behind a kept row", roundWork{sent: 1999, full: true}, nil, ms(30), 0},
+		{"a full delivery that failed", roundWork{sent: 1000, full: true}, errors.New("x"), ms(30), ms(200)},
 		{"due lists had work", roundWork{due: 3}, nil, ms(30), 0},
 		{"due work and credits", roundWork{due: 1, sent: 5}, nil, ms(30), 0},
 	}

@@ -37,7 +37,7 @@ type Settler struct {
 	// few credits written during the last one, and every round costs
 	// the same transactions on the core group and the SET whatever it
 	// carries: spaced, they carry more each. A credit then waits up to
-	// this long more (an idle settler's Interval is longer).
+	// this long more.
 	DeliverEvery time.Duration
 	// DueEvery is the pause between passes over the due lists (expired
 	// packets, undecided sends) that found nothing; the outbox is read
@@ -46,9 +46,10 @@ type Settler struct {
 	// each pass reads the SET's fence and the topology (at 5 rounds a
 	// second they were most of an idle SET MySQL's work).
 	DueEvery time.Duration
-	// Batch is how many credits one wallet transaction records.
+	// Batch is the most credits one wallet transaction records.
 	Batch int
-	// Workers is how many wallet transactions a delivery runs at once.
+	// Workers is the most wallet transactions a delivery runs at once:
+	// one unless it read more than Batch rows (see Deliver).
 	Workers int
 	// Metrics counts deliveries, closes, sweeps and rounds; nil: none.
 	Metrics *metrics.Settle
@@ -92,8 +93,8 @@ func (s *Settler) Round(ctx context.Context) (int, error) {
 }
 
 // roundWork is what a round handled: items of the due lists (sweeps and
-// closes) and outbox rows delivered, and whether the delivery took all it
-// could read (more may be waiting).
+// closes) and outbox rows delivered, and whether the delivery read all it
+// may read at once (more may be waiting).
 type roundWork struct {
 	due, sent int
 	full      bool
@@ -109,8 +110,8 @@ func (s *Settler) round(ctx context.Context, due bool) (roundWork, error) {
 		closed, err2 = s.CloseExpired(ctx)
 		r.due = swept + closed
 	}
-	sent, err3 := s.Deliver(ctx)
-	r.sent, r.full = sent, sent >= max(s.Workers, 1)*max(s.Batch, 1)
+	d, err3 := s.deliver(ctx)
+	r.sent, r.full = d.sent, d.full
 	return r, errors.Join(err1, err2, err3)
 }
 

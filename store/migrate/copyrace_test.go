@@ -4,11 +4,9 @@ import (
 	"context"
 	"sync"
 	"testing"
-	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
-	"github.com/hongbao-dev/hongbao/store"
 )
 
 // TestPassRemembersWhatItCopied: a send's pending mark written after a
@@ -22,37 +20,29 @@ import (
 func TestPassRemembersWhatItCopied(t *testing.T) {
 	p := startPair(t)
 	ctx := context.Background()
-	create := func() hongbao.PacketID {
-		t.Helper()
-		id, err := p.minter.Next(p.b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, _, err := p.src.Create(ctx, store.NewPacket{ID: id, Sender: dbtest.FreshUser(), Expiry: time.Hour, Funding: hongbao.Pending,
-			Req: hongbao.SendRequest{Total: 1000, Count: 10, Type: hongbao.Random}}); err != nil {
-			t.Fatal(err)
-		}
-		return id
-	}
 	fund := func(id hongbao.PacketID) {
 		t.Helper()
 		if _, err := p.src.Fund(ctx, id, hongbao.Funded); err != nil {
 			t.Fatal(err)
 		}
 	}
-	a, b := create(), create()
+	a, b := p.sendPending(t), p.sendPending(t)
 	m := p.move(1000) // one chunk per table
 	mustPass(t, m)
 	fund(a) // the pending marks' chunk differs at the next pass
 	var once sync.Once
 	var late hongbao.PacketID
-	m.SetBeforeCopy(func(table string) {
+	var lateErr error
+	m.SetBeforeCopy(func(table string) { // on a copy's goroutine
 		if table == "hb_set.pending" {
-			once.Do(func() { late = create() }) // after the digests, before the copy's read
+			once.Do(func() { late, lateErr = p.newPending() }) // after the digests, before the copy's read
 		}
 	})
 	mustPass(t, m)
 	m.SetBeforeCopy(nil)
+	if lateErr != nil {
+		t.Fatal(lateErr)
+	}
 	if late == 0 {
 		t.Fatal("the pass copied no pending mark: the test did not reach its window")
 	}

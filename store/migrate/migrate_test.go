@@ -98,6 +98,28 @@ func (p *pair) send(t *testing.T, b hongbao.Bucket, opens int) hongbao.PacketID 
 	return id
 }
 
+// sendPending creates a packet in bucket p.b whose debit is undecided: it
+// has a pending mark.
+func (p *pair) sendPending(t *testing.T) hongbao.PacketID {
+	t.Helper()
+	id, err := p.newPending()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// newPending is sendPending for a goroutine other than the test's.
+func (p *pair) newPending() (hongbao.PacketID, error) {
+	id, err := p.minter.Next(p.b)
+	if err != nil {
+		return 0, err
+	}
+	_, _, err = p.src.Create(context.Background(), store.NewPacket{ID: id, Sender: dbtest.FreshUser(), Expiry: time.Hour, Funding: hongbao.Pending,
+		Req: hongbao.SendRequest{Total: 1000, Count: 10, Type: hongbao.Random}})
+	return id, err
+}
+
 func mustPass(t *testing.T, m *migrate.Bucket) migrate.Stats {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -297,15 +319,7 @@ func TestDeltaSeesTheSameChangeInTwoRows(t *testing.T) {
 	ctx := context.Background()
 	var ids []hongbao.PacketID
 	for range 3 {
-		id, err := p.minter.Next(p.b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, _, err := p.src.Create(ctx, store.NewPacket{ID: id, Sender: dbtest.FreshUser(), Expiry: time.Hour, Funding: hongbao.Pending,
-			Req: hongbao.SendRequest{Total: 1000, Count: 10, Type: hongbao.Random}}); err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, id)
+		ids = append(ids, p.sendPending(t))
 	}
 	m := p.move(1000) // one chunk holds them all
 	mustPass(t, m)

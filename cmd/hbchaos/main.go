@@ -167,13 +167,15 @@ func run(ctx context.Context, o options, w io.Writer) (bool, error) {
 	if err := d.ready(ctx); err != nil {
 		return false, err
 	}
-	// And, when a kind fails a SET over, the first creation of the day
-	// tables over: a failover among its CREATE TABLEs rebuilds the old
-	// primary (minutes) instead of rejoining it, a case the replica link
-	// cut's kind covers.
-	if slices.ContainsFunc(faultKinds(o), failsOver) && !devrun.WaitEnsure(ctx, d.run, 10*time.Minute, func() {
-		fmt.Fprintln(w, "hbchaos: waiting for the day tables' creation (hbctl schema ensure) to end...")
-	}) {
+	// And, when a kind fails a SET over or kills a MariaDB, the first
+	// creation of the day tables over: a failover among its CREATE TABLEs
+	// rebuilds the old primary (minutes) instead of rejoining it, a case
+	// the replica link cut's kind covers; a MariaDB killed among them may
+	// not start again (killsMariaDB).
+	if slices.ContainsFunc(faultKinds(o), func(k string) bool { return failsOver(k) || killsMariaDB(k) }) &&
+		!devrun.WaitEnsure(ctx, d.run, 10*time.Minute, func() {
+			fmt.Fprintln(w, "hbchaos: waiting for the day tables' creation (hbctl schema ensure) to end...")
+		}) {
 		fmt.Fprintln(w, "hbchaos: the day tables' creation still runs after 10 minutes: faults begin anyway")
 	}
 	fmt.Fprintf(w, "hbchaos: %d clients for %v against %s (seed %d); faults every ~%v\n", o.clients, o.duration, l.base, o.seed, o.gap)

@@ -31,8 +31,8 @@ type Settler struct {
 	// Interval is the pause between rounds that found no work.
 	Interval time.Duration
 	// DeliverEvery is the shortest time from the start of a round that
-	// delivered credits to the start of the next, unless the round
-	// delivered all it could read (a backlog: the next starts at once).
+	// delivered credits to the start of the next, unless the round read
+	// all it may read at once (a backlog: the next starts at once).
 	// Under a steady stream of opens, rounds back to back each carry the
 	// few credits written during the last one, and every round costs
 	// the same transactions on the core group and the SET whatever it

@@ -88,7 +88,9 @@ func (m *Bucket) deltaTable(ctx context.Context, t table, ts *tableState) (Stats
 	// What the source holds now, under the fence: Verify compares the
 	// target with it.
 	m.remember(t, &tableState{spans: ts.spans, src: now})
-	st, _, err := m.copySpans(ctx, t, differ)
+	// Frozen, the source holds what was just digested: no digest of the
+	// copies on the freeze's time.
+	st, _, err := m.copySpans(ctx, t, differ, false)
 	st.Chunks = len(ts.spans)
 	return st, err
 }
@@ -122,7 +124,7 @@ func (m *Bucket) compareTable(ctx context.Context, t table) (Stats, error) {
 			differ, at = append(differ, s), append(at, i)
 		}
 	}
-	st, copied, err := m.copySpans(ctx, t, differ)
+	st, copied, err := m.copySpans(ctx, t, differ, true)
 	st.Chunks = len(spans)
 	if err != nil {
 		m.remember(t, nil) // a chunk copied in part: the next Delta compares the table again
@@ -139,16 +141,16 @@ func (m *Bucket) compareTable(ctx context.Context, t table) (Stats, error) {
 	return st, nil
 }
 
-// copySpans copies chunks of t, Parallel at a time, and returns the
-// source's digest of what it copied of each.
-func (m *Bucket) copySpans(ctx context.Context, t table, spans []span) (Stats, []digest, error) {
+// copySpans copies chunks of t, Parallel at a time, and, with digests,
+// returns the source's digest of what it copied of each.
+func (m *Bucket) copySpans(ctx context.Context, t table, spans []span, digests bool) (Stats, []digest, error) {
 	var mu sync.Mutex
 	st := Stats{Differ: len(spans)}
 	copied := make([]digest, len(spans))
 	g := newGroup(ctx, m.parallel())
 	for i, s := range spans {
 		g.Go(func(gctx context.Context) error {
-			rows, deleted, d, err := m.copySpan(gctx, t, s)
+			rows, deleted, d, err := m.copySpan(gctx, t, s, digests)
 			mu.Lock()
 			defer mu.Unlock()
 			st.Rows += rows
@@ -213,19 +215,28 @@ func (m *Bucket) chunkOnce(ctx context.Context, t table, s span, repair bool) (S
 		return st, fmt.Sprintf("%s %s: source %d rows (money %d), target %d rows (money %d), digests %016x / %016x",
 			t.name, s, src.rows, src.money, dst.rows, dst.money, src.hash, dst.hash), src, nil
 	}
-	rows, deleted, copied, err := m.copySpan(ctx, t, s)
+	rows, deleted, copied, err := m.copySpan(ctx, t, s, true)
 	st.Rows, st.Deleted = rows, deleted
 	return st, "", copied, err
 }
 
 // copySpan replaces the target's rows of chunk s of t with the source's,
-// in one transaction of the target, and returns the source's digest of
-// the rows it copied.
-func (m *Bucket) copySpan(ctx context.Context, t table, s span) (int64, int64, digest, error) {
+// in one transaction of the target, and, withDigest, returns the
+// source's digest of the rows it copied (read with them, from one
+// snapshot).
+func (m *Bucket) copySpan(ctx context.Context, t table, s span, withDigest bool) (int64, int64, digest, error) {
 	if m.beforeCopy != nil {
 		m.beforeCopy(t.name)
 	}
-	vals, cols, d, err := m.snapshot(ctx, t, s)
+	var vals []any
+	var cols int
+	var d digest
+	var err error
+	if withDigest {
+		vals, cols, d, err = m.snapshot(ctx, t, s)
+	} else {
+		vals, cols, err = m.read(ctx, m.db(m.From, t), t, s)
+	}
 	if err != nil {
 		return 0, 0, digest{}, err
 	}

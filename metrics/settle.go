@@ -11,7 +11,7 @@ import (
 // packets closed, pending sends swept and the time of its last good round.
 type Settle struct {
 	credits, refunds, other, closed, swept, failed prometheus.Counter
-	lastRound                                      prometheus.Gauge
+	lastRound, held                                prometheus.Gauge
 }
 
 // NewSettle registers the settler metrics.
@@ -26,9 +26,18 @@ func NewSettle(reg prometheus.Registerer) *Settle {
 		Help: "Settler rounds that failed (retried after the settler's idle pause)."})
 	last := prometheus.NewGauge(prometheus.GaugeOpts{Name: "hongbao_settle_last_round_timestamp_seconds",
 		Help: "Unix time of the settler's last round that succeeded."})
-	reg.MustRegister(delivered, closed, swept, failed, last)
+	held := prometheus.NewGauge(prometheus.GaugeOpts{Name: "hongbao_settle_held_rows",
+		Help: "Outbox rows the settler set aside as undeliverable (a ledger key recorded for another entry, an entry the wallet refuses); never expected, named by hbctl verify."})
+	reg.MustRegister(delivered, closed, swept, failed, last, held)
 	return &Settle{credits: delivered.WithLabelValues("credit"), refunds: delivered.WithLabelValues("refund"),
-		other: delivered.WithLabelValues("other"), closed: closed, swept: swept, failed: failed, lastRound: last}
+		other: delivered.WithLabelValues("other"), closed: closed, swept: swept, failed: failed, lastRound: last, held: held}
+}
+
+// Held sets the number of outbox rows the settler has set aside.
+func (s *Settle) Held(n int) {
+	if s != nil {
+		s.held.Set(float64(n))
+	}
 }
 
 // Delivered counts an entry delivered, by its ledger kind ("open",

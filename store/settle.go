@@ -164,13 +164,27 @@ type OutboxRow struct {
 }
 
 // Outbox returns up to limit undelivered entries of the SET (and rows
-// written before the outbox named its SETs), oldest first. Each part of
-// the union reads the by_set index in order, so however long the backlog
-// no more than 2 x limit entries are read.
-func (s *Store) Outbox(ctx context.Context, limit int) ([]OutboxRow, error) {
+// written before the outbox named its SETs), oldest first, but for the
+// rows skip names (a settler's rows set aside as undeliverable). Each part
+// of the union reads the by_set index in order, so however long the
+// backlog no more than 2 x (limit + len(skip)) entries are read.
+func (s *Store) Outbox(ctx context.Context, limit int, skip ...int64) ([]OutboxRow, error) {
 	const cols = "SELECT id, entry_key, user_id, amount, kind, packet_id, created_at FROM hb_set.outbox WHERE set_name = "
-	rows, err := s.db.QueryContext(ctx, "("+cols+"? ORDER BY id LIMIT ?) UNION ALL ("+cols+"'' ORDER BY id LIMIT ?) ORDER BY id LIMIT ?",
-		s.set, limit, limit, limit)
+	not, args := "", make([]any, 0, 4+2*len(skip))
+	if len(skip) > 0 {
+		not = " AND id NOT IN (" + sqldb.Placeholders(len(skip), "?") + ")"
+	}
+	args = append(args, s.set)
+	for _, id := range skip {
+		args = append(args, id)
+	}
+	args = append(args, limit)
+	for _, id := range skip {
+		args = append(args, id)
+	}
+	args = append(args, limit, limit)
+	rows, err := s.db.QueryContext(ctx, "("+cols+"?"+not+" ORDER BY id LIMIT ?) UNION ALL ("+cols+"''"+not+" ORDER BY id LIMIT ?) ORDER BY id LIMIT ?",
+		args...)
 	if err != nil {
 		if sqldb.IsMissingTable(err) {
 			return nil, nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -25,6 +26,10 @@ import (
 // group (its commit, its replica's acknowledgement and apply) hardly
 // depends on how many credits it records, and four transactions of a
 // quarter each cost the core group four times one.
+// A row the ledger cannot hold as it is (its key recorded for another
+// entry, or an entry the wallet refuses: never expected) stays in the
+// outbox for hbctl verify to name, and is set aside for HoldFor so that
+// the rows behind it are read and delivered (see held).
 // A key names one user, so two of its transactions never record the same
 // key nor touch the same account; another settler of the same SET may
 // (they then wait on each other's rows, and the ledger's unique key keeps
@@ -43,7 +48,9 @@ type delivery struct {
 
 func (s *Settler) deliver(ctx context.Context) (delivery, error) {
 	workers, batch := max(s.Workers, 1), max(s.Batch, 1)
-	rows, err := s.store.Outbox(ctx, batch*workers)
+	skip := s.held.skip(time.Now(), s.HoldFor) // real time: how long a row is left aside, not a money time
+	s.Metrics.Held(len(skip))
+	rows, err := s.store.Outbox(ctx, batch*workers, skip...)
 	if err != nil || len(rows) == 0 {
 		return delivery{}, err
 	}
@@ -56,7 +63,7 @@ func (s *Settler) deliver(ctx context.Context) (delivery, error) {
 		i := uint64(r.Entry.User) % uint64(workers)
 		parts[i] = append(parts[i], r)
 	}
-	done := make([][]int64, workers)
+	done := make([]parted, workers)
 	errs := make([]error, workers)
 	var wg sync.WaitGroup
 	for i, part := range parts {
@@ -65,33 +72,49 @@ func (s *Settler) deliver(ctx context.Context) (delivery, error) {
 		}
 	}
 	wg.Wait()
-	ids := slices.Concat(done...)
+	var ids, aside []int64
+	for _, d := range done {
+		ids, aside = append(ids, d.delivered...), append(aside, d.aside...)
+	}
+	if len(aside) > 0 {
+		s.Metrics.Held(s.held.hold(time.Now(), aside))
+	}
 	return delivery{sent: len(ids), full: full}, errors.Join(errors.Join(errs...), s.store.Delivered(ctx, ids))
 }
 
-// deliverPart delivers rows in transactions of up to batch credits and
-// returns the IDs of the rows the ledger now holds. It stops at the first
-// failure, returning what it delivered before.
-func (s *Settler) deliverPart(ctx context.Context, rows []store.OutboxRow, batch int) ([]int64, error) {
-	var done []int64
+// parted is what the delivery of one part did: the IDs of the rows the
+// ledger now holds, and of those it cannot hold as they are (kept in the
+// outbox and set aside).
+type parted struct {
+	delivered, aside []int64
+}
+
+// deliverPart delivers rows in transactions of up to batch credits. It
+// stops at the first failure, returning what it did before.
+func (s *Settler) deliverPart(ctx context.Context, rows []store.OutboxRow, batch int) (parted, error) {
+	var p parted
 	for chunk := range slices.Chunk(rows, batch) {
 		stored, err := s.record(ctx, chunk)
 		if err != nil {
-			return done, err
+			return p, err
 		}
 		for _, r := range chunk {
-			got := stored[r.Entry.Key]
-			if got.User != r.Entry.User || got.Amount != r.Entry.Amount {
+			got, ok := stored[r.Entry.Key]
+			switch {
+			case !ok: // the wallet refused it (record logged why)
+				p.aside = append(p.aside, r.ID)
+			case got.User != r.Entry.User || got.Amount != r.Entry.Amount:
 				// Never expected: the same key with another meaning. Keep the
 				// row so verify reports it instead of silently dropping money.
-				s.log.Error("ledger key already used for a different entry", zap.String("key", r.Entry.Key),
-					zap.Stringer("user", r.Entry.User), zap.Int64("amount", r.Entry.Amount))
-				continue
+				s.log.Error("ledger key already used for a different entry; outbox row set aside", zap.Int64("outbox_id", r.ID),
+					zap.String("key", r.Entry.Key), zap.Stringer("user", r.Entry.User), zap.Int64("amount", r.Entry.Amount))
+				p.aside = append(p.aside, r.ID)
+			default:
+				p.delivered = append(p.delivered, r.ID)
 			}
-			done = append(done, r.ID)
 		}
 	}
-	return done, nil
+	return p, nil
 }
 
 // record writes rows to the ledger (credits in one transaction; anything
@@ -107,6 +130,11 @@ func (s *Settler) record(ctx context.Context, rows []store.OutboxRow) (map[strin
 			continue
 		}
 		got, _, err := s.wallet.Apply(ctx, r.Entry)
+		if refused(err) {
+			s.log.Error("wallet refused an outbox entry; outbox row set aside", zap.Int64("outbox_id", r.ID), zap.String("key", r.Entry.Key),
+				zap.Stringer("user", r.Entry.User), zap.Int64("amount", r.Entry.Amount), zap.String("kind", r.Entry.Kind), zap.Error(err))
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}

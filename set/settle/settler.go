@@ -51,14 +51,19 @@ type Settler struct {
 	// Workers is the most wallet transactions a delivery runs at once:
 	// one unless it read more than Batch rows (see Deliver).
 	Workers int
+	// HoldFor is how long an outbox row the settler cannot deliver as it
+	// is (see held) is left out of its reads before it is tried again.
+	HoldFor time.Duration
 	// Metrics counts deliveries, closes, sweeps and rounds; nil: none.
 	Metrics *metrics.Settle
+
+	held held
 }
 
 // New returns a Settler for one SET.
 func New(st *store.Store, w *wallet.Wallet, now func() time.Time, log *zap.Logger) *Settler {
 	return &Settler{store: st, wallet: w, now: now, log: log, SweepAfter: 30 * time.Second, Interval: 200 * time.Millisecond,
-		DueEvery: time.Second, DeliverEvery: 100 * time.Millisecond, Batch: 500, Workers: 4}
+		DueEvery: time.Second, DeliverEvery: 100 * time.Millisecond, Batch: 500, Workers: 4, HoldFor: 10 * time.Minute}
 }
 
 // Run settles until ctx ends.

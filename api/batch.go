@@ -62,6 +62,24 @@ type BatchItem struct {
 	Body      []byte
 }
 
+// Fits reports whether it can travel in a batch: DecodeBatch refuses the
+// whole batch for a sub-request with a method, target, request ID or
+// header over maxItemField bytes, more than maxItemHeaders headers or a
+// body over MaxBody. A client's request may be larger (a long query or
+// Idempotency-Key): a router sends it alone.
+func (it *BatchItem) Fits() bool {
+	if len(it.Method) > maxItemField || len(it.Target) > maxItemField || len(it.RequestID) > maxItemField ||
+		len(it.Header) > maxItemHeaders || len(it.Body) > MaxBody {
+		return false
+	}
+	for _, h := range it.Header {
+		if len(h.Name) > maxItemField || len(h.Value) > maxItemField {
+			return false
+		}
+	}
+	return true
+}
+
 // BatchAnswer is one sub-response.
 type BatchAnswer struct {
 	Status int

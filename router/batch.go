@@ -16,6 +16,11 @@ import (
 // batch endpoint (a server older than its router, during an upgrade).
 var errNoBatch = errors.New("server takes no batches")
 
+// errUnbatchable sends a request the single way: it is larger than a
+// batch's sub-request may be (api.BatchItem.Fits), and in a batch it would
+// have the server refuse the whole batch, the other clients' requests too.
+var errUnbatchable = errors.New("request too large for a batch")
+
 // tryBatched makes one attempt at server srv as a sub-request of a batch,
 // bounded like a single attempt by the router's timeout (the coalescer's). Its answer is
 // what the server's handler answered it alone; a failed batch is a failed
@@ -30,6 +35,9 @@ func (rt *Router) tryBatched(r *http.Request, srv string, user hongbao.UserID, b
 	}
 	for k, v := range extra {
 		item.Header = append(item.Header, api.Header{Name: http.CanonicalHeaderKey(k), Value: v})
+	}
+	if !item.Fits() {
+		return nil, errUnbatchable
 	}
 	a, err := rt.coalesce.do(r.Context(), srv, item)
 	var refused *batchRefusal

@@ -146,7 +146,7 @@ func (rt *Router) refreshTopology(ctx context.Context) {
 func (rt *Router) try(r *http.Request, srv string, user hongbao.UserID, body []byte, extra map[string]string) (*response, error) {
 	if rt.coalesce != nil {
 		resp, err := rt.tryBatched(r, srv, user, body, extra)
-		if !errors.Is(err, errCoalescerClosed) && !errors.Is(err, errNoBatch) {
+		if !errors.Is(err, errCoalescerClosed) && !errors.Is(err, errNoBatch) && !errors.Is(err, errUnbatchable) {
 			return resp, err
 		}
 	}

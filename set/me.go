@@ -1,6 +1,7 @@
 package set
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
 
@@ -64,6 +65,10 @@ func (s *Server) handleStatement(r *http.Request, user hongbao.UserID) (int, any
 		month = s.now().In(s.loc).Format("2006-01")
 	}
 	from, to, err := statement.ParseMonth(month, s.loc)
+	if err == nil && (from.UTC().Year() < 1 || to.UTC().Year() > 9999) {
+		// The wallet's times are DATETIMEs: the driver refuses the rest.
+		err = fmt.Errorf("%q is outside the years 0001-9999 (UTC) a wallet time can hold", month)
+	}
 	if err != nil {
 		return 0, nil, &hongbao.InvalidError{Code: "invalid_month", Field: "month", Message: err.Error()}
 	}

@@ -54,6 +54,9 @@ type harnessOpts struct {
 	StoreDB *sql.DB
 	// Wallet, when set, funds sends (and holds daily limits); nil: none.
 	Wallet *wallet.Wallet
+	// DevGrant, with Wallet, is the dev cluster's grant (and turns on
+	// POST /v1/dev/topup); 0: none.
+	DevGrant int64
 }
 
 type harness struct {
@@ -97,11 +100,12 @@ func newHarness(t testing.TB, opts harnessOpts) *harness {
 	loc := dbtest.Shanghai(t)
 	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
 	srv := set.NewServer(set.Deps{
-		Store:  store.New(opts.StoreDB, opts.Set, loc, time.Now, mrand.Int64N),
-		Cache:  cache.New([]string{opts.Memcached}, 500*time.Millisecond, 256, log),
-		Auth:   api.NewInternal(testSecret, time.Now),
-		Wallet: opts.Wallet,
-		Limits: opts.Limits,
+		Store:    store.New(opts.StoreDB, opts.Set, loc, time.Now, mrand.Int64N),
+		Cache:    cache.New([]string{opts.Memcached}, 500*time.Millisecond, 256, log),
+		Auth:     api.NewInternal(testSecret, time.Now),
+		Wallet:   opts.Wallet,
+		DevGrant: opts.DevGrant,
+		Limits:   opts.Limits,
 		// Merging on, as configured in production: every test of the open
 		// path also runs merged transactions.
 		Queue:       queue.Config{Size: 1024, Batch: 32, Idle: 2 * time.Second, TxTimeout: 5 * time.Second, SlotCap: 2, Parallel: 4, Merge: 8},

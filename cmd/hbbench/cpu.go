@@ -8,38 +8,14 @@ import (
 	"strconv"
 	"strings"
 	"time"
-)
 
-// clockTicks is the kernel's USER_HZ, the unit of /proc/<pid>/stat's
-// times: 100 on every Linux architecture Go runs on.
-const clockTicks = 100
+	"github.com/hongbao-dev/hongbao/e2e/harness/devrun"
+)
 
 // proc is one process whose CPU a run charges to the system measured.
 type proc struct {
 	name string
 	pid  int
-}
-
-// cpuTime is the user + system CPU time pid has used so far.
-func cpuTime(pid int) (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// The command name (field 2) may hold spaces; the fields after its
-	// closing parenthesis are fixed: utime and stime are the 12th and
-	// 13th of them.
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
-	}
-	ut, err1 := strconv.ParseInt(f[11], 10, 64)
-	st, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("/proc/%d/stat: bad times %q %q", pid, f[11], f[12])
-	}
-	return time.Duration(ut+st) * time.Second / clockTicks, nil
 }
 
 // cpuSample is the CPU time of each process at one moment.
@@ -48,7 +24,7 @@ type cpuSample map[string]time.Duration
 func sample(ps []proc) cpuSample {
 	s := cpuSample{}
 	for _, p := range ps {
-		if d, err := cpuTime(p.pid); err == nil {
+		if d, err := devrun.CPUTime(p.pid); err == nil {
 			s[p.name] = d
 		}
 	}
@@ -112,7 +88,7 @@ func systemProcs(dir string) ([]proc, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", f, err)
 			}
-			if _, err := cpuTime(pid); err != nil {
+			if _, err := devrun.CPUTime(pid); err != nil {
 				return nil, fmt.Errorf("%s: process %d: %w", f, pid, err)
 			}
 			ps = append(ps, proc{name, pid})

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hongbao-dev/hongbao/e2e/harness/devrun"
 	"github.com/hongbao-dev/hongbao/store/replication"
 	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
@@ -346,6 +347,16 @@ func (m *MariaDB) Stop() {
 		_ = m.cmd.Process.Kill()
 		_ = m.cmd.Wait()
 	}
+}
+
+// CPU returns the user and system CPU time the server's process has used
+// since it started, for benchmarks that count what MariaDB spends per
+// operation.
+func (m *MariaDB) CPU() (time.Duration, error) {
+	if m.cmd == nil || m.cmd.Process == nil {
+		return 0, fmt.Errorf("dbtest: MariaDB on port %d not started", m.Port)
+	}
+	return devrun.CPUTime(m.cmd.Process.Pid)
 }
 
 // Remove stops the server and deletes its files.

@@ -31,6 +31,32 @@ func Alive(pid int) bool {
 	return err == nil && i >= 0 && i+2 < len(stat) && stat[i+2] != 'Z'
 }
 
+// clockTicks is the kernel's USER_HZ, the unit of /proc/<pid>/stat's
+// times: 100 on every Linux architecture Go runs on.
+const clockTicks = 100
+
+// CPUTime is the user + system CPU time process pid has used so far.
+func CPUTime(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) may hold spaces; the fields after its
+	// closing parenthesis are fixed: utime and stime are the 12th and
+	// 13th of them.
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: bad times %q %q", pid, f[11], f[12])
+	}
+	return time.Duration(ut+st) * time.Second / clockTicks, nil
+}
+
 // WaitEnsure waits, up to limit, until the cluster's background creation
 // of day tables (scripts/dev.sh up starts `hbctl schema ensure`,
 // run/ensure.pid) has ended, calling waiting once if it has to wait: its

@@ -1,0 +1,178 @@
+package store_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	hongbao "github.com/hongbao-dev/hongbao"
+	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
+	"github.com/hongbao-dev/hongbao/schema"
+	"github.com/hongbao-dev/hongbao/store"
+	"github.com/hongbao-dev/hongbao/store/sqldb"
+)
+
+// BenchmarkCommitCost measures what MariaDB spends, in CPU, on the round
+// trips and commits of a SET's open transactions, on a replicated pair
+// set up as every hongbao SET database is (binary log and redo flushed at
+// every commit, semi-sync replication waiting AFTER_SYNC; the test
+// harness's small buffer pool and redo log): a statement alone (SELECT 1),
+// a transaction of one INSERT, and the open transaction of a hot packet
+// (known to its server: begin, the write block, commit) carrying 1 and 25
+// opens. It reports the primary's and the replica's CPU per operation and
+// per open, the figures that set MariaDB's share of a hot open end to end
+// (BENCHMARKS.md, "the cost of a commit").
+//
+//	go test -run '^$' -bench BenchmarkCommitCost -benchtime 2000x ./store
+func BenchmarkCommitCost(b *testing.B) {
+	g := dbtest.StartReplicated(b, 0, 1)
+	ctx := context.Background()
+	db, err := sqldb.Open(g.Primary.DSN, 4)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { db.Close() })
+	if err := schema.EnsureSet(ctx, db); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS hb_set.bench_rows (id BIGINT AUTO_INCREMENT PRIMARY KEY, v BIGINT NOT NULL)"); err != nil {
+		b.Fatal(err)
+	}
+	set, bucket := dbtest.UniqueName("cc"), hongbao.Bucket(rand.IntN(hongbao.Buckets))
+	dbtest.Own(b, db, set, []hongbao.Bucket{bucket})
+	st := store.New(db, set, dbtest.Shanghai(b), time.Now, rand.Int64N)
+
+	b.Run("select1", func(b *testing.B) {
+		measureCommits(b, g, 0, func() error {
+			var one int
+			return db.QueryRowContext(ctx, "SELECT 1").Scan(&one)
+		})
+	})
+	b.Run("insert-tx", func(b *testing.B) {
+		measureCommits(b, g, 0, func() error {
+			return sqldb.InTx(ctx, db, func(tx *sql.Tx) error {
+				_, err := tx.ExecContext(ctx, "INSERT INTO hb_set.bench_rows (v) VALUES (?)", rand.Int64())
+				return err
+			})
+		})
+	})
+	for _, opens := range []int{1, 25} {
+		b.Run(fmt.Sprintf("open-tx/%d", opens), func(b *testing.B) {
+			hot := newHotPacket(b, st, bucket)
+			measureCommits(b, g, opens, func() error { return hot.open(ctx, opens) })
+		})
+	}
+}
+
+// measureCommits runs op b.N times and reports the CPU the group's primary
+// and replica spent on them (the replica's once it has applied them all),
+// per operation and, when opens > 0, per open.
+func measureCommits(b *testing.B, g *dbtest.Group, opens int, op func() error) {
+	b.Helper()
+	members := g.Members()
+	before := make([]time.Duration, len(members))
+	for i, m := range members {
+		var err error
+		if before[i], err = m.CPU(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		if err := op(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	waitApplied(b, g)
+	for i, m := range members {
+		after, err := m.CPU()
+		if err != nil {
+			b.Fatal(err)
+		}
+		us := float64((after - before[i]).Microseconds()) / float64(b.N)
+		name := "primary"
+		if i > 0 {
+			name = "replica"
+		}
+		b.ReportMetric(us, name+"-cpu-us/op")
+		if opens > 0 {
+			b.ReportMetric(us/float64(opens), name+"-cpu-us/open")
+		}
+	}
+}
+
+// waitApplied waits until every replica of g has applied what the primary
+// has logged.
+func waitApplied(b *testing.B, g *dbtest.Group) {
+	b.Helper()
+	primary := dbtest.Open(b, g.Primary.DSN, 1)
+	var pos string
+	if err := primary.QueryRow("SELECT @@GLOBAL.gtid_binlog_pos").Scan(&pos); err != nil {
+		b.Fatal(err)
+	}
+	for _, r := range g.Replicas {
+		var res sql.NullInt64
+		if err := dbtest.Open(b, r.DSN, 1).QueryRow("SELECT MASTER_GTID_WAIT(?, 60)", pos).Scan(&res); err != nil || res.Int64 != 0 {
+			b.Fatalf("replica did not apply %s in 60 s: %v (%v)", pos, res, err)
+		}
+	}
+}
+
+// hotPacket is a packet of many shares opened as its server opens a hot
+// packet: with the knowledge of its last transaction, so that a
+// transaction is begin, the write block and commit.
+type hotPacket struct {
+	st      *store.Store
+	bucket  hongbao.Bucket
+	known   *hongbao.Snapshot
+	id      hongbao.PacketID
+	created func() hongbao.PacketID
+}
+
+func newHotPacket(b *testing.B, st *store.Store, bucket hongbao.Bucket) *hotPacket {
+	b.Helper()
+	h := &hotPacket{st: st, bucket: bucket}
+	h.created = func() hongbao.PacketID {
+		id, err := minter.Next(bucket)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, ok, err := st.Create(context.Background(), store.NewPacket{ID: id, Sender: dbtest.FreshUser(),
+			Req: hongbao.SendRequest{Total: 100_000_000, Count: 100_000, Type: hongbao.Random}, Expiry: time.Hour, Funding: hongbao.Funded}); err != nil || !ok {
+			b.Fatalf("create a packet of 100,000 shares: created %v, %v", ok, err)
+		}
+		return id
+	}
+	h.id = h.created()
+	return h
+}
+
+// open opens the packet for n fresh users in one transaction, starting
+// another packet when this one has too few shares left.
+func (h *hotPacket) open(ctx context.Context, n int) error {
+	if h.known != nil && h.known.Packet.RemainingCount < n {
+		h.id, h.known = h.created(), nil
+	}
+	users := make([]hongbao.UserID, n)
+	for i := range users {
+		users[i] = dbtest.FreshUser()
+	}
+	bs, err := h.st.OpenMany(ctx, []store.Work{{ID: h.id, Users: users, Known: h.known, OpenersUpTo: 100_000}})
+	if err != nil {
+		return err
+	}
+	if bs[0].Packet == nil || bs[0].Openers == nil {
+		return fmt.Errorf("packet %s: no packet or openers after the transaction", h.id)
+	}
+	for _, o := range bs[0].Outcomes {
+		if o.Err != nil {
+			return fmt.Errorf("packet %s: open: %w", h.id, o.Err)
+		}
+	}
+	h.known = &hongbao.Snapshot{Packet: *bs[0].Packet, Openers: bs[0].Openers}
+	return nil
+}

@@ -57,6 +57,8 @@ type harnessOpts struct {
 	// DevGrant, with Wallet, is the dev cluster's grant (and turns on
 	// POST /v1/dev/topup); 0: none.
 	DevGrant int64
+	// Log is the server's logger; nil logs warnings and above to the test.
+	Log *zap.Logger
 }
 
 type harness struct {
@@ -98,7 +100,10 @@ func newHarness(t testing.TB, opts harnessOpts) *harness {
 		opts.StoreDB = db
 	}
 	loc := dbtest.Shanghai(t)
-	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
+	log := opts.Log
+	if log == nil {
+		log = zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
+	}
 	srv := set.NewServer(set.Deps{
 		Store:    store.New(opts.StoreDB, opts.Set, loc, time.Now, mrand.Int64N),
 		Cache:    cache.New([]string{opts.Memcached}, 500*time.Millisecond, 256, log),

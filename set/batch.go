@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"runtime"
 	"strings"
 
 	"go.uber.org/zap"
@@ -73,6 +74,16 @@ func (s *Server) handleBatch(apiHandler http.Handler) http.HandlerFunc {
 				buf = api.AppendAnswer(buf, a.index, a.answer)
 				s.putItemWriter(a.w)
 				n++
+				if n < len(items) {
+					// Opens that commit together wake their runners
+					// together, and the first one's send makes this
+					// goroutine the next to run: it would write that
+					// answer alone, and so on for each (a write, a
+					// flush and a wake-up of the router's reader per
+					// answer). Yielding once lets the runners ready
+					// now finish, so their answers share the write.
+					runtime.Gosched()
+				}
 			}
 			for more := true; more && n < len(items); { // what else is ready goes in the same write
 				select {

@@ -4,10 +4,19 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"syscall"
 	"testing"
+	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/api"
+	"github.com/hongbao-dev/hongbao/configs"
+	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // BenchmarkServerPing is the server's cost of a ping (the no-op behind
@@ -51,4 +60,77 @@ func BenchmarkServerPing(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkServerOpenBatch is the server's cost of the opens of a hot
+// packet as the router sends them: batches of 25 opens of one packet by
+// new users, over real HTTP from this process, on one P as the dev
+// cluster runs its servers, logging at info to a file. It reports this
+// process's CPU (server and client; MySQL and memcached are other
+// processes) per open.
+func BenchmarkServerOpenBatch(b *testing.B) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	lim := hongbao.DefaultLimits()
+	lim.MaxCount = 1000
+	h := newHarness(b, harnessOpts{Limits: lim, Log: fileLogger(b)})
+	const per = 25
+	var id hongbao.PacketID
+	left := 0
+	var cpu time.Duration
+	opens := 0
+	for b.Loop() {
+		if left < per {
+			id, left = h.mustSend(b, dbtest.FreshUser(), 8000, 400, "random"), 400
+		}
+		items := make([]api.BatchItem, per)
+		for i, u := range distinctUsers(per) {
+			items[i] = openItem(u, id)
+		}
+		raw := api.AppendBatch(nil, items)
+		before := processCPU(b)
+		answers := h.postBatch(b, raw, nil, true, per).Answers
+		cpu += processCPU(b) - before
+		left -= per
+		opens += per
+		for _, a := range answers {
+			if a.Status != http.StatusOK {
+				b.Fatalf("open: %d %s", a.Status, a.Body)
+			}
+		}
+	}
+	b.ReportMetric(float64(cpu.Microseconds())/float64(opens), "cpu-us/open")
+}
+
+// processCPU is this process's user and system CPU time so far.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// fileLogger is a logger as a benchmarked process's: JSON to a file,
+// warnings and above, and the money lines (configs.MoneyLogger) at info.
+func fileLogger(b *testing.B) *zap.Logger {
+	f, err := os.Create(filepath.Join(b.TempDir(), "server.log"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { f.Close() })
+	return zap.New(warnAndMoney{zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.Lock(f), zapcore.InfoLevel)})
+}
+
+// warnAndMoney passes warnings and above, and the money lines at info.
+type warnAndMoney struct{ zapcore.Core }
+
+func (c warnAndMoney) With(fields []zapcore.Field) zapcore.Core {
+	return warnAndMoney{c.Core.With(fields)}
+}
+
+func (c warnAndMoney) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if e.Level >= zapcore.WarnLevel || e.LoggerName == configs.MoneyLogger {
+		return c.Core.Check(e, ce)
+	}
+	return ce
 }

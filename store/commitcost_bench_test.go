@@ -64,6 +64,11 @@ func BenchmarkCommitCost(b *testing.B) {
 			hot := newHotPacket(b, st, bucket)
 			measureCommits(b, g, opens, func() error { return hot.open(ctx, opens) })
 		})
+		b.Run(fmt.Sprintf("open-tx-read/%d", opens), func(b *testing.B) {
+			hot := newHotPacket(b, st, bucket)
+			hot.unknown = true
+			measureCommits(b, g, opens, func() error { return hot.open(ctx, opens) })
+		})
 	}
 }
 
@@ -129,6 +134,8 @@ type hotPacket struct {
 	st      *store.Store
 	bucket  hongbao.Bucket
 	known   *hongbao.Snapshot
+	unknown bool // open as a packet the server does not know: begin, the read, the writes, commit
+	left    int  // shares the packet has left
 	id      hongbao.PacketID
 	created func() hongbao.PacketID
 }
@@ -147,25 +154,29 @@ func newHotPacket(b *testing.B, st *store.Store, bucket hongbao.Bucket) *hotPack
 		}
 		return id
 	}
-	h.id = h.created()
+	h.id, h.left = h.created(), 100_000
 	return h
 }
 
 // open opens the packet for n fresh users in one transaction, starting
 // another packet when this one has too few shares left.
 func (h *hotPacket) open(ctx context.Context, n int) error {
-	if h.known != nil && h.known.Packet.RemainingCount < n {
-		h.id, h.known = h.created(), nil
+	if h.left < n {
+		h.id, h.known, h.left = h.created(), nil, 100_000
 	}
 	users := make([]hongbao.UserID, n)
 	for i := range users {
 		users[i] = dbtest.FreshUser()
 	}
-	bs, err := h.st.OpenMany(ctx, []store.Work{{ID: h.id, Users: users, Known: h.known, OpenersUpTo: 100_000}})
+	w := store.Work{ID: h.id, Users: users, Known: h.known, OpenersUpTo: 100_000}
+	if h.unknown {
+		w.Known, w.OpenersUpTo = nil, 0
+	}
+	bs, err := h.st.OpenMany(ctx, []store.Work{w})
 	if err != nil {
 		return err
 	}
-	if bs[0].Packet == nil || bs[0].Openers == nil {
+	if bs[0].Packet == nil || bs[0].Openers == nil && !h.unknown {
 		return fmt.Errorf("packet %s: no packet or openers after the transaction", h.id)
 	}
 	for _, o := range bs[0].Outcomes {
@@ -173,6 +184,9 @@ func (h *hotPacket) open(ctx context.Context, n int) error {
 			return fmt.Errorf("packet %s: open: %w", h.id, o.Err)
 		}
 	}
-	h.known = &hongbao.Snapshot{Packet: *bs[0].Packet, Openers: bs[0].Openers}
+	h.left = bs[0].Packet.RemainingCount
+	if !h.unknown {
+		h.known = &hongbao.Snapshot{Packet: *bs[0].Packet, Openers: bs[0].Openers}
+	}
 	return nil
 }

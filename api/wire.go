@@ -235,6 +235,28 @@ type HistoryItem struct {
 	At     string `json:"at"`
 }
 
+// Query parses a request's query string, refusing what url.Values would
+// pass over in silence: a malformed string (a bad escape, a ';' between
+// parameters), whose parameters it drops, and a parameter given more than
+// once, of which it keeps the first. Either is 400 invalid_query, as any
+// other bad input: a client that meant ?limit=5 and sent ?limit=%35%zz
+// must not be answered 20 entries as if it had asked for nothing.
+func Query(raw string) (url.Values, error) {
+	q, err := url.ParseQuery(raw)
+	if err != nil {
+		return nil, &hongbao.InvalidError{Code: "invalid_query", Field: "query", Message: "the query string is malformed: " + err.Error()}
+	}
+	for k, vs := range q {
+		if len(vs) > 1 {
+			if len(k) > 64 {
+				k = k[:64] + "..."
+			}
+			return nil, &hongbao.InvalidError{Code: "invalid_query", Field: k, Message: "given more than once"}
+		}
+	}
+	return q, nil
+}
+
 // Page reads ?cursor=&limit= (limit 1..100, default 20).
 func Page(q url.Values) (cursor int64, limit int, err error) {
 	limit = 20

@@ -28,7 +28,11 @@ func (s *Server) handleHistory(kind string) handler {
 		if s.wallet == nil {
 			return 0, nil, hongbao.ErrUnavailable
 		}
-		cursor, limit, err := api.Page(r.URL.Query())
+		q, err := api.Query(r.URL.RawQuery)
+		if err != nil {
+			return 0, nil, err
+		}
+		cursor, limit, err := api.Page(q)
 		if err != nil {
 			return 0, nil, err
 		}
@@ -60,7 +64,11 @@ func (s *Server) handleStatement(r *http.Request, user hongbao.UserID) (int, any
 	if s.wallet == nil {
 		return 0, nil, hongbao.ErrUnavailable
 	}
-	month := r.URL.Query().Get("month")
+	q, err := api.Query(r.URL.RawQuery)
+	if err != nil {
+		return 0, nil, err
+	}
+	month := q.Get("month")
 	if month == "" {
 		month = s.now().In(s.loc).Format("2006-01")
 	}

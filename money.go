@@ -3,6 +3,7 @@ package hongbao
 import (
 	"fmt"
 	"time"
+	"unicode"
 )
 
 // Type is the way a packet's total is split into shares.
@@ -100,6 +101,8 @@ func (l Limits) Validate(r SendRequest) error {
 		return bad("fixed_not_divisible", "total", "a fixed packet's total must divide evenly by count")
 	case len(r.Greeting) > l.MaxGreeting:
 		return bad("greeting_too_long", "greeting", fmt.Sprintf("must be at most %d bytes", l.MaxGreeting))
+	case !displayable(r.Greeting):
+		return bad("invalid_greeting", "greeting", "must hold no control characters (but line breaks) and no Unicode non-characters")
 	case len(r.Audience) > l.MaxAudience:
 		return bad("audience_over_limit", "audience.users", fmt.Sprintf("must name at most %d users", l.MaxAudience))
 	case r.Audience != nil && r.Count > len(r.Audience):
@@ -110,6 +113,25 @@ func (l Limits) Validate(r SendRequest) error {
 		return bad("share_over_limit", "total", fmt.Sprintf("a share could exceed %d fen", l.MaxShare))
 	}
 	return nil
+}
+
+// displayable reports whether a greeting is text every opener's screen
+// shows as sent: no control characters (a NUL, an escape sequence for a
+// terminal, a bidirectional override), which the page, a log or a chat
+// client would render, cut or act on, and no Unicode non-characters
+// (U+FFFE, U+FFFF, U+FDD0-U+FDEF and the last two of every plane), which
+// are not text. A line break is a greeting's own.
+func displayable(g string) bool {
+	for _, r := range g {
+		switch {
+		case r == '\n':
+		case unicode.IsControl(r), unicode.Is(unicode.Bidi_Control, r):
+			return false
+		case r >= 0xFDD0 && r <= 0xFDEF, r&0xFFFE == 0xFFFE:
+			return false
+		}
+	}
+	return true
 }
 
 // maxShare is the largest amount one share of r can reach.

@@ -244,6 +244,16 @@ func TestLimitsValidate(t *testing.T) {
 		{"greeting too long", def, SendRequest{1000, 10, Random, strings.Repeat("a", 201), nil}, "greeting_too_long", "greeting"},
 		// 67 three-byte runes: 201 bytes, 67 characters. The limit is bytes.
 		{"greeting bytes not runes", def, SendRequest{1000, 10, Random, strings.Repeat("红", 67), nil}, "greeting_too_long", "greeting"},
+		{"greeting with a NUL", def, SendRequest{1000, 10, Random, "恭喜\x00发财", nil}, "invalid_greeting", "greeting"},
+		{"greeting with an escape", def, SendRequest{1000, 10, Random, "\x1b[2J", nil}, "invalid_greeting", "greeting"},
+		{"greeting with a C1 control", def, SendRequest{1000, 10, Random, "a\u0085b", nil}, "invalid_greeting", "greeting"},
+		{"greeting with a bidi override", def, SendRequest{1000, 10, Random, "abc\u202edef", nil}, "invalid_greeting", "greeting"},
+		{"greeting with U+FFFF", def, SendRequest{1000, 10, Random, "a\uffffb", nil}, "invalid_greeting", "greeting"},
+		{"greeting with U+FDD0", def, SendRequest{1000, 10, Random, "a\ufdd0", nil}, "invalid_greeting", "greeting"},
+		{"greeting with U+10FFFE", def, SendRequest{1000, 10, Random, "a\U0010fffe", nil}, "invalid_greeting", "greeting"},
+		{"greeting with a tab", def, SendRequest{1000, 10, Random, "a\tb", nil}, "invalid_greeting", "greeting"},
+		{"greeting on two lines", def, SendRequest{1000, 10, Random, "恭喜发财\n大吉大利", nil}, "", ""},
+		{"greeting with emoji and U+FFFD", def, SendRequest{1000, 10, Random, "🧧 红包 \ufffd", nil}, "", ""},
 		// Random: the last share can reach total-(count-1) = 9999 > 5000.
 		{"share over limit random", activity, SendRequest{10000, 2, Random, "", nil}, "share_over_limit", "total"},
 		{"share over limit single", activity, SendRequest{5001, 1, Random, "", nil}, "share_over_limit", "total"},

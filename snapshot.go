@@ -12,17 +12,25 @@ import "time"
 type Snapshot struct {
 	Packet  Packet
 	Openers map[UserID]int64
+	// Unlisted says Openers is not kept (nil): the packet has too many
+	// shares to hold them. A transaction then draws a share for every
+	// user of its work, and a user who had one fails it on the details'
+	// key; the works are applied again, reading. Nothing is answered from
+	// an unlisted snapshot's openers.
+	Unlisted bool
 }
 
 // Usable reports whether k may stand in for reading its packet at now:
 // only while the packet takes opens (an answer that writes nothing, as
 // sold_out or expired, would check nothing, and a share opened elsewhere
 // would read as one of them), only for a funded packet, and only with as
-// many openers as the packet has shares (the writes check the packet row,
-// which cannot tell a list of openers that misses one).
+// many openers as the packet has shares, or none kept (Unlisted): the
+// openers a transaction returns from a list that misses one would be
+// believed (a repeated open answered from them, a sold-out packet's
+// openers remembered), where an unlisted snapshot returns none.
 func (k *Snapshot) Usable(now time.Time) bool {
 	return k != nil && k.Packet.Funding == Funded && k.Packet.StatusAt(now) == Active &&
-		len(k.Openers) == k.Packet.Count-k.Packet.RemainingCount
+		(k.Unlisted && k.Openers == nil || len(k.Openers) == k.Packet.Count-k.Packet.RemainingCount)
 }
 
 // DrawOpens decides the opens of users in order against p, which it

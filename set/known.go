@@ -9,13 +9,16 @@ import (
 	"github.com/hongbao-dev/hongbao/store"
 )
 
-// known holds, for the small packets still taking opens that this server
-// opened lately, the packet as its last transaction here left it and every
-// share it had then. With it a repeated open is answered from memory, a
-// new open goes to the queue without a memcached lookup, and the packet's
-// next transaction skips its reads (hongbao.Snapshot). It is a belief, never
-// trusted for money: the store's writes check it, and only what can never
-// change (a committed share) is answered from it directly.
+// known holds, for the packets still taking opens that this server opened
+// lately, the packet as its last transaction here left it and, for the
+// small ones, every share it had then. With the shares a repeated open is
+// answered from memory and a new open goes to the queue without a
+// memcached lookup; with or without them the packet's next transaction
+// skips its reads (hongbao.Snapshot; a large packet's is Unlisted, and a
+// transaction carrying a repeated open of it fails on the details' key and
+// is applied again, reading). It is a belief, never trusted for money: the
+// store's writes check it, and only what can never change (a committed
+// share) is answered from it directly.
 //
 // It is bounded like the sold-out memo: by the shares it holds, counting
 // each packet as knownCost shares more; the packets learnt first are
@@ -81,7 +84,7 @@ func (k *known) get(id hongbao.PacketID, now time.Time) *hongbao.Snapshot {
 // known and still taking opens, so the open needs no cache lookup.
 func (k *known) answer(id hongbao.PacketID, user hongbao.UserID, now time.Time) (o hongbao.Outcome, answered, live bool) {
 	kn := k.get(id, now)
-	if kn == nil {
+	if kn == nil || kn.Unlisted { // an unlisted packet's openers are memcached's
 		return hongbao.Outcome{}, false, false
 	}
 	if amount, ok := kn.Openers[user]; ok {
@@ -90,15 +93,19 @@ func (k *known) answer(id hongbao.PacketID, user hongbao.UserID, now time.Time) 
 	return hongbao.Outcome{}, false, true
 }
 
-// learn records what a committed transaction left of packet id: known
-// from now on if the batch carries every opener and the packet still takes
-// opens, forgotten otherwise (a sold-out packet is the memo's).
+// learn records what a committed transaction left of packet id, while
+// the packet takes opens: with every opener if it has at most upTo shares
+// and the batch carries them, unlisted if it has more; forgotten otherwise
+// (a sold-out packet is the memo's).
 func (k *known) learn(id hongbao.PacketID, b store.Batch, now time.Time) {
-	if b.Packet == nil || b.Openers == nil || b.Packet.Count > k.upTo() || b.Packet.StatusAt(now) != hongbao.Active {
+	if b.Packet == nil || b.Packet.StatusAt(now) != hongbao.Active || b.Openers == nil && b.Packet.Count <= k.upTo() {
 		k.forget(id)
 		return
 	}
 	kn := &hongbao.Snapshot{Packet: *b.Packet, Openers: b.Openers}
+	if b.Packet.Count > k.upTo() {
+		kn.Openers, kn.Unlisted = nil, true
+	}
 	kn.Packet.Greeting = "" // up to a kilobyte nobody asks the known packet for
 	k.mu.Lock()
 	defer k.mu.Unlock()

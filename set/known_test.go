@@ -111,7 +111,7 @@ func TestKnownLearnGetAnswerForget(t *testing.T) {
 	checkKnown(t, k)
 }
 
-// TestKnownLearnForgets proves learn forgets (or never keeps) a packet above upTo, not active (sold out, expired, closed), or without openers or packet.
+// TestKnownLearnForgets proves learn forgets (or never keeps) a packet not active (sold out, expired, closed), or of at most upTo shares without openers, or without packet.
 func TestKnownLearnForgets(t *testing.T) {
 	k := newKnown(40)
 	if k.upTo() != 10 {
@@ -130,7 +130,6 @@ func TestKnownLearnForgets(t *testing.T) {
 		name string
 		b    store.Batch
 	}{
-		{"count above upTo", batch(1, 11, openers(100, 1))},
 		{"sold out", soldOut},
 		{"expired", expired},
 		{"closed", closed},
@@ -159,6 +158,14 @@ func TestKnownLearnForgets(t *testing.T) {
 			checkKnown(t, k)
 		})
 	}
+	t.Run("count above upTo, sold out", func(t *testing.T) {
+		k := newKnown(40)
+		k.learn(1, batch(1, 11, nil), t0)
+		k.learn(1, batch(1, 11, openers(100, 11)), t0)
+		if k.size() != 0 || k.get(1, t0) != nil {
+			t.Errorf("a sold-out packet above upTo is known: size %d", k.size())
+		}
+	})
 	t.Run("limit 0", func(t *testing.T) {
 		k := newKnown(0)
 		k.learn(1, batch(1, 1, map[hongbao.UserID]int64{}), t0)
@@ -227,4 +234,40 @@ func TestKnownLearnSent(t *testing.T) {
 			t.Errorf("known %+v after a late send, want the 3 openers learnt after it", kn)
 		}
 	})
+}
+
+// TestKnownUnlisted: a packet above upTo shares is known without its
+// openers (unlisted, whatever the batch carried), for a knownCost; its
+// next transaction may use it, and no open of it is answered from memory
+// nor called live (memcached has its openers).
+func TestKnownUnlisted(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		b    store.Batch
+	}{
+		{"no openers", batch(1, 11, nil)},
+		{"openers carried", batch(1, 11, openers(100, 3))},
+		{"a fresh packet", batch(1, 500, map[hongbao.UserID]int64{})},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := newKnown(40)
+			k.learn(1, tc.b, t0)
+			kn := k.get(1, t0)
+			if kn == nil || !kn.Unlisted || kn.Openers != nil || kn.Packet.RemainingCount != tc.b.Packet.RemainingCount {
+				t.Fatalf("get = %+v; want the packet, unlisted, no openers", kn)
+			}
+			if !kn.Usable(t0) {
+				t.Error("an unlisted packet taking opens is not usable")
+			}
+			for u := range tc.b.Openers {
+				if _, answered, live := k.answer(1, u, t0); answered || live {
+					t.Errorf("opener %d of an unlisted packet: answered %v, live %v; want neither", u, answered, live)
+				}
+			}
+			if k.held != knownCost {
+				t.Errorf("held %d, want knownCost %d", k.held, knownCost)
+			}
+			checkKnown(t, k)
+		})
+	}
 }

@@ -244,6 +244,10 @@ func TestKnownUsable(t *testing.T) {
 			k.Packet.RemainingCount, k.Openers = 0, map[hongbao.UserID]int64{7: 100, 8: 100, 9: 100}
 		}, false},
 		{"fresh, no openers (nil)", func(k *hongbao.Snapshot) { k.Packet.RemainingCount, k.Openers = 3, nil }, true},
+		{"unlisted", func(k *hongbao.Snapshot) { k.Openers, k.Unlisted = nil, true }, true},
+		{"unlisted, expired", func(k *hongbao.Snapshot) { k.Openers, k.Unlisted, k.Packet.ExpiresAt = nil, true, now }, false},
+		{"unlisted, sold out", func(k *hongbao.Snapshot) { k.Openers, k.Unlisted, k.Packet.RemainingCount = nil, true, 0 }, false},
+		{"unlisted, pending funding", func(k *hongbao.Snapshot) { k.Openers, k.Unlisted, k.Packet.Funding = nil, true, hongbao.Pending }, false},
 	} {
 		k := &hongbao.Snapshot{Packet: base, Openers: maps.Clone(one)}
 		tc.edit(k)

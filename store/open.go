@@ -137,7 +137,7 @@ func (s *Store) openTx(ctx context.Context, tx *sql.Tx, works []Work, now time.T
 	if err != nil {
 		return nil, err
 	}
-	ws := writeSet{before: map[hongbao.PacketID]remaining{}, known: map[hongbao.PacketID]bool{}}
+	ws := writeSet{before: map[hongbao.PacketID]remaining{}, known: map[hongbao.PacketID]bool{}, unlisted: map[hongbao.PacketID]bool{}}
 	for _, w := range works {
 		if usable(w) && rd.packets[w.ID] == nil && !ws.known[w.ID] {
 			p, have := w.Known.Packet, maps.Clone(w.Known.Openers)
@@ -145,6 +145,7 @@ func (s *Store) openTx(ctx context.Context, tx *sql.Tx, works []Work, now time.T
 				have = map[hongbao.UserID]int64{}
 			}
 			rd.packets[w.ID], rd.have[w.ID], ws.known[w.ID] = &p, have, true
+			ws.unlisted[w.ID] = w.Known.Unlisted
 		}
 		if p := rd.packets[w.ID]; p != nil {
 			ws.before[w.ID] = remaining{p.RemainingAmount, p.RemainingCount}
@@ -170,7 +171,7 @@ func (s *Store) openTx(ctx context.Context, tx *sql.Tx, works []Work, now time.T
 			return nil, err
 		}
 	}
-	return bs, s.openersOf(ctx, tx, works, bs, rd.have, ws.known)
+	return bs, s.openersOf(ctx, tx, works, bs, rd.have, ws)
 }
 
 // openRead is what a transaction read before deciding: the funded packets

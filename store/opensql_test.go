@@ -84,6 +84,7 @@ func goldenCases(t *testing.T) []goldenCase {
 		return &hongbao.Snapshot{Packet: p, Openers: openers}
 	}
 	changed := &mysql.MySQLError{Number: errPacketChanged, SQLState: [5]byte{'4', '5', '0', '0', '0'}, Message: "packet changed"}
+	dup := &mysql.MySQLError{Number: 1062, SQLState: [5]byte{'2', '3', '0', '0', '0'}, Message: "Duplicate entry for key 'PRIMARY'"}
 
 	a15, a15b := goldenID(t, 15, 123, 1), goldenID(t, 15, 123, 2) // db_12.t_3_15
 	a14 := goldenID(t, 14, 123, 1)                                // db_12.t_3_14
@@ -177,6 +178,31 @@ func goldenCases(t *testing.T) []goldenCase {
 			works: []Work{{ID: a15, Users: us(202, 205),
 				Known: known(goldenPacket(a15, hongbao.Random, 1000, 10, map[hongbao.UserID]int64{201: 150}), map[hongbao.UserID]int64{201: 150})}},
 			writeErrs: []error{changed},
+		},
+		{
+			// A large packet known without its openers (Unlisted): no read,
+			// a share drawn for every user, no openers asked back.
+			name: "known_unlisted",
+			packets: []hongbao.Packet{
+				goldenPacket(a15, hongbao.Random, 5000, 50, map[hongbao.UserID]int64{201: 90}),
+			},
+			shares: map[hongbao.PacketID]map[hongbao.UserID]int64{a15: {201: 90}},
+			works: []Work{{ID: a15, Users: us(301, 302), OpenersUpTo: 10,
+				Known: &hongbao.Snapshot{Packet: goldenPacket(a15, hongbao.Random, 5000, 50, map[hongbao.UserID]int64{201: 90}), Unlisted: true}}},
+		},
+		{
+			// An unlisted packet's work repeats an opener (201): the details'
+			// key refuses the block (the recorder answers as MySQL would),
+			// the transaction rolls back and the works are applied again
+			// from a read, which answers 201 already_opened.
+			name: "known_unlisted_repeat",
+			packets: []hongbao.Packet{
+				goldenPacket(a15, hongbao.Random, 5000, 50, map[hongbao.UserID]int64{201: 90}),
+			},
+			shares: map[hongbao.PacketID]map[hongbao.UserID]int64{a15: {201: 90}},
+			works: []Work{{ID: a15, Users: us(201, 302), OpenersUpTo: 10,
+				Known: &hongbao.Snapshot{Packet: goldenPacket(a15, hongbao.Random, 5000, 50, map[hongbao.UserID]int64{201: 90}), Unlisted: true}}},
+			writeErrs: []error{dup},
 		},
 		{
 			// A work without users reads no share of its packet (IN (NULL))
@@ -331,7 +357,11 @@ func transcript(s *Store, c goldenCase, names map[hongbao.PacketID]string, log [
 			fmt.Fprintf(&b, ", openers up to %d (sold out %d)", w.OpenersUpTo, w.SoldOutOpenersUpTo)
 		}
 		if k := w.Known; k != nil {
-			fmt.Fprintf(&b, ", known: left %d/%d, openers %s", k.Packet.RemainingAmount, k.Packet.RemainingCount, printShares(k.Openers))
+			if k.Unlisted {
+				fmt.Fprintf(&b, ", known: left %d/%d, openers unlisted", k.Packet.RemainingAmount, k.Packet.RemainingCount)
+			} else {
+				fmt.Fprintf(&b, ", known: left %d/%d, openers %s", k.Packet.RemainingAmount, k.Packet.RemainingCount, printShares(k.Openers))
+			}
 		}
 		b.WriteString("\n")
 	}

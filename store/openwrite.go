@@ -27,11 +27,14 @@ type remaining struct {
 }
 
 // writeSet is what a transaction writes: the new shares, what each packet
-// had left before it and which packets it did not read (known).
+// had left before it, which packets it did not read (known) and of those
+// which came without their openers (unlisted: have holds only this
+// transaction's draws).
 type writeSet struct {
-	fresh  []share
-	before map[hongbao.PacketID]remaining
-	known  map[hongbao.PacketID]bool
+	fresh    []share
+	before   map[hongbao.PacketID]remaining
+	known    map[hongbao.PacketID]bool
+	unlisted map[hongbao.PacketID]bool
 }
 
 // Errors the write block signals (user-defined MySQL error numbers): a
@@ -171,11 +174,12 @@ func (s *Store) fenceCheck(q *strings.Builder, args []any, ps map[*hongbao.Packe
 // openersOf fills the Openers of every batch whose work asked for them and
 // whose packet has at most that many shares (or sold out, at most that
 // many for a sold-out packet). A known packet's are what was
-// known plus this transaction's draws (have); the others' are read, in one
+// known plus this transaction's draws (have), unless it came unlisted
+// (have is then only the draws); the others' are read, in one
 // round trip, under the packets' row locks and after this transaction's
 // own writes: every share the packet has.
 func (s *Store) openersOf(ctx context.Context, tx *sql.Tx, works []Work, bs []Batch,
-	have map[hongbao.PacketID]map[hongbao.UserID]int64, known map[hongbao.PacketID]bool) error {
+	have map[hongbao.PacketID]map[hongbao.UserID]int64, ws writeSet) error {
 	var q strings.Builder
 	var args []any
 	var asked []int
@@ -184,7 +188,7 @@ func (s *Store) openersOf(ctx context.Context, tx *sql.Tx, works []Work, bs []Ba
 		switch {
 		case p == nil || p.Count > w.OpenersUpTo && (p.RemainingCount > 0 || p.Count > w.SoldOutOpenersUpTo):
 			continue
-		case known[w.ID]:
+		case ws.known[w.ID] && !ws.unlisted[w.ID]:
 			bs[i].Openers = maps.Clone(have[w.ID])
 			continue
 		}

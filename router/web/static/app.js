@@ -151,7 +151,7 @@
       case "not_found": return "There is no such red packet (check the link).";
       case "invalid_id": return "That link's red packet number is not valid.";
       case "invalid_user": return "A user ID is a positive whole number, like 42.";
-      case "invalid_cursor": case "invalid_limit": return "That page of history cannot be shown." + detail;
+      case "invalid_cursor": case "invalid_limit": case "invalid_query": return "That page of history cannot be shown." + detail;
       case "invalid_month": return "That month cannot be shown (use YYYY-MM)." + detail;
       case "malformed_json": case "unknown_field": case "unsupported_media_type": case "body_too_large": case "malformed_body":
       case "null_value": case "trailing_data": case "truncated_body": case "unexpected_body": case "duplicate_key":

@@ -41,15 +41,19 @@ func TestFailoverKilledPrimary(t *testing.T) {
 }
 
 // failoverUnderLoad runs timedLoad with 16 clients, kills primary (kill
-// -9) after 3 s, runs hbctl with args and checks that its report mentions
-// each of want, lets the load go on for 4 s and stops it. It returns the
-// load, when the primary was killed and how long hbctl took.
+// -9) once the load is going (3 s and 40 opens acknowledged, or 30 s),
+// runs hbctl with args and checks that its report mentions each of want,
+// lets the load go on for 4 s and 80 more acknowledged opens (or 30 s)
+// and stops it. It returns the load, when the primary was killed and how
+// long hbctl took. The counts, not the times, are what Check needs: under
+// a loaded make test the load once took its first 3 s to send, and 4 s
+// after the failover gave SET a 45 opens.
 func failoverUnderLoad(t *testing.T, c *clustertest.Cluster, primary *dbtest.MariaDB, args []string, want ...string) (*ctltest.TimedLoad, time.Time, time.Duration) {
 	t.Helper()
 	l := &ctltest.TimedLoad{}
 	stop := make(chan struct{})
 	wg := l.Run(c, 16, stop)
-	time.Sleep(3 * time.Second)
+	waitAcked(l, 40, 3*time.Second, 30*time.Second)
 	primary.Stop()
 	killed := time.Now()
 	out := c.MustCtl(t, args...)
@@ -60,10 +64,20 @@ func failoverUnderLoad(t *testing.T, c *clustertest.Cluster, primary *dbtest.Mar
 			t.Errorf("the report of hbctl %s lacks %q:\n%s", strings.Join(args, " "), w, out)
 		}
 	}
-	time.Sleep(4 * time.Second)
+	waitAcked(l, l.Acked()+80, 4*time.Second, 30*time.Second)
 	close(stop)
 	wg.Wait()
 	return l, killed, took
+}
+
+// waitAcked waits at least least and until l has acknowledged n opens, or
+// most has passed.
+func waitAcked(l *ctltest.TimedLoad, n int, least, most time.Duration) {
+	start := time.Now()
+	time.Sleep(least)
+	for l.Acked() < n && time.Since(start) < most {
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // details reads every share visible in a SET database's detail tables.

@@ -496,7 +496,7 @@ func (c *Config) Logger(process string) (*zap.Logger, error) {
 	zc.Level = zap.NewAtomicLevelAt(min(lvl, zapcore.InfoLevel))
 	zc.EncoderConfig.TimeKey = "ts"
 	zc.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
-	log, err := zc.Build(zap.WrapCore(func(c zapcore.Core) zapcore.Core { return moneyCore{Core: c, level: lvl} }))
+	log, err := zc.Build(zap.WrapCore(func(c zapcore.Core) zapcore.Core { return MoneyCore(c, lvl) }))
 	if err != nil {
 		return nil, fmt.Errorf("config: logger: %w", err)
 	}

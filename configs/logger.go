@@ -9,6 +9,13 @@ import "go.uber.org/zap/zapcore"
 // log.Named(configs.MoneyLogger).
 const MoneyLogger = "money"
 
+// MoneyCore wraps core (enabled from info) so that it writes the money
+// lines at info and above and every other entry at level and above, as
+// Logger's does: for a logger built elsewhere (a benchmark's, to a file).
+func MoneyCore(core zapcore.Core, level zapcore.Level) zapcore.Core {
+	return moneyCore{Core: core, level: level}
+}
+
 // moneyCore lets the money lines through at info and above; every other
 // entry needs the configured level.
 type moneyCore struct {

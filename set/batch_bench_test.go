@@ -111,26 +111,13 @@ func processCPU(b *testing.B) time.Duration {
 }
 
 // fileLogger is a logger as a benchmarked process's: JSON to a file,
-// warnings and above, and the money lines (configs.MoneyLogger) at info.
+// warnings and above, and the money lines at info (configs.MoneyCore).
 func fileLogger(b *testing.B) *zap.Logger {
 	f, err := os.Create(filepath.Join(b.TempDir(), "server.log"))
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { f.Close() })
-	return zap.New(warnAndMoney{zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.Lock(f), zapcore.InfoLevel)})
-}
-
-// warnAndMoney passes warnings and above, and the money lines at info.
-type warnAndMoney struct{ zapcore.Core }
-
-func (c warnAndMoney) With(fields []zapcore.Field) zapcore.Core {
-	return warnAndMoney{c.Core.With(fields)}
-}
-
-func (c warnAndMoney) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
-	if e.Level >= zapcore.WarnLevel || e.LoggerName == configs.MoneyLogger {
-		return c.Core.Check(e, ce)
-	}
-	return ce
+	core := zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.Lock(f), zapcore.InfoLevel)
+	return zap.New(configs.MoneyCore(core, zapcore.WarnLevel))
 }

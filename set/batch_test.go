@@ -24,7 +24,13 @@ type batchReply struct {
 // signed over sigBody as a router signs (nil: over raw), or unsigned.
 func (h *harness) postBatch(t testing.TB, raw, sigBody []byte, signed bool, want int) batchReply {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, h.url+api.BatchPath, bytes.NewReader(raw))
+	return h.postBatchTo(t, h.url, raw, sigBody, signed, want)
+}
+
+// postBatchTo is postBatch to the server at url.
+func (h *harness) postBatchTo(t testing.TB, url string, raw, sigBody []byte, signed bool, want int) batchReply {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url+api.BatchPath, bytes.NewReader(raw))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,8 +8,6 @@
 package set_test
 
 import (
-	"bytes"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -53,27 +51,12 @@ func TestBatchWritesPerTransaction(t *testing.T) {
 		for i, u := range users {
 			items[i] = openItem(u, id)
 		}
-		raw := api.AppendBatch(nil, items)
-		req, err := http.NewRequest(http.MethodPost, hs.URL+api.BatchPath, bytes.NewReader(raw))
-		if err != nil {
-			t.Fatal(err)
-		}
-		h.auth.SignBatch(req, raw)
 		writes.Store(0)
-		resp, err := h.client.Do(req)
-		if err != nil {
-			t.Fatal(err)
+		r := h.postBatchTo(t, hs.URL, api.AppendBatch(nil, items), nil, true, len(items))
+		if r.Status != http.StatusOK {
+			t.Fatalf("batch: %d %s", r.Status, r.Code)
 		}
-		body, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil || resp.StatusCode != http.StatusOK {
-			t.Fatalf("batch: %d %v", resp.StatusCode, err)
-		}
-		answers, err := api.DecodeAnswers(body, len(items))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, a := range answers {
+		for _, a := range r.Answers {
 			if a.Status != http.StatusOK {
 				t.Fatalf("open: %d %s", a.Status, a.Body)
 			}

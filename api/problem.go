@@ -19,6 +19,7 @@ import (
 // InvalidError codes not listed here are 400.
 var statusOf = map[string]int{
 	"not_found":              http.StatusNotFound,
+	"method_not_allowed":     http.StatusMethodNotAllowed,
 	"sold_out":               http.StatusConflict,
 	"already_opened":         http.StatusConflict,
 	"expired":                http.StatusGone,

@@ -16,6 +16,7 @@ import (
 func TestStatusTable(t *testing.T) {
 	want := map[string]int{
 		"not_found":              404,
+		"method_not_allowed":     405,
 		"sold_out":               409,
 		"already_opened":         409,
 		"expired":                410,

@@ -43,7 +43,8 @@ func TestOpenAPIRoutesMatchHandler(t *testing.T) {
 
 // Every operation answers, without a token, what the spec says it may:
 // 401 unauthorized for the API, 200 for the probes and the spec itself,
-// and a path the router does not have answers 404 not_found.
+// a path the router does not have answers 404 not_found, and a path it has
+// asked with another method 405 method_not_allowed naming its methods.
 func TestOpenAPIAnswersWithoutToken(t *testing.T) {
 	rt := New(Deps{Signer: hongbao.NewSigner([]byte("openapi-test-secret-0123456789")), Now: time.Now, Log: zap.NewNop()})
 	h := rt.Handler()
@@ -51,7 +52,7 @@ func TestOpenAPIAnswersWithoutToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	paths := append(spec.Operations(), "GET /v2/nothing", "DELETE /v1/packets/1")
+	paths := append(spec.Operations(), "GET /v2/nothing", "DELETE /v1/packets/1", "GET /v1/packets", "PUT /v1/ping")
 	for _, op := range paths {
 		method, path, _ := strings.Cut(op, " ")
 		path = strings.ReplaceAll(path, "{id}", "123")
@@ -65,11 +66,26 @@ func TestOpenAPIAnswersWithoutToken(t *testing.T) {
 		if !strings.HasPrefix(path, "/v1/") || method == "DELETE" {
 			want = http.StatusOK
 		}
+		var allow []string
+		for _, m := range []string{"GET", "POST", "PUT", "PATCH", "DELETE"} {
+			if spec.Match(m, path) != "" {
+				allow = append(allow, m)
+				if m == "GET" {
+					allow = append(allow, "HEAD")
+				}
+			}
+		}
 		if spec.Match(method, path) == "" {
 			want = http.StatusNotFound
+			if len(allow) > 0 {
+				want = http.StatusMethodNotAllowed
+			}
 		}
 		if rec.Code != want {
 			t.Errorf("%s %s: %d %q, want %d", method, path, rec.Code, code, want)
+		}
+		if got := rec.Header().Get("Allow"); want == http.StatusMethodNotAllowed && got != strings.Join(allow, ", ") {
+			t.Errorf("%s %s: Allow %q, want %q", method, path, got, strings.Join(allow, ", "))
 		}
 	}
 	rec := httptest.NewRecorder()

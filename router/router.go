@@ -116,9 +116,7 @@ func (rt *Router) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/ping", rt.authed(rt.handleMe))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ready\n")) })
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		api.WriteProblem(w, &hongbao.Error{Code: "not_found", Message: "no such endpoint"}, api.RequestID(r.Context()))
-	})
+	mux.HandleFunc("/", api.Unrouted(mux))
 	mux.HandleFunc("GET /openapi.json", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, api.OpenAPI())

@@ -163,9 +163,7 @@ func (s *Server) Handler() http.Handler {
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", s.handleReady)
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		api.WriteProblem(w, &hongbao.Error{Code: "not_found", Message: "no such endpoint"}, requestID(r.Context()))
-	})
+	mux.HandleFunc("/", api.Unrouted(mux))
 	h := s.logged(s.http.Wrap(mux))
 	mux.HandleFunc("POST "+api.BatchPath, s.handleBatch(h))
 	return h

@@ -22,8 +22,8 @@ import (
 // harness's small buffer pool and redo log): a statement alone (SELECT 1),
 // a transaction of one INSERT, and the open transaction of a hot packet
 // (known to its server: begin, the write block, commit) carrying 1 and 25
-// opens. It reports the primary's and the replica's CPU per operation and
-// per open, the figures that set MariaDB's share of a hot open end to end
+// opens, and the settler's read and delete of 250 of their outbox rows. It
+// reports the primary's and the replica's CPU per operation and per open, the figures that set MariaDB's share of a hot open end to end
 // (BENCHMARKS.md, "the cost of a commit").
 //
 //	go test -run '^$' -bench BenchmarkCommitCost -benchtime 2000x ./store
@@ -69,6 +69,41 @@ func BenchmarkCommitCost(b *testing.B) {
 			hot.unknown = true
 			measureCommits(b, g, opens, func() error { return hot.open(ctx, opens) })
 		})
+	}
+	// The settler's side of the same opens: a delivery reads up to 250
+	// outbox rows and deletes them once the wallet has them (the wallet's
+	// own transaction is not in it). The outbox is filled before, for up
+	// to 2,000 deliveries (b.N is not known before b.Loop).
+	b.Run("settle/250", func(b *testing.B) {
+		const rows, deliveries = 250, 2000
+		fillOutbox(b, db, set, deliveries*rows)
+		waitApplied(b, g)
+		measureCommits(b, g, rows, func() error {
+			out, err := st.Outbox(ctx, rows)
+			if err != nil || len(out) != rows {
+				return fmt.Errorf("outbox: %d rows, %v (at most %d deliveries: -benchtime %dx)", len(out), err, deliveries, deliveries)
+			}
+			ids := make([]int64, len(out))
+			for i, r := range out {
+				ids[i] = r.ID
+			}
+			return st.Delivered(ctx, ids)
+		})
+	})
+}
+
+// fillOutbox writes n credits of fresh users to set's outbox, as open
+// transactions leave them, 5,000 a statement.
+func fillOutbox(b *testing.B, db *sql.DB, set string, n int) {
+	b.Helper()
+	for n > 0 {
+		k, u := min(n, 5000), int64(dbtest.FreshUser())
+		_, err := db.Exec("INSERT INTO hb_set.outbox (entry_key, user_id, amount, kind, packet_id, created_at, set_name) "+
+			"SELECT CONCAT('open:1:', seq + ?), seq + ?, 100, 'open', 1, UTC_TIMESTAMP(3), ? FROM hb_set.seq_1_to_"+fmt.Sprint(k), u, u, set)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n -= k
 	}
 }
 

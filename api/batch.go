@@ -123,6 +123,22 @@ func AppendBatch(b []byte, items []BatchItem) []byte {
 	return b
 }
 
+// Size is how many bytes the item takes in a batch's body (AppendBatch):
+// what a router counts to keep its batches under MaxBatchBytes, where the
+// bodies alone would leave a batch of many requests with long queries and
+// headers over it.
+func (it *BatchItem) Size() int {
+	n := stringSize(it.Method) + stringSize(it.Target) + uvarintLen(uint64(it.User)) + stringSize(it.RequestID) +
+		uvarintLen(uint64(len(it.Header))) + uvarintLen(uint64(len(it.Body))) + len(it.Body)
+	for _, h := range it.Header {
+		n += stringSize(h.Name) + stringSize(h.Value)
+	}
+	return n
+}
+
+// stringSize is the length of s as appendString writes it.
+func stringSize(s string) int { return uvarintLen(uint64(len(s))) + len(s) }
+
 // AppendAnswersStart appends what starts a batch's answers: the magic. The
 // answers follow one by one (AppendAnswer), in the order they are ready, so
 // a slow sub-request delays no other's answer.

@@ -217,3 +217,18 @@ func TestAnswerReaderFields(t *testing.T) {
 		t.Errorf("answers cut inside the large body: %v, want ErrBatchMalformed", err)
 	}
 }
+
+// TestBatchItemSize: an item's Size is the bytes it adds to a batch's body.
+func TestBatchItemSize(t *testing.T) {
+	long := strings.Repeat("v", 300)
+	for _, it := range []BatchItem{
+		{},
+		{Method: "POST", Target: "/v1/ping", User: 1},
+		{Method: "POST", Target: "/v1/packets?" + long, User: 1 << 62, RequestID: long,
+			Header: []Header{{Name: "Content-Type", Value: "application/json"}, {Name: "Idempotency-Key", Value: long}}, Body: make([]byte, 70_000)},
+	} {
+		if got, want := it.Size(), len(AppendBatch(nil, []BatchItem{it}))-len(AppendBatch(nil, nil)); got != want {
+			t.Errorf("Size() = %d, the batch grows by %d", got, want)
+		}
+	}
+}

@@ -67,8 +67,8 @@ func (e *batchRefusal) Error() string {
 // arrives. An error leaves the items not answered yet without an answer.
 func (rt *Router) sendBatch(ctx context.Context, srv string, items []api.BatchItem, answer func(int, api.BatchAnswer)) error {
 	size := 16
-	for _, it := range items {
-		size += len(it.Target) + len(it.RequestID) + len(it.Body) + 64
+	for i := range items {
+		size += items[i].Size()
 	}
 	body := api.AppendBatch(make([]byte, 0, size), items)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+srv+api.BatchPath, bytes.NewReader(body))

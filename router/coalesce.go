@@ -23,8 +23,10 @@ type Coalescing struct {
 	// while fewer are, a request leaves at once (no added wait when idle);
 	// requests arriving meanwhile join the next batch.
 	InFlight int
-	// Bytes bounds a batch's sub-request bodies (a larger single one still
-	// goes, alone); 0 is 1 MiB.
+	// Bytes bounds a batch's sub-requests as encoded (api.BatchItem.Size:
+	// bodies, targets and headers; a larger single one still goes, alone);
+	// 0 is 1 MiB, and more than api.MaxBatchBytes is that, what a server
+	// takes.
 	Bytes int
 }
 
@@ -106,6 +108,9 @@ func newCoalescer(cfg Coalescing, timeout time.Duration, send sendBatch) *coales
 	if cfg.Bytes <= 0 {
 		cfg.Bytes = 1 << 20
 	}
+	if cfg.Bytes > api.MaxBatchBytes {
+		cfg.Bytes = api.MaxBatchBytes
+	}
 	base, cancel := context.WithCancel(context.Background())
 	co := &coalescer{cfg: cfg, send: send, timeout: timeout, base: base, cancel: cancel, lanes: map[string]*lane{}, maxLease: maxLease}
 	co.firstAnswer.Store(int64(5 * time.Millisecond))
@@ -172,7 +177,7 @@ func (co *coalescer) release(srv string, l *lane) {
 }
 
 // take removes the next batch from l's queue (co.mu held): up to Batch
-// calls and Bytes of bodies, at least one call if any waits; calls whose
+// calls and Bytes of the batch's body, at least one call if any waits; calls whose
 // client left are dropped, those past their deadline failed.
 func (co *coalescer) take(l *lane) []*call {
 	var batch []*call
@@ -187,10 +192,11 @@ func (co *coalescer) take(l *lane) []*call {
 			c.done <- outcome{err: fmt.Errorf("no batch left before the attempt's deadline: %w", context.DeadlineExceeded)}
 			continue
 		}
-		if len(batch) > 0 && bytes+len(c.item.Body) > co.cfg.Bytes {
+		size := c.item.Size()
+		if len(batch) > 0 && bytes+size > co.cfg.Bytes {
 			break
 		}
-		bytes += len(c.item.Body)
+		bytes += size
 		batch = append(batch, c)
 	}
 	rest := copy(l.queue, l.queue[i:])

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -273,22 +274,77 @@ func TestCoalescerBytesCap(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Go(func() { _, _ = co.do(context.Background(), "s", item(1)) })
 	time.Sleep(20 * time.Millisecond)
-	for i, size := range []int{60, 60, 500, 10} {
+	// Bodies, and a long Idempotency-Key with no body: what counts is the
+	// item as the batch carries it.
+	for i, size := range []int{60, 60, 500, 10, 0, 0} {
 		it := item(2 + i)
 		it.Body = make([]byte, size)
+		if i >= 4 {
+			it.Header = []api.Header{{Name: "Idempotency-Key", Value: strings.Repeat("k", 70)}}
+		}
 		wg.Go(func() { _, _ = co.do(context.Background(), "s", it) })
 		time.Sleep(5 * time.Millisecond)
 	}
 	close(f.gate)
 	wg.Wait()
+	items := 0
 	for _, b := range f.batches {
 		n := 0
 		for _, it := range b {
-			n += len(it.Body)
+			n += it.Size()
 		}
 		if n > 100 && len(b) > 1 {
 			t.Errorf("a batch of %d items and %d bytes", len(b), n)
 		}
+		items += len(b)
+	}
+	if items != 7 {
+		t.Errorf("%d items sent in %v, want 7", items, f.sizes())
+	}
+}
+
+// TestCoalescerBatchesFitTheServer: the largest requests a router batches
+// (a query, Content-Type and Idempotency-Key at the most a sub-request may
+// have each), 512 of them waiting at once, go in batches a server takes
+// whole (api.MaxBatchBytes): counting bodies alone, one batch of 512 was
+// over it, and the server refused every request in it.
+func TestCoalescerBatchesFitTheServer(t *testing.T) {
+	f := &batchServer{gate: make(chan struct{})}
+	co := newCoalescer(Coalescing{Batch: api.MaxBatchItems, InFlight: 1}, 10*time.Second, f.send)
+	co.firstAnswer.Store(int64(time.Hour))
+	co.maxLease = time.Hour
+	closeCoalescer(t, co)
+	long := strings.Repeat("x", 2000)
+	var wg sync.WaitGroup
+	wg.Go(func() { _, _ = co.do(context.Background(), "s", item(1)) })
+	time.Sleep(20 * time.Millisecond)
+	for i := range api.MaxBatchItems {
+		it := api.BatchItem{Method: "POST", Target: "/v1/packets?" + long, User: hongbao.UserID(2 + i), RequestID: long,
+			Header: []api.Header{{Name: "Content-Type", Value: "application/json;" + long}, {Name: "Idempotency-Key", Value: long}},
+			Body:   make([]byte, 2048)}
+		if !it.Fits() {
+			t.Fatal("the test's item does not fit a batch")
+		}
+		wg.Go(func() { _, _ = co.do(context.Background(), "s", it) })
+	}
+	for co.waiting("s") < api.MaxBatchItems {
+		time.Sleep(time.Millisecond)
+	}
+	close(f.gate)
+	wg.Wait()
+	items := 0
+	for _, b := range f.batches {
+		raw := api.AppendBatch(nil, b)
+		if len(raw) > api.MaxBatchBytes {
+			t.Errorf("a batch of %d items and %d bytes, over %d", len(b), len(raw), api.MaxBatchBytes)
+		}
+		if _, err := api.DecodeBatch(raw); err != nil {
+			t.Errorf("a batch of %d items: the server refuses it: %v", len(b), err)
+		}
+		items += len(b)
+	}
+	if items != api.MaxBatchItems+1 || len(f.batches) < 3 {
+		t.Errorf("%d items in batches of %v", items, f.sizes())
 	}
 }
 
@@ -345,4 +401,14 @@ func TestCoalescerSlowItemHoldsNoOne(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// waiting is how many calls wait in srv's lane.
+func (co *coalescer) waiting(srv string) int {
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	if l := co.lanes[srv]; l != nil {
+		return len(l.queue)
+	}
+	return 0
 }

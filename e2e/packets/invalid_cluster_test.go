@@ -212,10 +212,10 @@ var badWants = map[string][]string{
 	"body too large":             {"413 body_too_large"},
 	"idempotency key too long":   {"400 invalid_idempotency_key"},
 	"bad token":                  {"401 unauthorized"},
-	"invalid packet ID":          {"400 invalid_id", "404 not_found"}, // GET .../open is no endpoint
+	"invalid packet ID":          {"400 invalid_id", "404 not_found", "405 method_not_allowed"}, // %31 is packet 1; GET .../open, POST /v1/packets/{id}: other methods' endpoints
 	"body on open":               {"400 unexpected_body"},
 	"open without a valid token": {"401 unauthorized"},
-	"wrong method or path":       {"404 not_found"},
+	"wrong method or path":       {"404 not_found", "405 method_not_allowed"},
 	"bad page":                   {"400 invalid_limit", "400 invalid_cursor"},
 	"broken framing":             {"400 malformed_body", "400 truncated_body"},
 }

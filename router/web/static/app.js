@@ -153,7 +153,7 @@
       case "invalid_user": return "A user ID is a positive whole number, like 42.";
       case "invalid_cursor": case "invalid_limit": case "invalid_query": return "That page of history cannot be shown." + detail;
       case "invalid_month": return "That month cannot be shown (use YYYY-MM)." + detail;
-      case "malformed_json": case "unknown_field": case "unsupported_media_type": case "body_too_large": case "malformed_body":
+      case "malformed_json": case "unknown_field": case "unsupported_media_type": case "body_too_large": case "malformed_body": case "method_not_allowed":
       case "null_value": case "trailing_data": case "truncated_body": case "unexpected_body": case "duplicate_key":
         return "The page sent something the server did not understand (" + p.code + "): reload the page.";
       case "internal": return "Something went wrong on our side; nothing was charged twice. Please try again." + reqID(p);

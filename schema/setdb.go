@@ -9,7 +9,9 @@ import (
 // SetStatements is the DDL of a SET's own bookkeeping (database hb_set in
 // the SET's MySQL, so it shares local transactions with the day tables):
 //   - outbox: wallet entries (credits to openers, refunds) written in the
-//     same transaction as the open or the close, delivered by the settler.
+//     same transaction as the open or the close, delivered by the settler;
+//     an open transaction's credits of one packet are one row, packed
+//     (store/outboxrows.go).
 //     Its keys need no unique index here: the detail row (one per user)
 //     and the closed flag already make each entry once, and the ledger's
 //     unique key makes delivery exactly once. Each row names the SET that
@@ -42,6 +44,13 @@ var SetStatements = []string{
 	`ALTER TABLE hb_set.outbox
   ADD COLUMN IF NOT EXISTS set_name VARCHAR(64) NOT NULL DEFAULT '',
   ADD INDEX IF NOT EXISTS by_set (set_name, id)`,
+	// Added for packed credits (store/outboxrows.go): a row of the
+	// credits of one packet's opens in one transaction holds them in
+	// shares ("user:amount,..."), n of them; a row of one entry has
+	// shares NULL and n 1, as every row written before.
+	`ALTER TABLE hb_set.outbox
+  ADD COLUMN IF NOT EXISTS n INT NOT NULL DEFAULT 1,
+  ADD COLUMN IF NOT EXISTS shares MEDIUMTEXT NULL`,
 	`CREATE TABLE IF NOT EXISTS hb_set.events (
   id           BIGINT        NOT NULL AUTO_INCREMENT PRIMARY KEY,
   event_key    VARCHAR(96)   NOT NULL,

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,7 +23,7 @@ import (
 // harness's small buffer pool and redo log): a statement alone (SELECT 1),
 // a transaction of one INSERT, and the open transaction of a hot packet
 // (known to its server: begin, the write block, commit) carrying 1 and 25
-// opens, and the settler's read and delete of 250 of their outbox rows. It
+// opens, and the settler's read and delete of 250 of their credits. It
 // reports the primary's and the replica's CPU per operation and per open, the figures that set MariaDB's share of a hot open end to end
 // (BENCHMARKS.md, "the cost of a commit").
 //
@@ -71,40 +72,71 @@ func BenchmarkCommitCost(b *testing.B) {
 		})
 	}
 	// The settler's side of the same opens: a delivery reads up to 250
-	// outbox rows and deletes them once the wallet has them (the wallet's
-	// own transaction is not in it). The outbox is filled before, for up
+	// outbox credits and deletes their rows once the wallet has them (the
+	// wallet's own transaction is not in it), the credits a row each (as
+	// before packing) and packed 25 a row (as an open transaction of 25
+	// opens of one packet writes them). The outbox is filled before, for up
 	// to 2,000 deliveries (b.N is not known before b.Loop).
-	b.Run("settle/250", func(b *testing.B) {
-		const rows, deliveries = 250, 2000
-		fillOutbox(b, db, set, deliveries*rows)
-		waitApplied(b, g)
-		measureCommits(b, g, rows, func() error {
-			out, err := st.Outbox(ctx, rows)
-			if err != nil || len(out) != rows {
-				return fmt.Errorf("outbox: %d rows, %v (at most %d deliveries: -benchtime %dx)", len(out), err, deliveries, deliveries)
-			}
-			ids := make([]int64, len(out))
-			for i, r := range out {
-				ids[i] = r.ID
-			}
-			return st.Delivered(ctx, ids)
+	for _, per := range []int{1, 25} {
+		b.Run(fmt.Sprintf("settle/250/packed-%d", per), func(b *testing.B) {
+			const credits, deliveries = 250, 2000
+			fillOutbox(b, db, set, deliveries*credits, per)
+			waitApplied(b, g)
+			measureCommits(b, g, credits, func() error {
+				out, err := st.Outbox(ctx, credits)
+				if err != nil || len(out) != credits {
+					return fmt.Errorf("outbox: %d credits, %v (at most %d deliveries: -benchtime %dx)", len(out), err, deliveries, deliveries)
+				}
+				ids := make([]int64, 0, len(out))
+				for i, r := range out {
+					if i == 0 || r.ID != out[i-1].ID {
+						ids = append(ids, r.ID)
+					}
+				}
+				return st.Delivered(ctx, ids)
+			})
 		})
-	})
+	}
 }
 
 // fillOutbox writes n credits of fresh users to set's outbox, as open
-// transactions leave them, 5,000 a statement.
-func fillOutbox(b *testing.B, db *sql.DB, set string, n int) {
+// transactions leave them: per credits a row (packed when more than one),
+// 500 rows a statement.
+func fillOutbox(b *testing.B, db *sql.DB, set string, n, per int) {
 	b.Helper()
-	for n > 0 {
-		k, u := min(n, 5000), int64(dbtest.FreshUser())
-		_, err := db.Exec("INSERT INTO hb_set.outbox (entry_key, user_id, amount, kind, packet_id, created_at, set_name) "+
-			"SELECT CONCAT('open:1:', seq + ?), seq + ?, 100, 'open', 1, UTC_TIMESTAMP(3), ? FROM hb_set.seq_1_to_"+fmt.Sprint(k), u, u, set)
-		if err != nil {
+	var q strings.Builder
+	var args []any
+	flush := func() {
+		if len(args) == 0 {
+			return
+		}
+		if _, err := db.Exec("INSERT INTO hb_set.outbox (entry_key, user_id, amount, kind, packet_id, created_at, set_name, n, shares) VALUES "+
+			strings.TrimSuffix(q.String(), ","), args...); err != nil {
 			b.Fatal(err)
 		}
-		n -= k
+		q.Reset()
+		args = args[:0]
 	}
+	for rows := 0; n > 0; rows++ {
+		k := min(n, per)
+		u := dbtest.FreshUser()
+		if k == 1 {
+			q.WriteString("(?,?,100,'open',1,UTC_TIMESTAMP(3),?,1,NULL),")
+			args = append(args, hongbao.OpenKey(1, u), u, set)
+		} else {
+			pairs := make([]string, k)
+			for i := range pairs {
+				pairs[i] = fmt.Sprintf("%d:100", u+hongbao.UserID(i))
+			}
+			q.WriteString("(?,0,?,'open',1,UTC_TIMESTAMP(3),?,?,?),")
+			args = append(args, "opens:1", 100*k, set+"/packed", k, strings.Join(pairs, ","))
+		}
+		n -= k
+		if rows%500 == 499 {
+			flush()
+		}
+	}
+	flush()
 }
 
 // measureCommits runs op b.N times and reports the CPU the group's primary

@@ -131,7 +131,7 @@ func countRows(t *testing.T, db *sql.DB, id hongbao.PacketID) (details, credits 
 	t.Helper()
 	_, dt := dbtest.Tables(t, id)
 	details = dbtest.Count(t, db, "SELECT COUNT(*) FROM "+dt+" WHERE packet_id = ?", id)
-	credits = dbtest.Count(t, db, "SELECT COUNT(*) FROM hb_set.outbox WHERE packet_id = ?", id)
+	credits = dbtest.Count(t, db, "SELECT COALESCE(SUM(n), 0) FROM hb_set.outbox WHERE packet_id = ?", id)
 	return details, credits
 }
 

@@ -40,17 +40,23 @@ func (s *Store) MoneyBetween(ctx context.Context, from, to, since time.Time) (mo
 		return nil, nil, fmt.Errorf("store: money of %s: %w", s.set, err)
 	}
 	inFlight = map[string]bool{}
-	rows, err := s.db.QueryContext(ctx, "SELECT entry_key FROM hb_set.outbox")
+	rows, err := s.db.QueryContext(ctx, "SELECT "+outboxCols+" FROM hb_set.outbox")
 	if err != nil {
 		return nil, nil, fmt.Errorf("store: money of %s: outbox: %w", s.set, err)
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var k string
-		if err := rows.Scan(&k); err != nil {
+		var r outboxRow
+		if err := r.scan(rows); err != nil {
 			return nil, nil, fmt.Errorf("store: money of %s: outbox: %w", s.set, err)
 		}
-		inFlight[k] = true
+		es, err := r.entries()
+		if err != nil {
+			return nil, nil, fmt.Errorf("store: money of %s: %w", s.set, err)
+		}
+		for _, e := range es {
+			inFlight[e.Key] = true
+		}
 	}
 	return moves, inFlight, rows.Err()
 }

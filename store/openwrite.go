@@ -45,14 +45,14 @@ const (
 	errNotOwned      = 30002
 )
 
-// writeShares inserts the new shares and their credits and updates every
-// packet that changed, as one compound statement (MariaDB's BEGIN NOT
-// ATOMIC ... END): one round trip and one answer however many packets,
-// where a multi-statement would flush an answer per statement. The block
-// stops at the first statement that fails, and the error aborts the
-// transaction. The credits are the outbox: written in the same
-// transaction, so a committed share always has its credit, under the
-// SET's name (its settler delivers them).
+// writeShares inserts the new shares and their credits (a packed outbox
+// row per packet: outboxrows.go) and updates every packet that changed, as
+// one compound statement (MariaDB's BEGIN NOT ATOMIC ... END): one round
+// trip and one answer however many packets, where a multi-statement would
+// flush an answer per statement. The block stops at the first statement
+// that fails, and the error aborts the transaction. The credits are the
+// outbox: written in the same transaction, so a committed share always has
+// its credit, under the SET's (packed) name (its settler delivers them).
 //
 // The packets the transaction did not read are checked here instead: the
 // SET's claim to their buckets is locked first, and every update is
@@ -82,11 +82,7 @@ func (s *Store) writeShares(ctx context.Context, tx *sql.Tx, ws writeSet, now ti
 		}
 		q.WriteString(";")
 	}
-	q.WriteString("INSERT INTO hb_set.outbox(entry_key,user_id,amount,kind,packet_id,created_at,set_name)VALUES(?,?,?,?,?,t,s)" +
-		strings.Repeat(",(?,?,?,?,?,t,s)", len(ws.fresh)-1) + ";")
-	for _, sh := range ws.fresh {
-		args = append(args, hongbao.OpenKey(sh.p.ID, sh.rec.User), sh.rec.User, sh.rec.Amount, hongbao.KindOpen, sh.p.ID)
-	}
+	args = packCredits(&q, args, s.set, tables, byTable, byPacket)
 	args = s.openEvents(&q, args, ws.fresh, byPacket, now)
 	for _, t := range tables {
 		args = updatePackets(&q, args, t, byTable[t], ws.before)
@@ -94,6 +90,29 @@ func (s *Store) writeShares(ctx context.Context, tx *sql.Tx, ws writeSet, now ti
 	fmt.Fprintf(&q, "IF n<>%d THEN SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO=%d,MESSAGE_TEXT='packet changed';END IF;END", len(byPacket), errPacketChanged)
 	_, err := tx.ExecContext(ctx, q.String(), args...)
 	return err
+}
+
+// packCredits writes the outbox's INSERT of the credits of the new shares:
+// a row per packet, packing its shares under the SET's packed name
+// (outboxrows.go), in the order of the packets' updates.
+func packCredits(q *strings.Builder, args []any, set string, tables []hongbao.DayTable, byTable map[hongbao.DayTable][]*hongbao.Packet,
+	byPacket map[*hongbao.Packet][]hongbao.Record) []any {
+	q.WriteString("INSERT INTO hb_set.outbox(entry_key,user_id,amount,kind,packet_id,created_at,set_name,n,shares)VALUES")
+	var buf []byte
+	for i, t := range tables {
+		for k, p := range byTable[t] {
+			if i > 0 || k > 0 {
+				q.WriteString(",")
+			}
+			q.WriteString("(?,0,?,?,?,t,?,?,?)")
+			recs := byPacket[p]
+			var sum int64
+			buf, sum = packShares(buf[:0], recs)
+			args = append(args, packKey(p.ID, recs[0].User), sum, hongbao.KindOpen, p.ID, set+packedSuffix, len(recs), string(buf))
+		}
+	}
+	q.WriteString(";")
+	return args
 }
 
 // groupShares sorts the packets of fresh by table, then ID (the order the

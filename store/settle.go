@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	hongbao "github.com/hongbao-dev/hongbao"
@@ -157,34 +158,41 @@ func (s *Store) Due(ctx context.Context, table string, t time.Time, limit int) (
 	return ids, rows.Err()
 }
 
-// OutboxRow is a wallet entry waiting for delivery.
+// OutboxRow is a wallet entry waiting for delivery. The credits a packed
+// row holds are as many OutboxRows with its ID: the row is delivered once
+// all of them are.
 type OutboxRow struct {
 	ID    int64
 	Entry hongbao.Entry
+	// Bad is why the row could not be read as entries (a packed row not as
+	// written: never expected); Entry is then the row's own columns.
+	Bad error
 }
 
-// Outbox returns up to limit undelivered entries of the SET (and rows
-// written before the outbox named its SETs), oldest first, but for the
-// rows skip names (a settler's rows set aside as undeliverable). Each part
-// of the union reads the by_set index in order, so however long the
-// backlog no more than 2 x (limit + len(skip)) entries are read.
+// Outbox returns the undelivered entries of the SET (and rows written
+// before the outbox named its SETs), oldest first, of whole rows until
+// there are limit entries (a row of more than limit comes whole), but for
+// the rows skip names (a settler's rows set aside as undeliverable). Each
+// part of the union (the SET's rows, its packed rows, the unnamed ones)
+// reads the by_set index in order, so however long the backlog no more
+// than 3 x (limit + len(skip)) rows are read.
 func (s *Store) Outbox(ctx context.Context, limit int, skip ...int64) ([]OutboxRow, error) {
-	const cols = "SELECT id, entry_key, user_id, amount, kind, packet_id, created_at FROM hb_set.outbox WHERE set_name = "
-	not, args := "", make([]any, 0, 4+2*len(skip))
+	not := ""
 	if len(skip) > 0 {
 		not = " AND id NOT IN (" + sqldb.Placeholders(len(skip), "?") + ")"
 	}
-	args = append(args, s.set)
-	for _, id := range skip {
-		args = append(args, id)
+	part := "(SELECT " + outboxCols + " FROM hb_set.outbox WHERE set_name = ?" + not + " ORDER BY id LIMIT ?)"
+	names := append(ownNames(s.set), "")
+	args := make([]any, 0, len(names)*(2+len(skip))+1)
+	for _, name := range names {
+		args = append(args, name)
+		for _, id := range skip {
+			args = append(args, id)
+		}
+		args = append(args, limit)
 	}
 	args = append(args, limit)
-	for _, id := range skip {
-		args = append(args, id)
-	}
-	args = append(args, limit, limit)
-	rows, err := s.db.QueryContext(ctx, "("+cols+"?"+not+" ORDER BY id LIMIT ?) UNION ALL ("+cols+"''"+not+" ORDER BY id LIMIT ?) ORDER BY id LIMIT ?",
-		args...)
+	rows, err := s.db.QueryContext(ctx, strings.Repeat(part+" UNION ALL ", len(names)-1)+part+" ORDER BY id LIMIT ?", args...)
 	if err != nil {
 		if sqldb.IsMissingTable(err) {
 			return nil, nil
@@ -193,13 +201,19 @@ func (s *Store) Outbox(ctx context.Context, limit int, skip ...int64) ([]OutboxR
 	}
 	defer rows.Close()
 	var out []OutboxRow
-	for rows.Next() {
-		var r OutboxRow
-		e := &r.Entry
-		if err := rows.Scan(&r.ID, &e.Key, &e.User, &e.Amount, &e.Kind, &e.Packet, &e.At); err != nil {
+	for len(out) < limit && rows.Next() {
+		var r outboxRow
+		if err := r.scan(rows); err != nil {
 			return nil, fmt.Errorf("store: outbox: %w", err)
 		}
-		out = append(out, r)
+		es, err := r.entries()
+		if err != nil {
+			out = append(out, OutboxRow{ID: r.id, Entry: r.entry, Bad: err})
+			continue
+		}
+		for _, e := range es {
+			out = append(out, OutboxRow{ID: r.id, Entry: e})
+		}
 	}
 	return out, rows.Err()
 }
@@ -214,16 +228,16 @@ func (s *Store) Delivered(ctx context.Context, ids []int64) error {
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	del := "DELETE FROM hb_set.outbox WHERE id IN (" + sqldb.Placeholders(len(ids), "?") + ") AND set_name IN (?, '')"
+	del := "DELETE FROM hb_set.outbox WHERE id IN (" + sqldb.Placeholders(len(ids), "?") + ") AND " + ownRows
 	var err error
 	if !s.events {
-		_, err = s.db.ExecContext(ctx, del, append(args, s.set)...)
+		_, err = s.db.ExecContext(ctx, del, append(args, ownNames(s.set)...)...)
 	} else { // packet.refunded commits with the record of the refund's delivery
 		err = sqldb.InTx(ctx, s.db, func(tx *sql.Tx) error {
 			if err := s.refundedEvents(ctx, tx, args); err != nil {
 				return err
 			}
-			_, err := tx.ExecContext(ctx, del, append(args, s.set)...)
+			_, err := tx.ExecContext(ctx, del, append(args, ownNames(s.set)...)...)
 			return err
 		})
 	}

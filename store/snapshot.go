@@ -124,7 +124,7 @@ func (s *Snapshot) Count(ctx context.Context, cold *sql.DB, buckets map[hongbao.
 func (s *Snapshot) read(ctx context.Context, cold *sql.DB) error {
 	where, args := "TRUE", []any(nil)
 	if s.set != "" {
-		where, args = "set_name IN (?, '')", []any{s.set}
+		where, args = ownRows, ownNames(s.set)
 	}
 	// Pending packets are listed: whether their debit counts depends on
 	// the ledger the caller reads after the snapshot.
@@ -137,7 +137,7 @@ func (s *Snapshot) read(ctx context.Context, cold *sql.DB) error {
 	if err != nil {
 		return err
 	}
-	rows, err := s.conn.QueryContext(ctx, "SELECT id, entry_key, kind, amount FROM hb_set.outbox WHERE "+where, args...)
+	rows, err := s.conn.QueryContext(ctx, "SELECT "+outboxCols+" FROM hb_set.outbox WHERE "+where, args...)
 	if sqldb.IsMissingTable(err) {
 		return nil
 	}
@@ -146,20 +146,32 @@ func (s *Snapshot) read(ctx context.Context, cold *sql.DB) error {
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var o Owed
-		if err := rows.Scan(&o.ID, &o.Key, &o.Kind, &o.Amount); err != nil {
+		var r outboxRow
+		if err := r.scan(rows); err != nil {
 			return fmt.Errorf("outbox: %w", err)
 		}
-		s.Outbox = append(s.Outbox, o)
-		switch o.Kind {
-		case hongbao.KindOpen:
-			s.Totals.OutboxOpen += o.Amount
-			s.Totals.OutboxOpenN++
-		case hongbao.KindRefund:
-			s.Totals.OutboxRef += o.Amount
+		es, err := r.entries()
+		if err != nil { // counted as the row says, and named
+			s.Bad = append(s.Bad, err.Error())
+			es = []hongbao.Entry{r.entry}
+		}
+		for _, e := range es {
+			s.owe(Owed{ID: r.id, Key: e.Key, Kind: e.Kind, Amount: e.Amount})
 		}
 	}
 	return rows.Err()
+}
+
+// owe adds an outbox entry to the snapshot.
+func (s *Snapshot) owe(o Owed) {
+	s.Outbox = append(s.Outbox, o)
+	switch o.Kind {
+	case hongbao.KindOpen:
+		s.Totals.OutboxOpen += o.Amount
+		s.Totals.OutboxOpenN++
+	case hongbao.KindRefund:
+		s.Totals.OutboxRef += o.Amount
+	}
 }
 
 // Sources reports which of the ledger entry keys have their source in the

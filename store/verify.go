@@ -47,7 +47,7 @@ func VerifyOwned(ctx context.Context, db, cold *sql.DB, set string, paid func(pa
 	if err != nil {
 		return SetTotals{}, nil, err
 	}
-	return verify(ctx, db, cold, owned, "set_name IN (?, '')", paid, set)
+	return verify(ctx, db, cold, owned, ownRows, paid, ownNames(set)...)
 }
 
 // querier is a pool, a connection or a transaction: what verification reads
@@ -57,14 +57,15 @@ type querier interface {
 }
 
 // verify checks the tables of the buckets in owned (nil: every table) and
-// sums the outbox rows matching where.
+// sums the outbox rows matching where (their entries: a packed row is n
+// credits).
 func verify(ctx context.Context, db, cold *sql.DB, owned map[hongbao.Bucket]bool, where string,
 	paid func(packet int64) (bool, error), args ...any) (SetTotals, []string, error) {
 	tot, bad, err := verifyTables(ctx, db, cold, owned, func(id, _ int64) (bool, error) { return paid(id) })
 	if err != nil {
 		return tot, nil, err
 	}
-	byKind, err := sqldb.SumsByKindWhere(ctx, db, "hb_set.outbox", where, args...)
+	byKind, err := sqldb.SumsByKindWhere(ctx, db, "hb_set.outbox", "SUM(n)", where, args...)
 	if err != nil && !sqldb.IsMissingTable(err) {
 		return tot, nil, fmt.Errorf("verify outbox: %w", err)
 	}

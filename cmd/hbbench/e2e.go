@@ -258,7 +258,7 @@ func (x *e2e) run(ctx context.Context, r *e2eRow, conns int, d time.Duration) (*
 	if !r.open {
 		return run, nil
 	}
-	run.backlog = dbtestCount(ctx, x.setDB, "SELECT COUNT(*) FROM hb_set.outbox")
+	run.backlog = dbtestCount(ctx, x.setDB, "SELECT COALESCE(SUM(n), 0) FROM hb_set.outbox")
 	t1 := time.Now()
 	for dbtestCount(ctx, x.setDB, "SELECT COUNT(*) FROM hb_set.outbox") > 0 && time.Since(t1) < 5*time.Minute {
 		time.Sleep(20 * time.Millisecond)

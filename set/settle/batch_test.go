@@ -3,8 +3,10 @@ package settle_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -82,8 +84,45 @@ func (r *batchRig) put(t *testing.T, es []hongbao.Entry) {
 	}
 }
 
+// putPacked writes es to the outbox as open transactions write credits:
+// a packet's credits packed, up to per in a row, under SET a's packed name
+// (store/outboxrows.go);
+// anything not a credit of an open is written as put writes it.
+func (r *batchRig) putPacked(t *testing.T, es []hongbao.Entry, per int) {
+	t.Helper()
+	var single []hongbao.Entry
+	byPacket := map[hongbao.PacketID][]hongbao.Entry{}
+	var order []hongbao.PacketID
+	for _, e := range es {
+		if e.Kind != hongbao.KindOpen {
+			single = append(single, e)
+			continue
+		}
+		if byPacket[e.Packet] == nil {
+			order = append(order, e.Packet)
+		}
+		byPacket[e.Packet] = append(byPacket[e.Packet], e)
+	}
+	for _, p := range order {
+		for row := range slices.Chunk(byPacket[p], per) {
+			var shares []string
+			var sum int64
+			for _, e := range row {
+				shares = append(shares, fmt.Sprintf("%d:%d", e.User, e.Amount))
+				sum += e.Amount
+			}
+			if _, err := r.set.Exec("INSERT INTO hb_set.outbox (entry_key, user_id, amount, kind, packet_id, created_at, set_name, n, shares) VALUES (?,0,?,?,?,?,'a/packed',?,?)",
+				"opens:"+p.String(), sum, hongbao.KindOpen, p, time.Now().UTC(), len(row), strings.Join(shares, ",")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	r.put(t, single)
+}
+
 // TestBatchDeliveryExactlyOnce fills the outbox with credits of many
-// packets and refunds to their senders (users who both open and send among
+// packets (half of them packed as open transactions write them) and
+// refunds to their senders (users who both open and send among
 // them), some of them already in the wallet as after a settler that
 // crashed between the wallet's commit and the outbox delete, some twice in
 // the outbox; then three settlers deliver it at once, in batches, with
@@ -117,7 +156,18 @@ func TestBatchDeliveryExactlyOnce(t *testing.T) {
 	if c, err := r.w.Credit(ctx, crashed); err != nil || len(c.Fresh) != len(crashed) {
 		t.Fatalf("credit before the crash: %d fresh, %v", len(c.Fresh), err)
 	}
-	r.put(t, all)
+	// Half the packets' credits packed, as open transactions write them
+	// (rows of up to 7, split among the settlers' parts and transactions).
+	var packed, single []hongbao.Entry
+	for _, e := range all {
+		if e.Packet%2 == 0 {
+			packed = append(packed, e)
+		} else {
+			single = append(single, e)
+		}
+	}
+	r.putPacked(t, packed, 7)
+	r.put(t, single)
 	r.put(t, all[:250]) // and some rows twice
 	outbox := len(all) + 250
 
@@ -289,4 +339,45 @@ func TestDeliverTransactions(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestDeliverPackedRows: the credits a packed row holds are delivered each
+// once; a row with one the ledger cannot hold (its key taken by another
+// amount) is kept whole and set aside, its other credits in the ledger
+// once, and a packed row that does not read (not as written) is kept and
+// set aside too, while the rows beside them are delivered and removed.
+func TestDeliverPackedRows(t *testing.T) {
+	r := newBatchRig(t)
+	ctx := t.Context()
+	u1, u2, u3, v := dbtest.FreshUser(), dbtest.FreshUser(), dbtest.FreshUser(), dbtest.FreshUser()
+	const p hongbao.PacketID = 81
+	old := hongbao.Entry{Key: hongbao.OpenKey(p, u2), User: u2, Amount: 50, Kind: hongbao.KindOpen, Packet: p}
+	if _, err := r.w.Credit(ctx, []hongbao.Entry{old}); err != nil {
+		t.Fatal(err)
+	}
+	packed := []hongbao.Entry{
+		{Key: hongbao.OpenKey(p, u1), User: u1, Amount: 11, Kind: hongbao.KindOpen, Packet: p},
+		{Key: hongbao.OpenKey(p, u2), User: u2, Amount: 22, Kind: hongbao.KindOpen, Packet: p}, // the conflict
+		{Key: hongbao.OpenKey(p, u3), User: u3, Amount: 33, Kind: hongbao.KindOpen, Packet: p},
+	}
+	good := hongbao.Entry{Key: hongbao.OpenKey(82, v), User: v, Amount: 7, Kind: hongbao.KindOpen, Packet: 82}
+	r.putPacked(t, packed, 3)
+	if _, err := r.set.Exec("INSERT INTO hb_set.outbox (entry_key, user_id, amount, kind, packet_id, created_at, set_name, n, shares) VALUES ('opens:83', 0, 9, 'open', 83, UTC_TIMESTAMP(3), 'a/packed', 2, '5:x,6:4')"); err != nil {
+		t.Fatal(err)
+	}
+	r.put(t, []hongbao.Entry{good})
+	s := r.settler(t, 3, 2) // the credits read in two parts
+	if n, err := s.Deliver(ctx); err != nil || n != 3 {
+		t.Fatalf("Deliver = %d, %v; want 3 credits (u1, u3 and v)", n, err)
+	}
+	if n, err := s.Deliver(ctx); err != nil || n != 0 {
+		t.Fatalf("Deliver again = %d, %v; want nothing: the kept rows are set aside", n, err)
+	}
+	if n := dbtest.Count(t, r.set, "SELECT COUNT(*) FROM hb_set.outbox WHERE packet_id IN (81, 83) AND n > 1"); n != 2 {
+		t.Errorf("%d packed rows kept, want both", n)
+	}
+	if n := dbtest.Count(t, r.set, "SELECT COUNT(*) FROM hb_set.outbox"); n != 2 {
+		t.Errorf("%d rows left, want the two kept", n)
+	}
+	checkLedger(t, r.w, []hongbao.Entry{old, packed[0], packed[2], good}, map[hongbao.UserID]int64{u1: 11, u2: 50, u3: 33, v: 7})
 }

@@ -17,15 +17,17 @@ import (
 // Deliver applies undelivered outbox entries to the wallet, then deletes
 // them. A crash between the two re-delivers, which the ledger ignores.
 //
-// It reads up to Batch*Workers rows and, when they are more than Batch,
-// splits them by user into up to Workers parts (one per Batch rows read)
-// delivered at once; each part goes in wallet transactions of up to Batch
-// credits (a part the split by user leaves larger than Batch takes one
-// more). Then it deletes every delivered row in one statement. Rows one
-// transaction can hold go in one: a wallet transaction's cost on the core
-// group (its commit, its replica's acknowledgement and apply) hardly
-// depends on how many credits it records, and four transactions of a
-// quarter each cost the core group four times one.
+// It reads up to Batch*Workers entries (whole rows: a packed row is the
+// credits of a packet's opens in one transaction) and, when they are more
+// than Batch, splits them by user into up to Workers parts (one per Batch
+// entries read) delivered at once; each part goes in wallet transactions
+// of up to Batch credits (a part the split by user leaves larger than
+// Batch takes one more). Then it deletes, in one statement, every row the
+// ledger now holds all of. Entries one transaction can hold go in one: a
+// wallet transaction's cost on the core group (its commit, its replica's
+// acknowledgement and apply) hardly depends on how many credits it
+// records, and four transactions of a quarter each cost the core group
+// four times one.
 // A row the ledger cannot hold as it is (its key recorded for another
 // entry, or an entry the wallet refuses: never expected) stays in the
 // outbox for hbctl verify to name, and is set aside for HoldFor so that
@@ -54,10 +56,11 @@ func (s *Settler) deliver(ctx context.Context) (delivery, error) {
 	if err != nil || len(rows) == 0 {
 		return delivery{}, err
 	}
-	// Full by the rows read, not those delivered: a row kept for a
+	// Full by the entries read, not those delivered: a row kept for a
 	// conflicting key comes back first in every read.
 	full := len(rows) >= batch*workers
-	workers = min(workers, (len(rows)+batch-1)/batch)
+	rows, aside := s.readable(rows)
+	workers = max(min(workers, (len(rows)+batch-1)/batch), 1)
 	parts := make([][]store.OutboxRow, workers)
 	for _, r := range rows {
 		i := uint64(r.Entry.User) % uint64(workers)
@@ -72,14 +75,55 @@ func (s *Settler) deliver(ctx context.Context) (delivery, error) {
 		}
 	}
 	wg.Wait()
-	var ids, aside []int64
+	var delivered []int64
 	for _, d := range done {
-		ids, aside = append(ids, d.delivered...), append(aside, d.aside...)
+		delivered, aside = append(delivered, d.delivered...), append(aside, d.aside...)
 	}
 	if len(aside) > 0 {
 		s.Metrics.Held(s.held.hold(time.Now(), aside))
 	}
-	return delivery{sent: len(ids), full: full}, errors.Join(errors.Join(errs...), s.store.Delivered(ctx, ids))
+	return delivery{sent: len(delivered), full: full}, errors.Join(errors.Join(errs...), s.store.Delivered(ctx, whole(rows, delivered)))
+}
+
+// readable returns the rows that are entries, and the IDs of those that
+// are not (a packed row not as written: never expected), logged and set
+// aside like an entry the wallet refuses.
+func (s *Settler) readable(rows []store.OutboxRow) ([]store.OutboxRow, []int64) {
+	var aside []int64
+	ok := rows[:0:0]
+	for _, r := range rows {
+		if r.Bad != nil {
+			s.log.Error("outbox row not readable; set aside", zap.Int64("outbox_id", r.ID), zap.String("key", r.Entry.Key), zap.Error(r.Bad))
+			aside = append(aside, r.ID)
+			continue
+		}
+		ok = append(ok, r)
+	}
+	return ok, aside
+}
+
+// whole returns the IDs of the rows every entry of which is in delivered
+// (the entries' row IDs), once each, in order: a packed row's credits may
+// go in several parts and transactions, and the row is removed only once
+// the ledger holds all of them. A row with an entry set aside or not
+// attempted (its part failed first) stays in the outbox; the next round
+// delivers it again, and the ledger keeps each credit once.
+func whole(rows []store.OutboxRow, delivered []int64) []int64 {
+	left := make(map[int64]int, len(rows))
+	for _, r := range rows {
+		left[r.ID]++
+	}
+	for _, id := range delivered {
+		left[id]--
+	}
+	var ids []int64
+	for _, r := range rows {
+		if n, ok := left[r.ID]; ok && n == 0 {
+			ids = append(ids, r.ID)
+			delete(left, r.ID)
+		}
+	}
+	return ids
 }
 
 // parted is what the delivery of one part did: the IDs of the rows the

@@ -104,10 +104,7 @@ func TestDuplicateDelivery(t *testing.T) {
 	putBack := func() {
 		t.Helper()
 		for _, r := range saved {
-			if _, err := db.Exec("INSERT INTO hb_set.outbox (entry_key, user_id, amount, kind, packet_id, created_at) VALUES (?,?,?,?,?,?)",
-				r.Entry.Key, r.Entry.User, r.Entry.Amount, r.Entry.Kind, r.Entry.Packet, r.Entry.At); err != nil {
-				t.Fatal(err)
-			}
+			r.put(t, db)
 		}
 	}
 	putBack()

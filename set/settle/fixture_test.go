@@ -25,7 +25,6 @@ import (
 	"github.com/hongbao-dev/hongbao/api"
 	"github.com/hongbao-dev/hongbao/e2e/harness/clustertest"
 	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
-	"github.com/hongbao-dev/hongbao/store"
 )
 
 // balance reads user's balance through the router.
@@ -180,19 +179,31 @@ func expiresAt(t testing.TB, p api.PacketJSON) time.Time {
 	return at
 }
 
+// outboxRow is a row of hb_set.outbox as written (a packed row with its
+// shares: store/outboxrows.go).
+type outboxRow struct {
+	key, kind string
+	user      hongbao.UserID
+	amount    int64
+	packet    hongbao.PacketID
+	at        time.Time
+	set       string
+	n         int
+	shares    sql.NullString
+}
+
 // outboxRows returns packet id's rows in the outbox of db, in id order.
-func outboxRows(t testing.TB, db *sql.DB, id hongbao.PacketID) []store.OutboxRow {
+func outboxRows(t testing.TB, db *sql.DB, id hongbao.PacketID) []outboxRow {
 	t.Helper()
-	rows, err := db.Query("SELECT id, entry_key, user_id, amount, kind, packet_id, created_at FROM hb_set.outbox WHERE packet_id = ? ORDER BY id", id)
+	rows, err := db.Query("SELECT entry_key, kind, user_id, amount, packet_id, created_at, set_name, n, shares FROM hb_set.outbox WHERE packet_id = ? ORDER BY id", id)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rows.Close()
-	var out []store.OutboxRow
+	var out []outboxRow
 	for rows.Next() {
-		var r store.OutboxRow
-		e := &r.Entry
-		if err := rows.Scan(&r.ID, &e.Key, &e.User, &e.Amount, &e.Kind, &e.Packet, &e.At); err != nil {
+		var r outboxRow
+		if err := rows.Scan(&r.key, &r.kind, &r.user, &r.amount, &r.packet, &r.at, &r.set, &r.n, &r.shares); err != nil {
 			t.Fatal(err)
 		}
 		out = append(out, r)
@@ -201,4 +212,13 @@ func outboxRows(t testing.TB, db *sql.DB, id hongbao.PacketID) []store.OutboxRow
 		t.Fatal(err)
 	}
 	return out
+}
+
+// put writes r into db's outbox again.
+func (r outboxRow) put(t testing.TB, db *sql.DB) {
+	t.Helper()
+	if _, err := db.Exec("INSERT INTO hb_set.outbox (entry_key, kind, user_id, amount, packet_id, created_at, set_name, n, shares) VALUES (?,?,?,?,?,?,?,?,?)",
+		r.key, r.kind, r.user, r.amount, r.packet, r.at, r.set, r.n, r.shares); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -14,13 +14,15 @@ type KindSum struct {
 // SumsByKind sums the amount column of table (the ledger or an outbox) by
 // entry kind.
 func SumsByKind(ctx context.Context, db *sql.DB, table string) (map[string]KindSum, error) {
-	return SumsByKindWhere(ctx, db, table, "TRUE")
+	return SumsByKindWhere(ctx, db, table, "COUNT(*)", "TRUE")
 }
 
 // SumsByKindWhere is SumsByKind of the rows of table matching where (SQL
-// after WHERE, with placeholders for args).
-func SumsByKindWhere(ctx context.Context, db *sql.DB, table, where string, args ...any) (map[string]KindSum, error) {
-	rows, err := db.QueryContext(ctx, "SELECT kind, COUNT(*), COALESCE(SUM(amount),0) FROM "+table+" WHERE "+where+" GROUP BY kind", args...)
+// after WHERE, with placeholders for args), counting entries by count (SQL:
+// COUNT(*) where a row is an entry, SUM(n) for an outbox, whose packed
+// rows hold n credits).
+func SumsByKindWhere(ctx context.Context, db *sql.DB, table, count, where string, args ...any) (map[string]KindSum, error) {
+	rows, err := db.QueryContext(ctx, "SELECT kind, COALESCE("+count+",0), COALESCE(SUM(amount),0) FROM "+table+" WHERE "+where+" GROUP BY kind", args...)
 	if err != nil {
 		return nil, err
 	}

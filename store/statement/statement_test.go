@@ -319,7 +319,7 @@ func TestDailyNamesWhatTheLedgerLacks(t *testing.T) {
 	if _, err := r.w.DB().Exec("DELETE FROM ledger WHERE entry_key = ?", hongbao.SendKey(lostDebit)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.db.Exec("DELETE FROM hb_set.outbox WHERE entry_key = ?", hongbao.OpenKey(lostCredit, u1)); err != nil {
+	if _, err := r.db.Exec("DELETE FROM hb_set.outbox WHERE packet_id = ? AND kind = 'open'", lostCredit); err != nil { // u1's credit, packed
 		t.Fatal(err)
 	}
 	lostRefund, _ := r.send(t, 400, 4)

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -192,13 +193,16 @@ func (p *Packet) Check(t testing.TB) {
 }
 
 // OutboxCredits returns the wallet credits of packet id's shares waiting
-// in db's outbox (kind open), by user.
+// in db's outbox (kind open), by user: a row's own, or those a packed row
+// holds ("user:amount,...", store/outboxrows.go), read here on their own
+// so that a test checks the store's packing against the format, not
+// against itself.
 func OutboxCredits(t testing.TB, db *sql.DB, id hongbao.PacketID) map[hongbao.UserID][]int64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	credits := map[hongbao.UserID][]int64{}
-	rows, err := db.QueryContext(ctx, "SELECT user_id, amount FROM hb_set.outbox WHERE packet_id = ? AND kind = 'open'", id)
+	rows, err := db.QueryContext(ctx, "SELECT user_id, amount, n, shares FROM hb_set.outbox WHERE packet_id = ? AND kind = 'open'", id)
 	if MissingTable(err) {
 		return credits
 	}
@@ -209,10 +213,29 @@ func OutboxCredits(t testing.TB, db *sql.DB, id hongbao.PacketID) map[hongbao.Us
 	for rows.Next() {
 		var u hongbao.UserID
 		var amount int64
-		if err := rows.Scan(&u, &amount); err != nil {
+		var n int
+		var shares sql.NullString
+		if err := rows.Scan(&u, &amount, &n, &shares); err != nil {
 			t.Fatal(err)
 		}
-		credits[u] = append(credits[u], amount)
+		if !shares.Valid {
+			credits[u] = append(credits[u], amount)
+			continue
+		}
+		var sum int64
+		pairs := strings.Split(shares.String, ",")
+		for _, pair := range pairs {
+			var pu hongbao.UserID
+			var pa int64
+			if _, err := fmt.Sscanf(pair, "%d:%d", &pu, &pa); err != nil {
+				t.Fatalf("packet %s: packed share %q: %v", id, pair, err)
+			}
+			credits[pu] = append(credits[pu], pa)
+			sum += pa
+		}
+		if u != 0 || sum != amount || n != len(pairs) {
+			t.Errorf("packet %s: a packed row of user %s, %d fen and n %d holds %d shares of %d fen", id, u, amount, n, len(pairs), sum)
+		}
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)

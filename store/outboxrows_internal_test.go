@@ -45,22 +45,24 @@ func TestUnpackSharesRefuses(t *testing.T) {
 }
 
 // TestOutboxRowEntries: a packed row whose shares do not add up to its
-// amount, or that is not a credit of opens, is an error naming the row.
+// amount or count, or that is not a credit of opens, is an error naming
+// the row.
 func TestOutboxRowEntries(t *testing.T) {
-	row := func(kind string, amount int64, shares string) *outboxRow {
-		r := &outboxRow{id: 9, entry: hongbao.Entry{Key: "opens:5:1", Kind: kind, Amount: amount, Packet: 5}}
+	row := func(kind string, amount int64, n int, shares string) *outboxRow {
+		r := &outboxRow{id: 9, entry: hongbao.Entry{Key: "opens:5:1", Kind: kind, Amount: amount, Packet: 5}, n: n}
 		r.shares.String, r.shares.Valid = shares, true
 		return r
 	}
-	if es, err := row(hongbao.KindOpen, 5, "1:2,3:3").entries(); err != nil || len(es) != 2 {
+	if es, err := row(hongbao.KindOpen, 5, 2, "1:2,3:3").entries(); err != nil || len(es) != 2 {
 		t.Errorf("a good packed row: %+v, %v", es, err)
 	}
-	for _, r := range []*outboxRow{row(hongbao.KindOpen, 6, "1:2,3:3"), row(hongbao.KindRefund, 5, "1:2,3:3"), row(hongbao.KindOpen, 5, "1:2;3:3")} {
+	for _, r := range []*outboxRow{row(hongbao.KindOpen, 6, 2, "1:2,3:3"), row(hongbao.KindRefund, 5, 2, "1:2,3:3"),
+		row(hongbao.KindOpen, 5, 3, "1:2,3:3"), row(hongbao.KindOpen, 5, 2, "1:2;3:3")} {
 		if es, err := r.entries(); err == nil || !strings.Contains(err.Error(), "outbox row 9") {
 			t.Errorf("row %+v: %+v, %v; want an error naming row 9", r, es, err)
 		}
 	}
-	single := &outboxRow{id: 3, entry: hongbao.Entry{Key: "refund:5", Kind: hongbao.KindRefund, Amount: 40, User: 8, Packet: 5}}
+	single := &outboxRow{id: 3, entry: hongbao.Entry{Key: "refund:5", Kind: hongbao.KindRefund, Amount: 40, User: 8, Packet: 5}, n: 1}
 	if es, err := single.entries(); err != nil || len(es) != 1 || es[0] != single.entry {
 		t.Errorf("a row of one entry: %+v, %v", es, err)
 	}

@@ -9,10 +9,9 @@ import (
 	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
-// OutboxBacklog returns how many entries of the SET (a packed row counts
-// its credits) (and unnamed ones, as
-// Outbox) wait in the outbox and when the oldest was written (zero when
-// none): the settler's lag, for its metrics.
+// OutboxBacklog returns how many entries of the SET (and unnamed ones, as
+// Outbox; a packed row counts its credits) wait in the outbox and when the
+// oldest was written (zero when none): the settler's lag, for its metrics.
 func (s *Store) OutboxBacklog(ctx context.Context) (int, time.Time, error) {
 	var n int
 	var oldest sql.NullTime

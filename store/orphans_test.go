@@ -36,12 +36,13 @@ type orphanFixture struct {
 	b     hongbao.Bucket
 	clock *dbtest.Clock
 	st    *store.Store
+	seq   int // the next packet's sequence: cases sent at the same millisecond get distinct IDs
 }
 
 func newOrphanFixture(t *testing.T) *orphanFixture {
 	t.Helper()
 	db, loc, set, buckets := setup(t, 1)
-	f := &orphanFixture{db: db, loc: loc, set: set, b: buckets[0], clock: &dbtest.Clock{}}
+	f := &orphanFixture{db: db, loc: loc, set: set, b: buckets[0], clock: &dbtest.Clock{}, seq: rand.IntN(4096)}
 	f.st = store.New(db, set, loc, f.clock.Now, seeded(7))
 	return f
 }
@@ -51,7 +52,10 @@ func newOrphanFixture(t *testing.T) *orphanFixture {
 func (f *orphanFixture) send(t *testing.T, sent time.Time, funding hongbao.Funding, opens int) hongbao.PacketID {
 	t.Helper()
 	ctx := context.Background()
-	id, err := hongbao.NewPacketID(sent, f.b, rand.IntN(4096))
+	// Random sequences collided now and then (several cases are sent at
+	// the same millisecond): consecutive ones from a random start.
+	id, err := hongbao.NewPacketID(sent, f.b, f.seq)
+	f.seq = (f.seq + 1) % 4096
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -99,6 +99,7 @@ func packCredits(q *strings.Builder, args []any, set string, tables []hongbao.Da
 	byPacket map[*hongbao.Packet][]hongbao.Record) []any {
 	q.WriteString("INSERT INTO hb_set.outbox(entry_key,user_id,amount,kind,packet_id,created_at,set_name,n,shares)VALUES")
 	var buf []byte
+	name := set + packedSuffix
 	for i, t := range tables {
 		for k, p := range byTable[t] {
 			if i > 0 || k > 0 {
@@ -108,7 +109,7 @@ func packCredits(q *strings.Builder, args []any, set string, tables []hongbao.Da
 			recs := byPacket[p]
 			var sum int64
 			buf, sum = packShares(buf[:0], recs)
-			args = append(args, packKey(p.ID, recs[0].User), sum, hongbao.KindOpen, p.ID, set+packedSuffix, len(recs), string(buf))
+			args = append(args, packKey(p.ID, recs[0].User), sum, hongbao.KindOpen, p.ID, name, len(recs), string(buf))
 		}
 	}
 	q.WriteString(";")

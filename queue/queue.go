@@ -8,6 +8,7 @@ package queue
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -223,6 +224,7 @@ func (m *Manager) work(sh *shard, id hongbao.PacketID, q chan *request) {
 				return
 			}
 			batch = append(batch[:0], req)
+			gather(q)
 			for len(batch) < m.cfg.Batch && len(q) > 0 {
 				if r, ok := <-q; ok {
 					batch = append(batch, r)
@@ -235,6 +237,29 @@ func (m *Manager) work(sh *shard, id hongbao.PacketID, q chan *request) {
 				return
 			}
 			idle.Reset(m.cfg.Idle)
+		}
+	}
+}
+
+// gatherYields bounds gather's yields: each lets every goroutine ready to
+// run go first, and two rounds in a row that queued nothing end it.
+const gatherYields = 8
+
+// gather lets the opens about to be queued reach q before the worker takes
+// its batch. A router's batch brings a packet's opens together, each run
+// by a goroutine of its own; the first one's send wakes the worker, which
+// Go runs next, so without this the worker took that open alone and the
+// rest formed the next transaction: two transactions, each a commit's
+// fixed cost on the primary and the replica, and the batch answered a
+// commit later. A yield costs nothing when no other goroutine is ready.
+func gather(q chan *request) {
+	for i, idle := 0, 0; i < gatherYields && idle < 2; i++ {
+		n := len(q)
+		runtime.Gosched()
+		if len(q) == n {
+			idle++ // another P may be about to queue one: twice
+		} else {
+			idle = 0
 		}
 	}
 }

@@ -55,6 +55,9 @@ var statusOf = map[string]int{
 	// A router's batch (router -> server only) that is not one.
 	"malformed_batch": http.StatusBadRequest,
 	"batch_too_large": http.StatusRequestEntityTooLarge,
+	// What net/http refuses before any handler (RefusedAsProblems).
+	"headers_too_large": http.StatusRequestHeaderFieldsTooLarge,
+	malformedRequest:    http.StatusBadRequest,
 	// The client went away first (nginx's 499): never a 5xx.
 	"client_closed": StatusClientClosed,
 }

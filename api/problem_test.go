@@ -17,6 +17,8 @@ func TestStatusTable(t *testing.T) {
 	want := map[string]int{
 		"not_found":              404,
 		"method_not_allowed":     405,
+		"malformed_request":      400,
+		"headers_too_large":      431,
 		"sold_out":               409,
 		"already_opened":         409,
 		"expired":                410,

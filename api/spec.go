@@ -19,6 +19,10 @@ type Spec struct {
 	// Unmatched lists the codes of a request no operation serves: a path
 	// the API does not have, or a method its path does not take.
 	Unmatched []string
+	// Unparsed lists the codes of a request answered before any
+	// operation could be matched: one HTTP cannot parse, or whose headers
+	// are over the limit (RefusedAsProblems). Any path may answer them.
+	Unparsed []string
 }
 
 // ParseSpec reads the embedded OpenAPI description.
@@ -29,11 +33,12 @@ func ParseSpec() (*Spec, error) {
 	var doc struct {
 		Paths     map[string]map[string]struct{ Responses map[string]response } `json:"paths"`
 		Unmatched response                                                      `json:"x-unmatched"`
+		Unparsed  response                                                      `json:"x-unparsed"`
 	}
 	if err := json.Unmarshal([]byte(openAPI), &doc); err != nil {
 		return nil, fmt.Errorf("api: openapi.json: %w", err)
 	}
-	s := &Spec{Ops: map[string]map[int][]string{}, Unmatched: doc.Unmatched.Codes}
+	s := &Spec{Ops: map[string]map[int][]string{}, Unmatched: doc.Unmatched.Codes, Unparsed: doc.Unparsed.Codes}
 	for path, methods := range doc.Paths {
 		for method, op := range methods {
 			st := map[int][]string{}
@@ -90,8 +95,11 @@ func (s *Spec) Match(method, path string) string {
 
 // Check reports whether the spec allows an answer: status (and for a
 // problem, its code) among those of the operation serving method and path,
-// or of an unmatched path.
+// or of an unmatched path, or of a request that did not parse.
 func (s *Spec) Check(method, path string, status int, code string) error {
+	if want, ok := statusOf[code]; ok && status == want && slices.Contains(s.Unparsed, code) {
+		return nil
+	}
 	op := s.Match(method, path)
 	if op == "" {
 		if want, ok := statusOf[code]; ok && status == want && slices.Contains(s.Unmatched, code) {

@@ -127,7 +127,7 @@ func run(args []string) error {
 	errc := make(chan error, 1)
 	// Serve returns once Shutdown closed its listener; the goroutine is
 	// waited for below.
-	go func() { errc <- hs.Serve(ln) }()
+	go func() { errc <- hs.Serve(api.RefusedAsProblems(ln)) }()
 	log.Info("routing", zap.Int64("topology_version", topo.Current().Version))
 	select {
 	case err := <-errc:

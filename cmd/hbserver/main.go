@@ -260,7 +260,7 @@ func serve(log *zap.Logger, addr string, srv *set.Server, grace, drain time.Dura
 	errc := make(chan error, 1)
 	// Serve returns once Shutdown closed its listener; the goroutine is
 	// waited for below.
-	go func() { errc <- hs.Serve(ln) }()
+	go func() { errc <- hs.Serve(api.RefusedAsProblems(ln)) }()
 	log.Info("serving")
 	select {
 	case err := <-errc:

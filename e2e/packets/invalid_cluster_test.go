@@ -192,6 +192,16 @@ var badPacketRequests = []badGen{
 			head+"Transfer-Encoding: chunked\r\n\r\n5\r\n{}XXXXXX0\r\n\r\n",
 			head+"Content-Length: 300\r\n\r\n"+`{"total":1000,"count":10}`)}
 	},
+	func(rng *mrand.Rand, g *badGens) badRequest {
+		// What net/http itself refuses, before any handler.
+		open := "POST /v1/packets/" + g.packet.String() + "/open HTTP/1.1\r\nHost: router\r\nAuthorization: Bearer " + g.token(g.opener) + "\r\n"
+		return badRequest{kind: "broken request", raw: pick(rng,
+			"OPEN IT NOW\r\n\r\n",
+			"POST /v1/packets/"+g.packet.String()+"/open HTTP/1.1\r\nAuthorization: Bearer "+g.token(g.opener)+"\r\n\r\n", // no Host
+			open+"Transfer-Encoding: gzip\r\n\r\n",
+			"POST /v1/packets/"+g.packet.String()+"/open HTTP/7.0\r\nHost: router\r\n\r\n",
+			open+"X-Pad: "+strings.Repeat("p", 40<<10)+"\r\n\r\n")}
+	},
 }
 
 // badWants are the answers each kind of invalid request may get, as
@@ -218,6 +228,7 @@ var badWants = map[string][]string{
 	"wrong method or path":       {"404 not_found", "405 method_not_allowed"},
 	"bad page":                   {"400 invalid_limit", "400 invalid_cursor"},
 	"broken framing":             {"400 malformed_body", "400 truncated_body"},
+	"broken request":             {"400 malformed_request", "431 headers_too_large"},
 }
 
 // TestClusterRandomInvalidRequests sends a few hundred random invalid

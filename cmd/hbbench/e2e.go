@@ -41,6 +41,17 @@ type e2eRun struct {
 	backlog int           // outbox rows when the load stopped
 	drain   time.Duration // until the outbox was empty
 	check   string        // the answers check of an open run
+	commits int64         // of an open run: COMMITs on the hot packet's SET primary during it
+}
+
+// opensPerCommit is the opened answers of an open run per COMMIT on the
+// hot SET's primary (its open transactions, and its settler's deletes
+// every deliver_every): what a commit's fixed cost is spread over.
+func (r *e2eRun) opensPerCommit() string {
+	if r.commits <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("%.1f", float64(r.w.opened)/float64(r.commits))
 }
 
 // perCore is requests per CPU-second of the row's processes.
@@ -243,11 +254,12 @@ func (x *e2e) run(ctx context.Context, r *e2eRow, conns int, d time.Duration) (*
 		return nil, err
 	}
 	defer os.Remove(tokens)
-	var n0 int64
+	var n0, commits0 int64
 	if r.open {
 		if n0, _, err = x.remaining(ctx, x.setDB); err != nil {
 			return nil, err
 		}
+		commits0 = commits(ctx, x.setDB)
 	}
 	c0, t0 := sample(r.procs), time.Now()
 	w, err := runWrk(ctx, r.url(), tokens, 2, conns, d)
@@ -258,6 +270,7 @@ func (x *e2e) run(ctx context.Context, r *e2eRow, conns int, d time.Duration) (*
 	if !r.open {
 		return run, nil
 	}
+	run.commits = commits(ctx, x.setDB) - commits0
 	run.backlog = dbtestCount(ctx, x.setDB, "SELECT COALESCE(SUM(n), 0) FROM hb_set.outbox")
 	t1 := time.Now()
 	for dbtestCount(ctx, x.setDB, "SELECT COUNT(*) FROM hb_set.outbox") > 0 && time.Since(t1) < 5*time.Minute {
@@ -355,14 +368,14 @@ func (x *e2e) report(w io.Writer, rows []*e2eRow, conns []int, runs []*e2eRun) {
 	}
 	fmt.Fprintf(w, "\n%s\n", strings.Join(targets, "\n\n"))
 	fmt.Fprintln(w, "\nEvery run (CPU split: share of one core per kind of process):")
-	fmt.Fprintln(w, "\n| connections | run | req/s | req per core-second | CPU split | outbox at end | drained in | answers |\n|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "\n| connections | run | req/s | req per core-second | CPU split | opens per commit on the hot SET's primary | outbox at end | drained in | answers |\n|---|---|---|---|---|---|---|---|---|")
 	for _, run := range runs {
 		outbox, drain := "", ""
 		if run.row.open {
 			outbox, drain = strconv.Itoa(run.backlog), fmt.Sprintf("%.2f s", run.drain.Seconds())
 		}
-		fmt.Fprintf(w, "| %d | %s | %.0f | %.0f | %s | %s | %s | %s |\n", run.conns, run.row.name, run.w.rate(), run.perCore(),
-			run.cpu.split(run.wall), outbox, drain, run.check)
+		fmt.Fprintf(w, "| %d | %s | %.0f | %.0f | %s | %s | %s | %s | %s |\n", run.conns, run.row.name, run.w.rate(), run.perCore(),
+			run.cpu.split(run.wall), run.opensPerCommit(), outbox, drain, run.check)
 	}
 }
 

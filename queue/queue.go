@@ -242,22 +242,29 @@ func (m *Manager) work(sh *shard, id hongbao.PacketID, q chan *request) {
 }
 
 // gatherYields bounds gather's yields: each lets every goroutine ready to
-// run go first, and two rounds in a row that queued nothing end it.
-const gatherYields = 8
+// run go first; two rounds in a row that queued nothing end it.
+const gatherYields = 4
 
 // gather lets the opens about to be queued reach q before the worker takes
-// its batch. A router's batch brings a packet's opens together, each run
-// by a goroutine of its own; the first one's send wakes the worker, which
-// Go runs next, so without this the worker took that open alone and the
-// rest formed the next transaction: two transactions, each a commit's
-// fixed cost on the primary and the replica, and the batch answered a
-// commit later. A yield costs nothing when no other goroutine is ready.
+// its batch, when it was woken by a lone open. A router's batch brings a
+// packet's opens together, each run by a goroutine of its own; the first
+// one's send wakes the worker, which Go runs next, so without this the
+// worker took that open alone and the rest formed the next transaction:
+// two transactions, each a commit's fixed cost on the primary and the
+// replica, and the batch answered a commit later. A yield costs nothing
+// when no other goroutine is ready. A queue that holds more than the open
+// that woke the worker (opens arrived while its last transaction ran) is
+// taken at once: under load the yields would only delay the transaction,
+// a round of them behind every goroutine that is ready.
 func gather(q chan *request) {
+	if len(q) > 0 {
+		return
+	}
 	for i, idle := 0, 0; i < gatherYields && idle < 2; i++ {
 		n := len(q)
 		runtime.Gosched()
 		if len(q) == n {
-			idle++ // another P may be about to queue one: twice
+			idle++ // with more Ps, a runner may be on its way: twice
 		} else {
 			idle = 0
 		}

@@ -897,7 +897,7 @@ case "${1:-}" in
     # Tests of the scheduler's effect (built with !race: the race
     # detector's random yields would hide what they check), once more
     # without -race.
-    [ -n "${HB_TEST_PKGS:-}" ] || go test -count=1 -run '^TestBatchWritesPerTransaction$' ./set 2>&1 | tee -a "$RUN/test.log" || rc=$?
+    [ -n "${HB_TEST_PKGS:-}" ] || go test -count=1 -run '^(TestBatchWritesPerTransaction|TestGatherOneBatch)$' ./set ./queue 2>&1 | tee -a "$RUN/test.log" || rc=$?
     test_times "$RUN/test.log"
     exit "$rc"
     ;;

@@ -241,26 +241,26 @@ func (m *Manager) work(sh *shard, id hongbao.PacketID, q chan *request) {
 	}
 }
 
+// gatherYields bounds gather's yields: each lets every goroutine ready to
+// run go first; two rounds in a row that queued nothing end it.
+const gatherYields = 4
+
 // gather lets the opens about to be queued reach q before the worker takes
-// its batch, when a lone open woke it. A router's batch brings a packet's
-// opens together, each run by a goroutine of its own; the first one's send
-// wakes the worker, which Go runs next, so without this the worker took
-// that open alone and the rest formed the next transaction: two
-// transactions, each a commit's fixed cost on the primary and the
-// replica, and the batch answered a commit later. A yield lets the
-// goroutines ready to run go first and costs nothing when none is; the
-// worker yields again while that queues more, until two rounds queue
-// nothing or gatherFor has passed: under load (many goroutines ready, each
-// round long) unbounded rounds could delay a transaction by several
-// rounds of all of them. A queue that holds more than the open that woke
-// the worker (opens arrived while its last transaction ran) is taken at
-// once.
+// its batch, when it was woken by a lone open. A router's batch brings a
+// packet's opens together, each run by a goroutine of its own; the first
+// one's send wakes the worker, which Go runs next, so without this the
+// worker took that open alone and the rest formed the next transaction:
+// two transactions, each a commit's fixed cost on the primary and the
+// replica, and the batch answered a commit later. A yield costs nothing
+// when no other goroutine is ready. A queue that holds more than the open
+// that woke the worker (opens arrived while its last transaction ran) is
+// taken at once: under load the yields would only delay the transaction,
+// a round of them behind every goroutine that is ready.
 func gather(q chan *request) {
 	if len(q) > 0 {
 		return
 	}
-	start := time.Now()
-	for idle := 0; idle < 2 && time.Since(start) < gatherFor; {
+	for i, idle := 0, 0; i < gatherYields && idle < 2; i++ {
 		n := len(q)
 		runtime.Gosched()
 		if len(q) == n {
@@ -270,10 +270,6 @@ func gather(q chan *request) {
 		}
 	}
 }
-
-// gatherFor bounds gather: about what a batch's runners take to queue
-// their opens on a loaded server, far below a commit.
-const gatherFor = 100 * time.Microsecond
 
 // retire frees an idle queue. It holds the shard lock, under which every
 // send happens, so no open can slip into a queue nobody reads.

@@ -70,11 +70,15 @@ func TestEnsureRunsNoDDLForWhatExists(t *testing.T) {
 }
 
 // creates is how many CREATE TABLE statements db's one session has run.
-func creates(t *testing.T, db *sql.DB) int {
+func creates(t *testing.T, db *sql.DB) int { return createsIn(t, db, "SESSION") }
+
+// createsIn is Com_create_table in scope: SESSION (the pool's one
+// session) or GLOBAL (since the server started).
+func createsIn(t *testing.T, db *sql.DB, scope string) int {
 	t.Helper()
 	var name string
 	var n int
-	if err := db.QueryRowContext(t.Context(), "SHOW SESSION STATUS LIKE 'Com_create_table'").Scan(&name, &n); err != nil {
+	if err := db.QueryRowContext(t.Context(), "SHOW "+scope+" STATUS LIKE 'Com_create_table'").Scan(&name, &n); err != nil {
 		t.Fatal(err)
 	}
 	return n

@@ -155,7 +155,9 @@
       case "invalid_month": return "That month cannot be shown (use YYYY-MM)." + detail;
       case "malformed_json": case "unknown_field": case "unsupported_media_type": case "body_too_large": case "malformed_body": case "method_not_allowed":
       case "null_value": case "trailing_data": case "truncated_body": case "unexpected_body": case "duplicate_key":
+      case "malformed_request":
         return "The page sent something the server did not understand (" + p.code + "): reload the page.";
+      case "headers_too_large": return "The browser sent too much with the request (cookies, most likely): clear this site's cookies and reload.";
       case "internal": return "Something went wrong on our side; nothing was charged twice. Please try again." + reqID(p);
       default: return (p.body && (p.body.detail || p.body.title)) || "Something went wrong (" + p.code + ").";
     }

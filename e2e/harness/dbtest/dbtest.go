@@ -145,8 +145,11 @@ func WaitTCP(t testing.TB, addr string) {
 	}
 }
 
+// waitTCP waits for addr to take connections. 30 s: on a loaded 2-core
+// machine (make test runs 4 packages at once) a fresh MariaDB's start
+// took over 10 s, and each of launch's retries starts from scratch.
 func waitTCP(addr string) error {
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
 			c.Close()

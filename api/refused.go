@@ -74,10 +74,13 @@ func refusalAsProblem(p []byte) ([]byte, bool) {
 	if !ok {
 		return nil, false
 	}
-	line, _, ok := bytes.Cut(rest, []byte(netHTTPRefusal))
-	if !ok || bytes.Contains(line, []byte("\r\n")) || len(line) < 3 {
+	// Only the status line is read: every answer of a handler passes
+	// here, and its body need not be scanned.
+	end := bytes.Index(rest, []byte("\r\n"))
+	if end < 3 || !bytes.HasPrefix(rest[end:], []byte(netHTTPRefusal)) {
 		return nil, false
 	}
+	line := rest[:end]
 	status, err := strconv.Atoi(string(line[:3]))
 	if err != nil {
 		return nil, false

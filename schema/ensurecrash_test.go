@@ -11,7 +11,6 @@ import (
 	hongbao "github.com/hongbao-dev/hongbao"
 	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 	"github.com/hongbao-dev/hongbao/schema"
-	"github.com/hongbao-dev/hongbao/store/sqldb"
 )
 
 // TestEnsureDaysSurvivesAKill: the day tables' creation ahead of time
@@ -24,7 +23,7 @@ import (
 func TestEnsureDaysSurvivesAKill(t *testing.T) {
 	m := dbtest.StartMariaDB(t)
 	ctx := t.Context()
-	db := openDB(t, m.DSN)
+	db := dbtest.Open(t, m.DSN, 2)
 	var buckets []hongbao.Bucket
 	for b := range 60 {
 		buckets = append(buckets, hongbao.Bucket(b))
@@ -46,7 +45,7 @@ func TestEnsureDaysSurvivesAKill(t *testing.T) {
 		_, err := schema.NewEnsurer(db).EnsureDays(ctx, buckets, from, ahead)
 		done <- err
 	}()
-	watch := openDB(t, m.DSN)
+	watch := dbtest.Open(t, m.DSN, 2)
 	for n := tables(watch); n < want/3; n = tables(watch) {
 		if n < 0 {
 			t.Fatal("counting the tables failed")
@@ -60,7 +59,7 @@ func TestEnsureDaysSurvivesAKill(t *testing.T) {
 	if err := m.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	db = openDB(t, m.DSN)
+	db = dbtest.Open(t, m.DSN, 2)
 	// A table information_schema listed may be gone: its CREATE had not
 	// committed (atomic DDL rolls it back in the recovery).
 	cut := tables(db)
@@ -102,16 +101,6 @@ func allTables(t *testing.T, db *sql.DB) int {
 		t.Fatal(err)
 	}
 	return n
-}
-
-func openDB(t *testing.T, dsn string) *sql.DB {
-	t.Helper()
-	db, err := sqldb.Open(dsn, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
 }
 
 // definition is SHOW CREATE TABLE of the qualified table, its own name

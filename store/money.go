@@ -18,8 +18,11 @@ import (
 // longest expiry, so none of them has a share or an expiry in the period.
 // inFlight are the keys of the outbox rows read after the records: a move
 // recorded but neither in the outbox then nor in a ledger read afterwards
-// was lost (the daily statement's check from the SETs' side).
-func (s *Store) MoneyBetween(ctx context.Context, from, to, since time.Time) (moves []hongbao.Entry, inFlight map[string]bool, err error) {
+// was lost (the daily statement's check from the SETs' side). unreadable
+// names the outbox rows whose credits do not read (a packed row not as
+// written, which the settlers set aside): their keys are unknown, so they
+// are the statement's to report, not a reason to make none.
+func (s *Store) MoneyBetween(ctx context.Context, from, to, since time.Time) (moves []hongbao.Entry, inFlight map[string]bool, unreadable []error, err error) {
 	days := map[string]bool{} // the live tables' days of the month and the archive's dates
 	for d := since.In(s.loc); d.Before(to); d = d.AddDate(0, 0, 1) {
 		days[fmt.Sprintf("_%02d", d.Day())], days["_"+d.Format("20060102")] = true, true
@@ -37,28 +40,32 @@ func (s *Store) MoneyBetween(ctx context.Context, from, to, since time.Time) (mo
 		return err
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("store: money of %s: %w", s.set, err)
+		return nil, nil, nil, fmt.Errorf("store: money of %s: %w", s.set, err)
 	}
 	inFlight = map[string]bool{}
 	rows, err := s.db.QueryContext(ctx, "SELECT "+outboxCols+" FROM hb_set.outbox")
 	if err != nil {
-		return nil, nil, fmt.Errorf("store: money of %s: outbox: %w", s.set, err)
+		return nil, nil, nil, fmt.Errorf("store: money of %s: outbox: %w", s.set, err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var r outboxRow
 		if err := r.scan(rows); err != nil {
-			return nil, nil, fmt.Errorf("store: money of %s: outbox: %w", s.set, err)
+			return nil, nil, nil, fmt.Errorf("store: money of %s: outbox: %w", s.set, err)
 		}
 		es, err := r.entries()
 		if err != nil {
-			return nil, nil, fmt.Errorf("store: money of %s: %w", s.set, err)
+			unreadable = append(unreadable, fmt.Errorf("SET %s: %w (%d fen for packet %s as the row says)", s.set, err, r.entry.Amount, r.entry.Packet))
+			continue
 		}
 		for _, e := range es {
 			inFlight[e.Key] = true
 		}
 	}
-	return moves, inFlight, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, nil, nil, fmt.Errorf("store: money of %s: outbox: %w", s.set, err)
+	}
+	return moves, inFlight, unreadable, nil
 }
 
 // moneyIn reads table t's moves of [from, to) (see MoneyBetween): one

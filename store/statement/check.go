@@ -97,6 +97,13 @@ func (st *Statement) checkSETs(ctx context.Context, l Ledger, m *SETMoney) error
 		return fmt.Errorf("statement: the ledger's entries of the SETs' moves: %w", err)
 	}
 	clear(seen)
+	for _, err := range m.Unreadable {
+		st.Problems = append(st.Problems, Problem{"", 0, "an outbox row whose credits cannot be read, so neither delivered nor counted: " + err.Error()})
+	}
+	lost := "the ledger has no entry and no outbox holds it"
+	if len(m.Unreadable) > 0 {
+		lost = fmt.Sprintf("the ledger has no entry and no readable outbox row holds it (%d do not read)", len(m.Unreadable))
+	}
 	for _, mv := range m.Moves {
 		if _, ok := have[mv.Key]; ok || seen[mv.Key] {
 			continue
@@ -109,8 +116,8 @@ func (st *Statement) checkSETs(ctx context.Context, l Ledger, m *SETMoney) error
 			st.InFlight[mv.Kind] = t
 			continue
 		}
-		st.Problems = append(st.Problems, Problem{mv.Key, mv.Amount, fmt.Sprintf("the SET records %s's %s at %s, the ledger has no entry and no outbox holds it",
-			mv.User, mv.Kind, mv.At.UTC().Format(timeFormat))})
+		st.Problems = append(st.Problems, Problem{mv.Key, mv.Amount, fmt.Sprintf("the SET records %s's %s at %s, %s",
+			mv.User, mv.Kind, mv.At.UTC().Format(timeFormat), lost)})
 	}
 	return nil
 }

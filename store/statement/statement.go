@@ -33,7 +33,7 @@ var _ Ledger = (*wallet.Snapshot)(nil)
 // keys of the outbox rows not delivered yet (store.Store.MoneyBetween).
 type Records interface {
 	Packet(ctx context.Context, id hongbao.PacketID) (*hongbao.Packet, []hongbao.Record, error)
-	MoneyBetween(ctx context.Context, from, to, since time.Time) ([]hongbao.Entry, map[string]bool, error)
+	MoneyBetween(ctx context.Context, from, to, since time.Time) (moves []hongbao.Entry, inFlight map[string]bool, unreadable []error, err error)
 }
 
 // SETMoney is the SETs' moves of a day (debits of funded packets, credits
@@ -43,17 +43,21 @@ type Records interface {
 type SETMoney struct {
 	Moves    []hongbao.Entry
 	InFlight map[string]bool
+	// Unreadable names the outbox rows whose credits do not read: each
+	// is a problem of the statement, and a move missing from the ledger
+	// may be in one of them.
+	Unreadable []error
 }
 
 // ReadSETs reads the SETs' moves of [from, to), of packets sent at most
 // expiry (the longest a packet lives) before from. Call it before taking
 // the wallet's snapshot given to Daily.
 func ReadSETs(ctx context.Context, recs Records, from, to time.Time, expiry time.Duration) (*SETMoney, error) {
-	moves, inFlight, err := recs.MoneyBetween(ctx, from, to, from.Add(-expiry))
+	moves, inFlight, unreadable, err := recs.MoneyBetween(ctx, from, to, from.Add(-expiry))
 	if err != nil {
 		return nil, fmt.Errorf("statement: the SETs' moves: %w", err)
 	}
-	return &SETMoney{Moves: moves, InFlight: inFlight}, nil
+	return &SETMoney{Moves: moves, InFlight: inFlight, Unreadable: unreadable}, nil
 }
 
 // Total is the count and sum of one kind's entries.
@@ -91,14 +95,20 @@ type Statement struct {
 
 // Problem is one disagreement between the ledger and the SETs' records:
 // the ledger key concerned, its amount (the ledger's, or the SETs' when
-// the ledger lacks it) and what disagrees.
+// the ledger lacks it) and what disagrees. An outbox row whose credits do
+// not read is a problem of no key: its detail names the row.
 type Problem struct {
 	Key    string
 	Amount int64
 	Detail string
 }
 
-func (p Problem) String() string { return fmt.Sprintf("%s (%d fen): %s", p.Key, p.Amount, p.Detail) }
+func (p Problem) String() string {
+	if p.Key == "" {
+		return p.Detail
+	}
+	return fmt.Sprintf("%s (%d fen): %s", p.Key, p.Amount, p.Detail)
+}
 
 // ErrDisagree is returned (with the statement) when the SETs' records do
 // not count the day's money as the ledger does.

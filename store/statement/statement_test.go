@@ -414,3 +414,59 @@ func TestDailyOpeningBalance(t *testing.T) {
 		}
 	}
 }
+
+// TestDailyNamesUnreadableOutboxRows: a packed outbox row whose credits do
+// not read (not as written) does not stop the day's statement: the
+// statement is made, the row is a problem named by its number, and the
+// credits it held, in neither the ledger nor a readable row, are named
+// too, each saying that a row did not read. Before, the SETs' side of the
+// statement failed as a whole on such a row.
+func TestDailyNamesUnreadableOutboxRows(t *testing.T) {
+	ctx := context.Background()
+	r := newRig(t)
+	id, _ := r.send(t, 700, 3)
+	users := []hongbao.UserID{dbtest.FreshUser(), dbtest.FreshUser()}
+	b, err := r.st.OpenBatch(ctx, id, users)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var row int64
+	if err := r.db.QueryRow("SELECT id FROM hb_set.outbox WHERE packet_id = ? AND kind = 'open'", id).Scan(&row); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.db.Exec("UPDATE hb_set.outbox SET shares = 'x:1' WHERE id = ?", row); err != nil {
+		t.Fatal(err)
+	}
+	st, err := r.daily(t)
+	if !errors.Is(err, statement.ErrDisagree) || st == nil {
+		t.Fatalf("statement: %v, want it made, with ErrDisagree", err)
+	}
+	var got []string
+	unreadable := 0
+	for _, p := range st.Problems {
+		if p.Key == "" {
+			unreadable++
+			if !strings.Contains(p.Detail, fmt.Sprintf("outbox row %d", row)) || !strings.Contains(p.String(), "cannot be read") {
+				t.Errorf("problem %q does not name outbox row %d", p, row)
+			}
+			continue
+		}
+		if !strings.HasSuffix(p.Detail, "(1 do not read)") {
+			t.Errorf("problem %q does not say a row did not read", p)
+		}
+		got = append(got, fmt.Sprintf("%s %d", p.Key, p.Amount))
+	}
+	var want []string
+	for i, u := range users {
+		want = append(want, fmt.Sprintf("%s %d", hongbao.OpenKey(id, u), b.Outcomes[i].Result.Amount))
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if unreadable != 1 || !slices.Equal(got, want) {
+		t.Fatalf("problems %v: want the row and %v", st.Problems, want)
+	}
+	if len(st.InFlight) != 0 {
+		t.Errorf("in flight %v: an unreadable row's credits are not known to be in flight", st.InFlight)
+	}
+	checkFiles(t, st)
+}

@@ -102,18 +102,19 @@ func openSets(ctx context.Context, cfg *configs.Config) (statement.Records, func
 // moves.
 type anySet []*store.Store
 
-func (a anySet) MoneyBetween(ctx context.Context, from, to, since time.Time) ([]hongbao.Entry, map[string]bool, error) {
+func (a anySet) MoneyBetween(ctx context.Context, from, to, since time.Time) ([]hongbao.Entry, map[string]bool, []error, error) {
 	var moves []hongbao.Entry
+	var unreadable []error
 	inFlight := map[string]bool{}
 	for _, s := range a {
-		m, f, err := s.MoneyBetween(ctx, from, to, since)
+		m, f, u, err := s.MoneyBetween(ctx, from, to, since)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
-		moves = append(moves, m...)
+		moves, unreadable = append(moves, m...), append(unreadable, u...)
 		maps.Copy(inFlight, f)
 	}
-	return moves, inFlight, nil
+	return moves, inFlight, unreadable, nil
 }
 
 func (a anySet) Packet(ctx context.Context, id hongbao.PacketID) (*hongbao.Packet, []hongbao.Record, error) {

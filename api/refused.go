@@ -85,6 +85,13 @@ func refusalAsProblem(p []byte) ([]byte, bool) {
 	if err != nil {
 		return nil, false
 	}
+	// And the whole write is the refusal: its body is its status line
+	// again (or, for 501, net/http's reason), so no piece of a stream
+	// that happens to begin so is taken for one.
+	if body := rest[end+len(netHTTPRefusal):]; !bytes.Equal(body, line) &&
+		(status != http.StatusNotImplemented || string(body) != "Unsupported transfer encoding") {
+		return nil, false
+	}
 	var refusal error = ErrHeadersTooLarge
 	if status != http.StatusRequestHeaderFieldsTooLarge {
 		detail := "the request could not be parsed"

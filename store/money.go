@@ -55,7 +55,9 @@ func (s *Store) MoneyBetween(ctx context.Context, from, to, since time.Time) (mo
 		}
 		es, err := r.entries()
 		if err != nil {
-			unreadable = append(unreadable, fmt.Errorf("SET %s: %w (%d fen for packet %s as the row says)", s.set, err, r.entry.Amount, r.entry.Packet))
+			// Named by the row alone: SETs sharing a MySQL all read it,
+			// and the statement counts it once.
+			unreadable = append(unreadable, fmt.Errorf("%w; the row says %d fen under key %s", err, r.entry.Amount, r.entry.Key))
 			continue
 		}
 		for _, e := range es {

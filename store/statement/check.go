@@ -97,12 +97,16 @@ func (st *Statement) checkSETs(ctx context.Context, l Ledger, m *SETMoney) error
 		return fmt.Errorf("statement: the ledger's entries of the SETs' moves: %w", err)
 	}
 	clear(seen)
+	unreadable := map[string]bool{} // SETs sharing a MySQL each read its rows
 	for _, err := range m.Unreadable {
-		st.Problems = append(st.Problems, Problem{"", 0, "an outbox row whose credits cannot be read, so neither delivered nor counted: " + err.Error()})
+		if d := err.Error(); !unreadable[d] {
+			unreadable[d] = true
+			st.Problems = append(st.Problems, Problem{"", 0, "an outbox row whose credits cannot be read, so neither delivered nor counted: " + d})
+		}
 	}
 	lost := "the ledger has no entry and no outbox holds it"
-	if len(m.Unreadable) > 0 {
-		lost = fmt.Sprintf("the ledger has no entry and no readable outbox row holds it (%d do not read)", len(m.Unreadable))
+	if len(unreadable) > 0 {
+		lost = fmt.Sprintf("the ledger has no entry and no readable outbox row holds it (%d do not read)", len(unreadable))
 	}
 	for _, mv := range m.Moves {
 		if _, ok := have[mv.Key]; ok || seen[mv.Key] {

@@ -420,7 +420,8 @@ func TestDailyOpeningBalance(t *testing.T) {
 // statement is made, the row is a problem named by its number, and the
 // credits it held, in neither the ledger nor a readable row, are named
 // too, each saying that a row did not read. Before, the SETs' side of the
-// statement failed as a whole on such a row.
+// statement failed as a whole on such a row. SETs sharing a MySQL each
+// read the row; it is one problem.
 func TestDailyNamesUnreadableOutboxRows(t *testing.T) {
 	ctx := context.Background()
 	r := newRig(t)
@@ -437,7 +438,17 @@ func TestDailyNamesUnreadableOutboxRows(t *testing.T) {
 	if _, err := r.db.Exec("UPDATE hb_set.outbox SET shares = 'x:1' WHERE id = ?", row); err != nil {
 		t.Fatal(err)
 	}
-	st, err := r.daily(t)
+	// Read as two SETs sharing the MySQL read it: once each.
+	from, to, err := statement.ParseDay(time.Now().In(dbtest.Shanghai(t)).Format(time.DateOnly), dbtest.Shanghai(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	money, err := statement.ReadSETs(ctx, r.st, from, to, 24*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	money.Unreadable = append(money.Unreadable, money.Unreadable...)
+	st, err := statement.Daily(ctx, r.snapshot(t), r.st, money, "today", from, to)
 	if !errors.Is(err, statement.ErrDisagree) || st == nil {
 		t.Fatalf("statement: %v, want it made, with ErrDisagree", err)
 	}

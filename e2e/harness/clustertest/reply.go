@@ -17,6 +17,7 @@ import (
 // JSON, fields by name. Client answers with typed bodies instead.
 type Reply struct {
 	Status int
+	Proto  string // "HTTP/1.1", "HTTP/2.0"
 	Header http.Header
 	Raw    []byte
 	JSON   map[string]any // nil when the body is not a JSON object
@@ -92,7 +93,7 @@ func Do(hc *http.Client, req *http.Request) Reply {
 	if err != nil {
 		return Reply{Err: err}
 	}
-	r := Reply{Status: resp.StatusCode, Header: resp.Header, Raw: raw}
+	r := Reply{Status: resp.StatusCode, Proto: resp.Proto, Header: resp.Header, Raw: raw}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	_ = dec.Decode(&r.JSON) // non-JSON answers keep JSON nil

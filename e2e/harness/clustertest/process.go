@@ -164,26 +164,43 @@ func (p *Process) waitReady() error {
 	}
 }
 
-// logTail prints the end of p's log.
+// logTail prints the end of p's log, and the first of its error lines
+// wherever they are: a 5xx a client saw is logged at error level with its
+// request ID, often long before the end of a busy process's log.
 func (p *Process) logTail(t testing.TB) {
-	t.Logf("---- %s %s: last lines of %s\n%s", p.Kind, p.Name, p.Log, tail(p.Log, 40))
+	last, errs, nerrs := scanLog(p.Log, 40, 20)
+	if nerrs > 0 {
+		t.Logf("---- %s %s: %d error lines in %s, the first %d:\n%s", p.Kind, p.Name, nerrs, p.Log, len(errs), strings.Join(errs, "\n"))
+	}
+	t.Logf("---- %s %s: last lines of %s\n%s", p.Kind, p.Name, p.Log, strings.Join(last, "\n"))
 }
 
 // tail returns the last n lines of the file at path.
 func tail(path string, n int) string {
+	last, _, _ := scanLog(path, n, 0)
+	return strings.Join(last, "\n")
+}
+
+// scanLog reads the log at path: its last n lines, its first m lines at
+// error level (zap's JSON) and how many there are in all.
+func scanLog(path string, n, m int) (last, errs []string, nerrs int) {
 	f, err := os.Open(path)
 	if err != nil {
-		return err.Error()
+		return []string{err.Error()}, nil, 0
 	}
 	defer f.Close()
-	var lines []string
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
 	for sc.Scan() {
-		lines = append(lines, sc.Text())
-		if len(lines) > n {
-			lines = lines[1:]
+		line := sc.Text()
+		if strings.Contains(line, `"level":"error"`) || strings.Contains(line, `"level":"dpanic"`) || strings.Contains(line, `"level":"fatal"`) {
+			if nerrs++; len(errs) < m {
+				errs = append(errs, line)
+			}
+		}
+		if last = append(last, line); len(last) > n {
+			last = last[1:]
 		}
 	}
-	return strings.Join(lines, "\n")
+	return last, errs, nerrs
 }

@@ -186,11 +186,12 @@ func (s *Server) authed(h handler) http.HandlerFunc {
 		addField(r.Context(), zap.Stringer("user", user))
 		status, body, err := h(r, user)
 		err = api.ClientGone(r, err)
-		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || errors.Is(err, sql.ErrTxDone) {
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || errors.Is(err, sql.ErrTxDone) || sqldb.IsRetryable(err) {
 			// Out of time, cancelled by this server (not by the client:
-			// ClientGone took that), or the outcome of a commit is
-			// unknown: either way a retry gets the truth (opens are
-			// idempotent).
+			// ClientGone took that), the outcome of a commit unknown, or
+			// a read MySQL asks to retry (a lock, or a snapshot older
+			// than a table just created): either way a retry gets the
+			// truth (opens are idempotent).
 			err = fmt.Errorf("%v: %w", err, hongbao.ErrBusy)
 		} else if sqldb.IsUnreachable(err) {
 			// The SET's MySQL is down or restarting: 503 with

@@ -23,6 +23,10 @@ const (
 	errBadDB        = 1049
 	errDeadlock     = 1213
 	errLockWaitTime = 1205
+	// errTableDefChanged: the transaction's snapshot is older than a
+	// table it read (created after it, e.g. by a move's copy or the
+	// day tables' creation): "please retry transaction".
+	errTableDefChanged = 1412
 )
 
 // isError reports whether err is a MySQL error with one of the numbers.
@@ -51,7 +55,8 @@ func IsMissingTable(err error) bool { return isError(err, errNoSuchTable, errBad
 func IsNoSuchTable(err error) bool { return isError(err, errNoSuchTable) }
 
 // IsRetryable reports whether a transaction failed before commit in a way
-// a fresh attempt can succeed: a deadlock or a lock wait timeout.
+// a fresh attempt can succeed: a deadlock, a lock wait timeout, or a
+// snapshot older than a table it read.
 func IsRetryable(err error) bool { return retryable(err) }
 
 // IsLockWait reports whether err is a lock wait that timed out.
@@ -59,7 +64,7 @@ func IsLockWait(err error) bool { return isError(err, errLockWaitTime) }
 
 // retryable reports whether a transaction failed before commit in a way a
 // fresh attempt can succeed.
-func retryable(err error) bool { return isError(err, errDeadlock, errLockWaitTime) }
+func retryable(err error) bool { return isError(err, errDeadlock, errLockWaitTime, errTableDefChanged) }
 
 // InTx runs fn in one transaction: BeginTx, fn, Commit, with Rollback
 // deferred. A deadlock before commit is retried a few times; an error from

@@ -252,14 +252,19 @@ func TestBatchFollowsASwitch(t *testing.T) {
 		}
 		ids = append(ids, id)
 	}
+	const n = 150
+	// The switch once SET a refused every open (however long a loaded
+	// machine takes to send them), and room to follow it.
+	rt.switchWindow = 30 * time.Second
 	go func() {
-		time.Sleep(300 * time.Millisecond)
+		for deadline := time.Now().Add(30 * time.Second); a1.items.Load() < n && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+		}
 		if _, err := topology.MoveBucket(context.Background(), meta, bucket, "b"); err != nil {
 			t.Error(err)
 		}
 		moved.Store(true)
 	}()
-	const n = 150
 	for i, a := range openConcurrently(rt, ids, n) {
 		if !strings.HasPrefix(a, "200 ") || !strings.Contains(a, `"server":"b1"`) {
 			t.Errorf("user %d: %s; want opened by SET b after the switch", i+1, a)

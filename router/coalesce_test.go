@@ -179,7 +179,7 @@ func TestCoalescerCancelledCaller(t *testing.T) {
 	closeCoalescer(t, co)
 	var wg sync.WaitGroup
 	wg.Go(func() { _, _ = co.do(context.Background(), "s", item(1)) }) // holds the lane
-	time.Sleep(20 * time.Millisecond)
+	until(t, "the first batch in flight", func() bool { return f.flying.Load() == 1 })
 	ctx, cancel := context.WithCancel(context.Background())
 	gone := make(chan error, 1)
 	go func() { _, err := co.do(ctx, "s", item(2)); gone <- err }()
@@ -190,7 +190,7 @@ func TestCoalescerCancelledCaller(t *testing.T) {
 			answers[i] = fmt.Sprintf("%s %v", a.Body, err)
 		})
 	}
-	time.Sleep(20 * time.Millisecond)
+	until(t, "six callers waiting", func() bool { return co.waiting("s") == 6 })
 	cancel()
 	if err := <-gone; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled caller: %v", err)
@@ -246,7 +246,7 @@ func TestCoalescerClose(t *testing.T) {
 	co := newCoalescer(Coalescing{Batch: 64, InFlight: 1}, 5*time.Second, f.send)
 	got := make(chan error, 1)
 	go func() { _, err := co.do(context.Background(), "s", item(1)); got <- err }()
-	time.Sleep(20 * time.Millisecond)
+	until(t, "the batch in flight", func() bool { return f.flying.Load() == 1 })
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	if err := co.close(ctx); !errors.Is(err, context.DeadlineExceeded) {
@@ -399,6 +399,17 @@ func TestCoalescerSlowItemHoldsNoOne(t *testing.T) {
 	for range 3 {
 		if err := <-slow; err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// until waits for cond, polling, for up to 30 s: what a goroutine does
+// next may take a loaded machine much longer than a fixed sleep.
+func until(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s after 30 s", what)
 		}
 	}
 }

@@ -25,7 +25,7 @@ const serversPerRound = 3
 // servers learn it on a miss at most every 100 ms. The router follows the
 // switch: it refreshes the topology and routes again after a short
 // backoff, for up to switchWindow from the first 421, so clients see
-// latency, not errors.
+// latency, not errors. (Router.switchWindow: a test knob.)
 const switchWindow = 3 * time.Second
 
 // switchBackoff is the wait before each new round after a 421; the last
@@ -106,7 +106,7 @@ func (rt *Router) forwardTo(r *http.Request, user hongbao.UserID, body []byte, e
 		if rt.topo.Current().Version != version {
 			wait = 0 // routed on an older topology than the current one: go again at once
 		}
-		if time.Since(switching)+wait > switchWindow {
+		if time.Since(switching)+wait > rt.switchWindow {
 			break
 		}
 		if wait == 0 {

@@ -37,8 +37,9 @@ type Router struct {
 	http             *metrics.HTTP
 	page             http.Handler
 	devTTL           time.Duration
-	refreshed        atomic.Int64 // unix nanos of the last topology refresh a 421 asked for
-	coalesce         *coalescer   // nil: one exchange per request
+	refreshed        atomic.Int64  // unix nanos of the last topology refresh a 421 asked for
+	coalesce         *coalescer    // nil: one exchange per request
+	switchWindow     time.Duration // how long a request follows a switching bucket (switchWindow)
 }
 
 // Deps are the Router's collaborators.
@@ -73,7 +74,7 @@ func New(d Deps) *Router {
 		minter: hongbao.NewMinter(d.Now), client: d.Client, now: d.Now, log: d.Log, timeout: d.Timeout,
 		open: newLimiter(d.Limits.Open, d.Limits.MaxUsers), grab: newLimiter(d.Limits.Grab, d.Limits.MaxUsers),
 		send: newLimiter(d.Limits.Send, d.Limits.MaxUsers), maxPerAddress: d.Limits.MaxPerAddress, http: d.HTTP,
-		page: d.Page, devTTL: d.DevTokenTTL}
+		page: d.Page, devTTL: d.DevTokenTTL, switchWindow: switchWindow}
 	if d.Coalescing.Batch > 0 {
 		rt.coalesce = newCoalescer(d.Coalescing, d.Timeout, rt.sendBatch)
 	}

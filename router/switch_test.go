@@ -107,6 +107,11 @@ func TestForwardFollowsABucketSwitch(t *testing.T) {
 	}
 
 	t.Run("switch", func(t *testing.T) {
+		// Room for the move's transaction and the refresh on a loaded
+		// machine: what is tested here is following the switch, not the
+		// window (the next case).
+		rt.switchWindow = 30 * time.Second
+		defer func() { rt.switchWindow = switchWindow }()
 		go func() {
 			time.Sleep(300 * time.Millisecond)
 			if _, err := topology.MoveBucket(context.Background(), meta, bucket, "b"); err != nil {

@@ -64,13 +64,19 @@ func TestOpenManyConcurrent(t *testing.T) {
 		calls    int
 		failures []string
 	)
-	deadline := time.Now().Add(1500 * time.Millisecond)
+	// 1.5 s of load, and on until a sold_out answer was seen (30 s at
+	// most): a starved machine makes few rounds in 1.5 s.
+	more := runFor(1500*time.Millisecond, 30*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(soldOut) > 0
+	})
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Go(func() {
 			st := stores[g%2]
 			r := rand.New(rand.NewPCG(uint64(g), uint64(time.Now().UnixNano())))
-			for round := 0; round < 400 && time.Now().Before(deadline); round++ {
+			for round := 0; round < 400 && more(); round++ {
 				perm := r.Perm(npackets)[:2+r.IntN(7)]
 				works := make([]store.Work, len(perm))
 				for i, pi := range perm {
@@ -240,13 +246,18 @@ func TestKnownConcurrentServers(t *testing.T) {
 		calls, fast, retried    int
 		knownWorks, knownAnswer int
 	)
-	deadline := time.Now().Add(1500 * time.Millisecond)
+	// 1.5 s of load, and on until both paths ran (30 s at most).
+	more := runFor(1500*time.Millisecond, 30*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return fast > 0 && retried > 0
+	})
 	var wg sync.WaitGroup
 	for g := range 6 {
 		wg.Go(func() {
 			sv := servers[g%2]
 			r := rand.New(rand.NewPCG(uint64(g), uint64(time.Now().UnixNano())))
-			for round := 0; round < 300 && time.Now().Before(deadline); round++ {
+			for round := 0; round < 300 && more(); round++ {
 				// Disjoint packets for each server some of the time, the same
 				// ones most of the time.
 				var choice []int
@@ -379,5 +390,16 @@ func TestKnownConcurrentServers(t *testing.T) {
 	if fast == 0 || retried == 0 || draws == needed {
 		t.Errorf("fast calls %d, retried calls %d, discarded draws %d: the run did not exercise both the fast path and stale knowledge",
 			fast, retried, draws-needed)
+	}
+}
+
+// runFor returns whether a load loop goes on: for at least least, then
+// until covered reports that the run did what the test asserts it did,
+// for most at the longest.
+func runFor(least, most time.Duration, covered func() bool) func() bool {
+	start := time.Now()
+	return func() bool {
+		d := time.Since(start)
+		return d < least || (d < most && !covered())
 	}
 }

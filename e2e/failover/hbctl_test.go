@@ -144,7 +144,7 @@ func TestFailoverPausedPrimary(t *testing.T) {
 	l := &ctltest.TimedLoad{}
 	stop := make(chan struct{})
 	wg := l.Run(c, 16, stop)
-	time.Sleep(3 * time.Second)
+	waitAcked(l, 40, 3*time.Second, 30*time.Second)
 	if err := b.Group.Primary.Pause(); err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +154,7 @@ func TestFailoverPausedPrimary(t *testing.T) {
 	if !strings.Contains(out, "1 replica(s) follow it") {
 		t.Errorf("failover's report lacks the other replica following:\n%s", out)
 	}
-	time.Sleep(4 * time.Second)
+	waitAcked(l, l.Acked()+80, 4*time.Second, 30*time.Second)
 	close(stop)
 	wg.Wait()
 	ctltest.CheckFollowers(t, b.Group, c.Follow(t, "b"), b.Group.Primary)

@@ -35,13 +35,14 @@ type orphanPacket struct {
 // settler refunds exactly the rest to its sender, once, and verify passes.
 func TestVerifyOrphans(t *testing.T) {
 	// Packets live 24 h; settle.sweep_after (the settlers' and verify's
-	// delay) is 30 s.
-	c := clustertest.Start(t, clustertest.Options{SweepAfter: 30 * time.Second})
+	// delay) is 10 min: "recent" must stay within it until verify runs,
+	// however slow a loaded machine makes the steps before.
+	c := clustertest.Start(t, clustertest.Options{SweepAfter: 10 * time.Minute})
 	orphan := sendOrphan(t, c, 3)
 	recent := sendOrphan(t, c, 1)
 	control := sendOrphan(t, c, 2)
 	// An hour past expiry, its mark lost (the migration bug's state); 5 s
-	// past expiry, its mark lost (within the configured 30 s); an hour
+	// past expiry, its mark lost (within the configured 10 min); an hour
 	// past expiry with its mark, which the settler closes.
 	expired := time.Now().UTC().Add(-time.Hour).Truncate(time.Second)
 	expire(t, c, orphan, expired, false)

@@ -314,8 +314,13 @@ func TestWatchNoFailover(t *testing.T) {
 			}
 		}, []string{"a streak of failed probes begins", "the primary answers again"}},
 		{"watcher cut off from the primary", func(t *testing.T) {
+			from := len(readLogFile(t, w.log))
 			proxy.cut(true)
-			time.Sleep(after + 3*time.Second)
+			// Cut until the watcher decided (after --after, however long
+			// a loaded machine takes to get there), then a while more.
+			time.Sleep(after)
+			waitLogFileFrom(t, w.log, from, "no failover: replica", 30*time.Second)
+			time.Sleep(after)
 			proxy.cut(false)
 		}, []string{"a streak of failed probes begins",
 			fmt.Sprintf("no failover: replica 127.0.0.1:%d still receives from it (Slave_IO_Running Yes): the primary lives, the watcher's own path to it is cut", g.Replicas[0].Port),
@@ -324,7 +329,7 @@ func TestWatchNoFailover(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			from := len(readLogFile(t, w.log))
 			tc.fault(t)
-			waitLogFileFrom(t, w.log, from, tc.logs[len(tc.logs)-1], 10*time.Second)
+			waitLogFileFrom(t, w.log, from, tc.logs[len(tc.logs)-1], 30*time.Second)
 			log := readLogFile(t, w.log)[from:]
 			at := 0
 			for _, want := range tc.logs {

@@ -8,7 +8,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hongbao-dev/hongbao/e2e/harness/clustertest"
 	"github.com/hongbao-dev/hongbao/e2e/harness/dbtest"
 )
 
@@ -51,7 +51,10 @@ func Start(t testing.TB, n int) *Cluster {
 	c := &Cluster{t: t, dir: t.TempDir()}
 	var initial []string
 	for i := range n {
-		m := &Member{Name: fmt.Sprintf("m%d", i), Client: freeAddr(t), peer: freeAddr(t)}
+		// Ports out of the ephemeral range, reserved for this binary: one
+		// from the kernel's :0 may be taken by an outgoing connection
+		// before etcd binds it (a loaded make test met that).
+		m := &Member{Name: fmt.Sprintf("m%d", i), Client: clustertest.FreeAddr(t), peer: clustertest.FreeAddr(t)}
 		c.members = append(c.members, m)
 		initial = append(initial, m.Name+"=http://"+m.peer)
 	}
@@ -163,16 +166,6 @@ func health(ctx context.Context, addr string) (string, error) {
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	return string(b), err
-}
-
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 func tail(b []byte) string {

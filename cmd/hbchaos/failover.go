@@ -84,6 +84,35 @@ func (d *dev) failover(ctx context.Context, set configs.Set) (time.Duration, err
 	return d.restartAsReplica(ctx, set, name, t0)
 }
 
+// killPrimary kills SET set's primary MariaDB and waits until it answers
+// again (the supervisor starts it). A restart slower than the watcher's
+// --after (MariaDB's crash recovery on a loaded machine) meets the
+// watcher's failover: the SET's replica is its primary then, and the old
+// one waits, read-only, for what an operator does next, while the new
+// one's commits wait for a replica. So that is done, as after a failover
+// of the operator's own: the old primary comes back as the new one's
+// replica (restartAsReplica), and the recovery counts it.
+func (d *dev) killPrimary(ctx context.Context, set configs.Set) (string, time.Duration, error) {
+	name, dsn := d.primary(ctx, set)
+	target := "MariaDB " + name
+	took, err := d.killInfra(ctx, "mariadb-"+name, func() error { return pingSQL(ctx, dsn) })
+	if err != nil || !d.replica {
+		return target, took, err
+	}
+	time.Sleep(2 * time.Second) // a failover the watcher decided as the restart ended: done by now
+	if now, _ := d.primary(ctx, set); now != name {
+		fmt.Fprintf(d.notes, "%s  %s: the watcher failed over to %s while %s restarted; rejoining %s as an operator would\n",
+			time.Now().Format("15:04:05"), set.Name, now, name, name)
+		target += fmt.Sprintf(" (the watcher failed over to %s)", now)
+		if _, _, err := d.kill("mariadb-" + name); err != nil {
+			return target, took, err
+		}
+		more, err := d.restartAsReplica(ctx, set, name, time.Now())
+		return target, took + more, err
+	}
+	return target, took, nil
+}
+
 // cutAndFailover is issue #23's first check as a fault: SET set's replicas
 // stop receiving from its primary (STOP SLAVE IO_THREAD) while the load
 // goes on, so its commits wait for an acknowledgement nobody sends; 2-5 s

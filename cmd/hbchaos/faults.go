@@ -101,9 +101,7 @@ func (d *dev) inject(ctx context.Context, kind string) (f fault) {
 		f.target = "hbarchive ensure -set " + set.Name
 		f.recovery, f.err = d.killArchiver(ctx, set.Name)
 	case killMariaDB:
-		name, dsn := d.primary(ctx, set)
-		f.target = "MariaDB " + name
-		f.recovery, f.err = d.killInfra(ctx, "mariadb-"+name, func() error { return pingSQL(ctx, dsn) })
+		f.target, f.recovery, f.err = d.killPrimary(ctx, set)
 	case killMemcached:
 		f.target = "memcached " + set.Name
 		f.recovery, f.err = d.killInfra(ctx, "memcached-"+set.Name, func() error { return pingMemcached(set.Memcached[0]) })

@@ -469,6 +469,10 @@ func setScalar(f reflect.Value, s string) error {
 		return err
 	case f.Kind() == reflect.String:
 		f.SetString(s)
+	case f.Kind() == reflect.Bool:
+		b, err := strconv.ParseBool(s)
+		f.SetBool(b)
+		return err
 	case f.Kind() == reflect.Int || f.Kind() == reflect.Int64:
 		n, err := strconv.ParseInt(s, 10, 64)
 		f.SetInt(n)

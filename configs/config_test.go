@@ -98,6 +98,7 @@ func TestLoadEnvOverrides(t *testing.T) {
 		"HB_LIMITS_DAILY_SEND_TOTAL=500000",
 		"HB_LIMITS_DAILY_RECEIVE_TOTAL=300000",
 		"HB_SETTLE_DELIVER_EVERY=250ms",
+		"HB_WATCH_ACCEPT_SINGLE_COPY=true",
 		"HB_NOT_A_KEY=1", // unknown variables are ignored
 		"NOEQUALS",
 	}
@@ -124,6 +125,9 @@ func TestLoadEnvOverrides(t *testing.T) {
 	if want := []string{"10.0.0.1:2379", "10.0.0.2:2379"}; !slices.Equal(c.Etcd.Endpoints, want) || c.Etcd.TTL.D() != 10*time.Second {
 		t.Errorf("etcd = %+v, want endpoints %v and the default ttl", c.Etcd, want)
 	}
+	if !c.Watch.AcceptSingleCopy {
+		t.Errorf("watch.accept_single_copy = false, want the override's true")
+	}
 	if l := c.Limits; l.MaxAudience != 40 || l.DailySendCount != 10 || l.DailySendTotal != 500000 || l.DailyReceiveTotal != 300000 {
 		t.Errorf("audience and daily limits overrides not applied: %+v", l)
 	}
@@ -147,6 +151,7 @@ func TestLoadErrors(t *testing.T) {
 		{"fractional int override", nil, []string{"HB_LIMITS_MAX_COUNT=1.5"}, []string{"HB_LIMITS_MAX_COUNT"}},
 		{"duration without unit", nil, []string{"HB_QUEUE_IDLE=9"}, []string{"HB_QUEUE_IDLE"}},
 		{"bad duration", nil, []string{"HB_TOKEN_TTL=forever"}, []string{"HB_TOKEN_TTL"}},
+		{"bad bool override", nil, []string{"HB_WATCH_ACCEPT_SINGLE_COPY=sometimes"}, []string{"HB_WATCH_ACCEPT_SINGLE_COPY"}},
 		{"list of SETs", nil, []string{"HB_SETS=a"}, []string{"HB_SETS"}},
 		{"short secret override", nil, []string{"HB_SECRET=short"}, []string{"secret"}},
 		{"short internal secret", nil, []string{"HB_INTERNAL_SECRET=short"}, []string{"internal_secret"}},

@@ -749,6 +749,12 @@ bench_env() {
   export HB_DASHBOARD_AUDIT_EVERY=0
   # thousands of clients from one address, a few senders of thousands of packets
   export HB_ROUTER_MAX_PER_ADDRESS=0 HB_ROUTER_OPEN_PER_SECOND=0 HB_ROUTER_GRAB_PER_SECOND=0 HB_ROUTER_SEND_PER_SECOND=0
+  # The watchdog must not race the run's own kills and failovers
+  # (configs/dev.yaml): a killed MariaDB's crash recovery took 55 s on a
+  # loaded machine, past the dev cluster's 30 s. Should it still fail a
+  # SET over, its one replica writes alone, as the run's own failovers do,
+  # so that the old primary can be rebuilt from it (hbchaos killPrimary).
+  export HB_WATCH_AFTER=${HB_WATCH_AFTER:-120s} HB_WATCH_ACCEPT_SINGLE_COPY=${HB_WATCH_ACCEPT_SINGLE_COPY:-true}
 }
 
 # bench_e2e ARGS: the whole system end to end through the router, with wrk,
@@ -814,6 +820,12 @@ chaos_env() {
   # the archiver's ensure: today's tables only (the run kills and repeats it)
   export HB_ARCHIVE_AHEAD_DAYS=${HB_ARCHIVE_AHEAD_DAYS:-0}
   export HB_ROUTER_MAX_PER_ADDRESS=0 HB_ROUTER_OPEN_PER_SECOND=0 HB_ROUTER_GRAB_PER_SECOND=0 HB_ROUTER_SEND_PER_SECOND=0
+  # The watchdog must not race the run's own kills and failovers
+  # (configs/dev.yaml): a killed MariaDB's crash recovery took 55 s on a
+  # loaded machine, past the dev cluster's 30 s. Should it still fail a
+  # SET over, its one replica writes alone, as the run's own failovers do,
+  # so that the old primary can be rebuilt from it (hbchaos killPrimary).
+  export HB_WATCH_AFTER=${HB_WATCH_AFTER:-120s} HB_WATCH_ACCEPT_SINGLE_COPY=${HB_WATCH_ACCEPT_SINGLE_COPY:-true}
 }
 
 # chaos ARGS: hbchaos (make chaos) against a dev cluster of its own, in a

@@ -27,8 +27,10 @@ type Ack struct {
 }
 
 // TimedLoad sends packets of 5 shares and opens them through the router,
-// retrying 503s and lost answers for up to 20 s as an app does, keeping
-// every acknowledged open with its time and every final error.
+// retrying 503s and lost answers for up to a minute as an app does,
+// keeping every acknowledged open with its time and every final error.
+// A minute: on a loaded machine a failover's pause (14 s) plus a router's
+// attempts at the paused servers outlasted 20 s of retries.
 type TimedLoad struct {
 	mu     sync.Mutex
 	Acks   []Ack
@@ -46,7 +48,7 @@ type SendAck struct {
 // Run starts workers clients sending and opening until stop is closed;
 // the caller waits for the returned group.
 func (l *TimedLoad) Run(c *clustertest.Cluster, workers int, stop <-chan struct{}) *sync.WaitGroup {
-	cl := c.Client.Retrying(20 * time.Second)
+	cl := c.Client.Retrying(time.Minute)
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {

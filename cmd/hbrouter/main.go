@@ -120,13 +120,6 @@ func run(args []string) error {
 	hs := &http.Server{Addr: addr, Handler: rt.Handler(), ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout: 10 * time.Second, WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second,
 		MaxHeaderBytes: 16 << 10, HTTP2: &http.HTTP2Config{MaxConcurrentStreams: cfg.Router.MaxStreams}}
-	// HTTP/2 without TLS too (prior knowledge, as gRPC-style clients and
-	// a TLS-terminating proxy speak it): the router listens in clear, and
-	// without this its HTTP/2 settings, the per-connection stream cap
-	// above, would apply to no connection.
-	hs.Protocols = new(http.Protocols)
-	hs.Protocols.SetHTTP1(true)
-	hs.Protocols.SetUnencryptedHTTP2(true)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)

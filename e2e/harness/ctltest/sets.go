@@ -37,23 +37,32 @@ const DevGrant = 1_000_000_000
 const SweepAfter = 30 * time.Second
 
 // WritableMember returns the member of g whose read_only is off (nil: none).
+//
+// A probe that fails (a loaded machine's member too slow for it) is
+// tried again, for up to 30 s, before no member counts as writable.
 func WritableMember(t *testing.T, g *dbtest.Group) *dbtest.MariaDB {
 	t.Helper()
-	for _, m := range g.Members() {
-		if !m.Running() {
-			continue
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		failed := false
+		for _, m := range g.Members() {
+			if !m.Running() {
+				continue
+			}
+			db, err := sqldb.Open(m.DSN, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := sqldb.ProbeMember(context.Background(), db)
+			db.Close()
+			if p.Err == nil && p.Writable {
+				return m
+			}
+			failed = failed || p.Err != nil
 		}
-		db, err := sqldb.Open(m.DSN, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := sqldb.ProbeMember(context.Background(), db)
-		db.Close()
-		if p.Err == nil && p.Writable {
-			return m
+		if !failed || time.Now().After(deadline) {
+			return nil
 		}
 	}
-	return nil
 }
 
 // CheckFollowers fails the test unless every member of g but primary and

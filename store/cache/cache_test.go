@@ -164,12 +164,18 @@ func TestDownIsReportedAndCheap(t *testing.T) {
 		}
 	}
 	took := time.Since(start)
-	failed := counterValue(t, reg, "hongbao_cache_errors_total")
-	skipped := counterValue(t, reg, "hongbao_cache_fallbacks_total")
+	failed, skipped := breakerCounts(t, reg)
 	if failed+skipped != 201 || failed < 1 || failed > 1+math.Ceil(took.Seconds()) {
 		t.Errorf("201 calls against a dead memcached in %v: %v failed (dialed), %v skipped; want one dial a second at most, the rest skipped",
 			took, failed, skipped)
 	}
+}
+
+// breakerCounts are the calls that failed against memcached (dialed) and
+// those the breaker skipped, as the cache's metrics in reg count them.
+func breakerCounts(t *testing.T, reg *prometheus.Registry) (failed, skipped float64) {
+	t.Helper()
+	return counterValue(t, reg, "hongbao_cache_errors_total"), counterValue(t, reg, "hongbao_cache_fallbacks_total")
 }
 
 // counterValue gathers reg and returns the value of counter name.
@@ -232,8 +238,7 @@ func TestSetOpenedManyDown(t *testing.T) {
 		t.Fatal("state read from a cache that is down")
 	}
 	took := time.Since(start)
-	failed := counterValue(t, reg, "hongbao_cache_errors_total")
-	skipped := counterValue(t, reg, "hongbao_cache_fallbacks_total")
+	failed, skipped := breakerCounts(t, reg)
 	if failed+skipped != 3 || failed < 1 || failed > 1+math.Floor(took.Seconds()) {
 		t.Errorf("3 calls against a cache that is down in %v: %v failed (dialed), %v skipped; want the first to fail and the rest skipped",
 			took, failed, skipped)

@@ -70,16 +70,33 @@ func newRig(t *testing.T) *rig {
 // first, then the wallet's snapshot.
 func (r *rig) daily(t *testing.T) (*statement.Statement, error) {
 	t.Helper()
-	ctx := context.Background()
+	return r.dailyOf(t, r.readSETs(t))
+}
+
+// today is today's period in the cluster's zone.
+type today struct {
+	from, to time.Time
+	money    *statement.SETMoney
+}
+
+// readSETs reads the SETs' side of today.
+func (r *rig) readSETs(t *testing.T) today {
+	t.Helper()
 	from, to, err := statement.ParseDay(time.Now().In(dbtest.Shanghai(t)).Format(time.DateOnly), dbtest.Shanghai(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	money, err := statement.ReadSETs(ctx, r.st, from, to, 24*time.Hour)
+	money, err := statement.ReadSETs(context.Background(), r.st, from, to, 24*time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return statement.Daily(ctx, r.snapshot(t), r.st, money, "today", from, to)
+	return today{from, to, money}
+}
+
+// dailyOf builds today's statement from d, the wallet's snapshot taken now.
+func (r *rig) dailyOf(t *testing.T, d today) (*statement.Statement, error) {
+	t.Helper()
+	return statement.Daily(context.Background(), r.snapshot(t), r.st, d.money, "today", d.from, d.to)
 }
 
 // snapshot takes a snapshot of the wallet, closed when the test ends.
@@ -439,16 +456,9 @@ func TestDailyNamesUnreadableOutboxRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Read as two SETs sharing the MySQL read it: once each.
-	from, to, err := statement.ParseDay(time.Now().In(dbtest.Shanghai(t)).Format(time.DateOnly), dbtest.Shanghai(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	money, err := statement.ReadSETs(ctx, r.st, from, to, 24*time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	money.Unreadable = append(money.Unreadable, money.Unreadable...)
-	st, err := statement.Daily(ctx, r.snapshot(t), r.st, money, "today", from, to)
+	d := r.readSETs(t)
+	d.money.Unreadable = append(d.money.Unreadable, d.money.Unreadable...)
+	st, err := r.dailyOf(t, d)
 	if !errors.Is(err, statement.ErrDisagree) || st == nil {
 		t.Fatalf("statement: %v, want it made, with ErrDisagree", err)
 	}

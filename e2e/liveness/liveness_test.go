@@ -220,12 +220,33 @@ func TestVanishedClientReleasesLocks(t *testing.T) {
 // within bound, neither hangs. Before sqldb's keepalive and
 // TCP_USER_TIMEOUT: neither returned within 60 s (Go's keepalive gives up
 // after 150 s; a statement never acknowledged is retransmitted for about
-// 15 min).
+// 15 min). Both kinds of pool: a plain one (the core group's, the
+// wallet's) and a Switch (every server's and settler's SET pool, which
+// wraps its connections and once had none of the keepalive).
 func TestVanishedServerFailsQueries(t *testing.T) {
 	t.Parallel()
+	for name, open := range map[string]func(t *testing.T, dsn string) *sql.DB{
+		"pool": func(t *testing.T, dsn string) *sql.DB { return dbtest.Open(t, dsn, 2) },
+		"switch": func(t *testing.T, dsn string) *sql.DB {
+			s, err := sqldb.OpenSwitch(dsn, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.DB().Close() })
+			return s.DB()
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			vanishedServerFailsQueries(t, open)
+		})
+	}
+}
+
+func vanishedServerFailsQueries(t *testing.T, open func(t *testing.T, dsn string) *sql.DB) {
 	hs := testNet(t, "db")
 	dbHost := hs[0]
-	db := dbtest.Open(t, startMariaDB(t, dbHost), 2)
+	db := open(t, startMariaDB(t, dbHost))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	idle, err := db.Conn(ctx)

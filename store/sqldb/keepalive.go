@@ -46,7 +46,7 @@ func liveDial(dial dialFunc) dialFunc {
 		if err != nil {
 			return nil, err
 		}
-		tc, ok := c.(*net.TCPConn)
+		tc, ok := tcpOf(c)
 		if !ok { // a Unix socket: no network to lose
 			return c, nil
 		}
@@ -60,5 +60,26 @@ func liveDial(dial dialFunc) dialFunc {
 			return nil, fmt.Errorf("sqldb: TCP_USER_TIMEOUT on %s: %w", addr, err)
 		}
 		return c, nil
+	}
+}
+
+// wrapped is a connection that wraps another (a Switch's trackedConn).
+type wrapped interface{ NetConn() net.Conn }
+
+// tcpOf is the TCP connection c is or wraps. A Switch's pool dials through
+// its target, which wraps each connection to close it on a switch: before
+// this unwrapped it, the SET pools of every server and settler had none of
+// the keepalive above (Go's default of 15 s idle and 9 probes, and no user
+// timeout), so a vanished SET primary held their statements for minutes.
+func tcpOf(c net.Conn) (*net.TCPConn, bool) {
+	for {
+		switch v := c.(type) {
+		case *net.TCPConn:
+			return v, true
+		case wrapped:
+			c = v.NetConn()
+		default:
+			return nil, false
+		}
 	}
 }

@@ -8,9 +8,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestLiveDial: a connection dialled for a pool, by the default dialer or
-// by a caller's, is probed after 10 s idle, every 3 s, dropped after 3
-// probes, and when its data is unacknowledged for 20 s.
+// TestLiveDial: a connection dialled for a pool, by the default dialer, by
+// a caller's or by a Switch's target (which wraps it), is probed after 10 s
+// idle, every 3 s, dropped after 3 probes, and when its data is
+// unacknowledged for 20 s.
 func TestLiveDial(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -18,12 +19,17 @@ func TestLiveDial(t *testing.T) {
 	}
 	defer l.Close()
 	var own net.Dialer
-	for name, dial := range map[string]dialFunc{"default": nil, "the caller's": own.DialContext} {
+	switched := &target{nets: map[net.Conn]struct{}{}}
+	for name, dial := range map[string]dialFunc{"default": nil, "the caller's": own.DialContext, "a Switch's": switched.dial} {
 		c, err := liveDial(dial)(context.Background(), "tcp", l.Addr().String())
 		if err != nil {
 			t.Fatal(err)
 		}
-		raw, err := c.(*net.TCPConn).SyscallConn()
+		tc, ok := tcpOf(c)
+		if !ok {
+			t.Fatalf("%s dialer: %T is no TCP connection", name, c)
+		}
+		raw, err := tc.SyscallConn()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -80,6 +80,9 @@ type trackedConn struct {
 	t *target
 }
 
+// NetConn is the connection c tracks (liveDial sets its keepalive).
+func (c *trackedConn) NetConn() net.Conn { return c.Conn }
+
 func (c *trackedConn) Close() error {
 	c.t.mu.Lock()
 	delete(c.t.nets, c)

@@ -226,9 +226,12 @@ mariadb_start() {
   mapfile -t opts <<<"$out"
   # shellcheck disable=SC2046 # on's words
   setsid $(on "mariadb-$name") mariadbd "${opts[@]}" </dev/null >/dev/null 2>&1 &
-  local i
-  for i in $(seq 1 300); do
-    command mariadb --no-defaults -uroot --socket="$sock" -e 'SELECT 1' >/dev/null 2>&1 && break
+  # Until it answers, for as long as it lives (up to 5 minutes): a crash
+  # recovery under make test's load took 28 s, and a fixed 30 s wait would
+  # have given up on it. One that died is reported below with its log.
+  local started=$! deadline=$((SECONDS + 300))
+  until command mariadb --no-defaults -uroot --socket="$sock" -e 'SELECT 1' >/dev/null 2>&1; do
+    { kill -0 "$started" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ]; } || break
     sleep 0.1
   done
   # Not logged (sql_log_bin = 0): a semi-sync primary without its replica
@@ -904,8 +907,11 @@ case "${1:-}" in
     # kill's recovery), and on 2 cores -p 4 took make test from 667 s to
     # 477 s with the same result; with the MariaDB template and the shared
     # binaries (e2e/harness), 373-378 s (README, "Two commands").
+    # Each package binary has 30 minutes: the chaos run takes up to 18
+    # under this load, after waiting for TestDevHosts's cluster to end
+    # (one whole dev cluster at a time: clustertest.OneDevCluster).
     # shellcheck disable=SC2086 # a list of package patterns
-    go test -race -count=1 -timeout 20m -p "$((2 * $(nproc)))" "$@" ${HB_TEST_PKGS:-./...} 2>&1 | tee "$RUN/test.log" || rc=$?
+    go test -race -count=1 -timeout 30m -p "$((2 * $(nproc)))" "$@" ${HB_TEST_PKGS:-./...} 2>&1 | tee "$RUN/test.log" || rc=$?
     # Tests of the scheduler's effect (built with !race: the race
     # detector's random yields would hide what they check), once more
     # without -race.

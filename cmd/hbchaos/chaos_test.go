@@ -36,6 +36,7 @@ func TestChaosShort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	clustertest.OneDevCluster(t)
 	// Its cluster's logs stay when it fails.
 	run, err := os.MkdirTemp("", "hbchaos-")
 	if err != nil {

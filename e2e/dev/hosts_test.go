@@ -43,6 +43,7 @@ func TestDevHosts(t *testing.T) {
 	if err := exec.Command("unshare", "-n", "true").Run(); err != nil {
 		t.Fatalf("unshare -n: %v: the hosts need root (run make test as root)", err)
 	}
+	clustertest.OneDevCluster(t)
 	began := time.Now()
 	cmd := exec.Command("unshare", "-n", "bash", "-c",
 		`ip link set lo up && exec "$0" -test.run '^TestDevHosts$' -test.v -test.count=1`, os.Args[0])
@@ -56,7 +57,7 @@ func TestDevHosts(t *testing.T) {
 
 // devHostsInner is the test proper, in its own network namespace.
 func devHostsInner(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	run := os.Getenv("HB_DEV_RUN")
 	// Namespace names are machine-wide (/run/netns): one of this test's own.

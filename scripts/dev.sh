@@ -413,8 +413,15 @@ wait_http() { hbdev wait-http "$1"; } # wait_http URL
 # The core group (the meta and wallet databases, hbctl core failover) is
 # replicated the same way: 3346 -> 3347.
 infra() {
-  # etcd first: a replica that restarts (start_replication) takes its
-  # group's lease there before it replicates again.
+  # memcached first: it waits for nothing, and after its kill -9 (the
+  # chaos run) it was started a minute late under make test's load, behind
+  # etcd's health checks and every MariaDB's. Then etcd: a replica that
+  # restarts (start_replication) takes its group's lease there before it
+  # replicates again. The core group's pair before the SETs': a SET
+  # member's role is read from the meta database (demoted).
+  memcached_start a 11221
+  memcached_start b 11231
+  memcached_start c 11241
   etcd_start
   mariadb_start core $(member core)
   mariadb_replica core-replica $(member core-replica) core
@@ -424,9 +431,6 @@ infra() {
   mariadb_replica a-replica $(member a-replica) a
   mariadb_replica b-replica $(member b-replica) b
   mariadb_replica c-replica $(member c-replica) c
-  memcached_start a 11221
-  memcached_start b 11231
-  memcached_start c 11241
 }
 
 # member NAME: the port and server ID of SET or core database NAME (infra's).

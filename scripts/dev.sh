@@ -911,11 +911,12 @@ case "${1:-}" in
     # kill's recovery), and on 2 cores -p 4 took make test from 667 s to
     # 477 s with the same result; with the MariaDB template and the shared
     # binaries (e2e/harness), 373-378 s (README, "Two commands").
-    # Each package binary has 30 minutes: the chaos run takes up to 18
-    # under this load, after waiting for TestDevHosts's cluster to end
-    # (one whole dev cluster at a time: clustertest.OneDevCluster).
+    # Each package binary has 40 minutes: one whole dev cluster runs at a
+    # time (clustertest.OneDevCluster), so the chaos run (up to 15 minutes
+    # under this load) and e2e/dev's two clusters (TestDevCluster,
+    # TestDevHosts) may each wait for the other.
     # shellcheck disable=SC2086 # a list of package patterns
-    go test -race -count=1 -timeout 30m -p "$((2 * $(nproc)))" "$@" ${HB_TEST_PKGS:-./...} 2>&1 | tee "$RUN/test.log" || rc=$?
+    go test -race -count=1 -timeout 40m -p "$((2 * $(nproc)))" "$@" ${HB_TEST_PKGS:-./...} 2>&1 | tee "$RUN/test.log" || rc=$?
     # Tests of the scheduler's effect (built with !race: the race
     # detector's random yields would hide what they check), once more
     # without -race.

@@ -36,7 +36,9 @@ func TestChaosShort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clustertest.OneDevCluster(t)
+	// Its run took up to 15 minutes under make test's load, bounded 3
+	// minutes before the deadline (below).
+	clustertest.OneDevCluster(t, 20*time.Minute)
 	// Its cluster's logs stay when it fails.
 	run, err := os.MkdirTemp("", "hbchaos-")
 	if err != nil {

@@ -22,6 +22,7 @@ func TestDevCluster(t *testing.T) {
 	if err := exec.Command("unshare", "-n", "true").Run(); err != nil {
 		t.Fatalf("unshare -n: %v: the dev cluster's fixed ports need a network namespace of their own (run make test as root)", err)
 	}
+	clustertest.OneDevCluster(t, 10*time.Minute) // three make ups under load
 	run := t.TempDir()
 	began := time.Now()
 	cmd := exec.Command("unshare", "-n", "bash", "-c", "ip link set lo up && exec scripts/dev_test.sh")

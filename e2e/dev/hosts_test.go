@@ -43,7 +43,8 @@ func TestDevHosts(t *testing.T) {
 	if err := exec.Command("unshare", "-n", "true").Run(); err != nil {
 		t.Fatalf("unshare -n: %v: the hosts need root (run make test as root)", err)
 	}
-	clustertest.OneDevCluster(t)
+	// Six minutes for the test proper, two for its make down, one spare.
+	clustertest.OneDevCluster(t, 9*time.Minute)
 	began := time.Now()
 	cmd := exec.Command("unshare", "-n", "bash", "-c",
 		`ip link set lo up && exec "$0" -test.run '^TestDevHosts$' -test.v -test.count=1`, os.Args[0])

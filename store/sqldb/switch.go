@@ -8,6 +8,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/go-sql-driver/mysql"
 )
@@ -82,6 +83,19 @@ type trackedConn struct {
 
 // NetConn is the connection c tracks (liveDial sets its keepalive).
 func (c *trackedConn) NetConn() net.Conn { return c.Conn }
+
+// SyscallConn is the tracked connection's: the driver checks an idle
+// connection for its server's close before it reuses it (its connCheck)
+// only on a syscall.Conn. Without it every Switch pool skipped the check,
+// and after a MariaDB's restart each idle connection's next statement
+// failed with invalid connection instead of a quiet reconnection.
+func (c *trackedConn) SyscallConn() (syscall.RawConn, error) {
+	sc, ok := c.Conn.(syscall.Conn)
+	if !ok {
+		return nil, fmt.Errorf("schema: switch: %T has no file descriptor", c.Conn)
+	}
+	return sc.SyscallConn()
+}
 
 func (c *trackedConn) Close() error {
 	c.t.mu.Lock()
